@@ -1,0 +1,1 @@
+"""git-brat: the harness (convoys, tasks, roles) built on the grite substrate."""

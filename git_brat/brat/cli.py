@@ -1,0 +1,24 @@
+"""`git brat`: the harness's click group (thin; logic lives in the role modules)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from git_brat import __version__
+from git_brat.clikit import run
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="git-brat")
+def cli():
+    """Run many AI coding agents on one repository, coordinated through git."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(cli, "git-brat", argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Workflow templates shipped with git-brat (feature, code-review, fix-bug)."""

@@ -1,0 +1,92 @@
+"""The CLI edge shared by git-grite and git-brat: --json output, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import click
+import msgspec
+
+from git_brat.grite.errors import EXIT_USAGE, GriteError
+
+# click >= 8.2 raises this when a group is run without a subcommand.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print bare JSON on stdout.")
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.buffer.write(msgspec.json.encode(obj))
+    sys.stdout.buffer.write(b"\n")
+    sys.stdout.flush()
+
+
+def emit(as_json: bool, obj: Any, human: Callable[[], str | None]) -> None:
+    """Print obj as JSON, or the human rendering."""
+    if as_json:
+        emit_json(obj)
+    else:
+        text = human()
+        if text:
+            click.echo(text)
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def when(dt: datetime) -> str:
+    """Short human time: local date and minute."""
+    return dt.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def cut(text: str, width: int) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def table(rows: list[list[str]], widths: list[int | None], total: int = 80) -> str:
+    """Fixed-width columns; the one column with width None takes what is left of `total`."""
+    fixed = sum(w for w in widths if w) + 2 * (len(widths) - 1)
+    flex = max(10, total - fixed)
+    out = []
+    for row in rows:
+        cells = []
+        for cell, w in zip(row, widths):
+            w = w or flex
+            cells.append(cut(cell, w).ljust(w))
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
+    """Invoke a click group; GriteError and usage errors become one stderr line + exit code."""
+    try:
+        group.main(args=argv, prog_name=prog, standalone_mode=False)
+        return 0
+    except GriteError as exc:
+        click.echo(f"{prog}: error: {exc.message}", err=True)
+        return exc.exit_code
+    except _NO_ARGS_IS_HELP:   # bare group: click printed the help
+        return 0
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"{prog}: error: {exc.format_message()}{hint}", err=True)
+        return EXIT_USAGE
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo(f"{prog}: interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        click.echo(f"{prog}: error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except BrokenPipeError:   # `| head`: not an error worth a traceback
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,1 @@
+"""git-grite: an append-only event log in git refs, replayed into issues, tasks and locks."""

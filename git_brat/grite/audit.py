@@ -1,0 +1,58 @@
+"""The audit trail: every event in every log, with who wrote it, when and from which replica."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from git_brat.grite import events as ev
+from git_brat.grite.cache import actor_names
+from git_brat.grite.log import LogReader
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import iso
+
+
+class AuditEntry(msgspec.Struct):
+    event: str
+    entity: str
+    kind: str
+    op: str
+    detail: dict
+    actor: str
+    actor_name: str
+    replica: str
+    lamport: int
+    at: datetime
+    commit: str
+    rejected: str | None = None
+
+
+def _detail(op) -> dict:
+    if isinstance(op, ev.UnknownOp):
+        return {}
+    d = msgspec.structs.asdict(op)
+    return d
+
+
+def entries(g: Grite, entity: str | None = None) -> list[AuditEntry]:
+    """All events (deduplicated across logs) in replay order, optionally for one entity."""
+    state = g.state()
+    names = actor_names(state)
+    reader = LogReader(g.store)
+    commits = reader.new_commits(g.store.log_tips().values(), ())
+    seen: set[str] = set()
+    out = []
+    for sha, batch in reader.batches(commits):
+        for e in batch.events:
+            if e.id in seen or (entity is not None and e.entity != entity):
+                continue
+            seen.add(e.id)
+            ent = state.entities.get(e.entity)
+            rej = state.rejected.get(e.id)
+            out.append(AuditEntry(e.id, e.entity, ent.kind if ent else "", ev.op_name(e.op),
+                                  _detail(e.op), e.actor, names.get(e.actor, e.actor),
+                                  batch.replica, e.lamport, iso(e.ts), sha,
+                                  rej.reason if rej else None))
+    out.sort(key=lambda a: (a.lamport, a.actor, a.event))
+    return out

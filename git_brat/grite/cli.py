@@ -1,0 +1,170 @@
+"""`git grite`: the click group and the repository-level commands (thin; logic lives below)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from git_brat import __version__
+from git_brat.clikit import emit, emit_json, json_option, run, table, warn, when
+from git_brat.grite.repo import Grite
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="git-grite")
+def cli():
+    """An append-only, crash-safe event log in git refs, and the issue tracker replayed from it."""
+
+
+def open_grite(require_init: bool = True) -> Grite:
+    g = Grite.open(require_init=require_init)
+    return g
+
+
+def report_problems(g: Grite) -> None:
+    """Tell the user, once per command, about records replay had to skip."""
+    for p in g.cache.problems:
+        warn(f"skipped unreadable log record {p.sha}: {p.detail} (see `git grite doctor`)")
+
+
+@cli.command()
+@json_option
+def init(as_json):
+    """Create this clone's replica id and actor (idempotent)."""
+    from git_brat.grite import setup
+    result = setup.init(open_grite(require_init=False))
+    emit(as_json, result, lambda: (
+        f"initialised grite: replica {result.replica}, actor {result.actor_name} ({result.actor[:8]})"
+        if result.created else f"grite already initialised: replica {result.replica}, "
+                               f"actor {result.actor_name} ({result.actor[:8]})"))
+
+
+@cli.command()
+@click.argument("entity", required=False)
+@click.option("-n", "--limit", type=click.IntRange(min=1), help="Show only the newest N entries.")
+@json_option
+def log(entity, limit, as_json):
+    """The audit trail: who did what, when, from which replica."""
+    from git_brat.grite import audit
+    g = open_grite()
+    ent_id = g.resolve(entity).id if entity else None
+    entries = audit.entries(g, ent_id)
+    report_problems(g)
+    if limit:
+        entries = entries[-limit:]
+
+    def human():
+        lines = []
+        for a in entries:
+            what = f"{a.kind}.{a.op}" if a.kind else a.op
+            extra = _describe(a.detail)
+            flag = f"  [REJECTED: {a.rejected}]" if a.rejected else ""
+            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<16} {a.actor_name} "
+                         f"@{a.replica[:8]}{extra}{flag}")
+        return "\n".join(lines) or "no events"
+    emit(as_json, entries, human)
+
+
+def _describe(detail: dict) -> str:
+    parts = []
+    for k, v in detail.items():
+        if k in ("observed",) or v in ({}, [], ""):
+            continue
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}={b!r}" for a, b in v.items() if a != "body")
+        parts.append(f"{k}={v}" if not isinstance(v, str) or k not in ("value", "body") else
+                     (v if len(v) < 50 else v[:47] + "..."))
+    return ("  " + " ".join(str(p) for p in parts)) if parts else ""
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["json", "md"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="Write to this file instead of stdout.")
+def export(fmt, output):
+    """Export every issue (with comments and dependencies) as JSON or Markdown."""
+    import msgspec
+    from git_brat.grite import transfer
+    g = open_grite()
+    state = g.state()
+    report_problems(g)
+    if fmt == "json":
+        data = msgspec.json.format(msgspec.json.encode(transfer.export(state)), indent=2) + b"\n"
+    else:
+        data = transfer.export_markdown(state).encode()
+    if output:
+        with open(output, "wb") as f:
+            f.write(data)
+    else:
+        sys.stdout.buffer.write(data)
+
+
+@cli.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@json_option
+def import_(file, as_json):
+    """Import issues in one batch (all or nothing); importing the same file twice adds nothing."""
+    from git_brat.grite import transfer
+    from git_brat.grite.errors import NotFound
+    g = open_grite()
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else open(file, "rb").read()
+    except OSError as exc:
+        raise NotFound(f"cannot read {file}: {exc.strerror}")
+    items = transfer.parse(data, "<stdin>" if file == "-" else file)
+    result = transfer.import_issues(g, items, "stdin" if file == "-" else file)
+    emit(as_json, result, lambda: f"imported {len(result.created)} issues"
+         + (f", {len(result.skipped)} already present" if result.skipped else ""))
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Clear abandoned ref locks and rebuild a wrong cache.")
+@click.option("--stale-after", type=float, default=None, metavar="SECONDS",
+              help="Age after which a ref .lock counts as abandoned (default 10).")
+@json_option
+def doctor(fix, stale_after, as_json):
+    """Verify every log commit and event, ref locks and the cache. Exit 6 if problems remain."""
+    from git_brat.grite import doctor as doc
+    from git_brat.grite.errors import EXIT_PROBLEMS
+    g = open_grite()
+    report = doc.check(g, fix=fix, stale_after=doc.STALE_LOCK_SECONDS if stale_after is None
+                       else stale_after)
+
+    def human():
+        lines = [f"{len(report.logs)} logs, {report.commits} commits, {report.events} events"]
+        for f in report.findings:
+            mark = "fixed" if f.fixed else "PROBLEM"
+            lines.append(f"{mark}: {f.kind} {f.subject}: {f.detail}".replace(" : ", ": "))
+        lines.append("ok" if report.ok else "problems found" + ("" if fix else
+                     "; `git grite doctor --fix` repairs locks and cache"))
+        return "\n".join(lines)
+    emit(as_json, report, human)
+    if not report.ok:
+        sys.exit(EXIT_PROBLEMS)
+
+
+@cli.command()
+@json_option
+def rebuild(as_json):
+    """Rebuild the cache by replaying every log from scratch."""
+    g = open_grite()
+    state = g.cache.rebuild()
+    report_problems(g)
+    live = sum(1 for e in state.entities.values() if e.created)
+    out = {"entities": live, "events": state.event_count, "problems": g.cache.problems}
+    emit(as_json, out, lambda: f"rebuilt cache: {live} entities from {state.event_count} events")
+
+
+from git_brat.grite import cli_actor, cli_issue  # noqa: E402  (registers subcommands)
+
+cli_issue.register(cli)
+cli_actor.register(cli)
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(cli, "git-grite", argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Verify the logs, the cache and ref locks; rebuild and repair what is safe to repair."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import msgspec
+
+from git_brat.grite.cache import Cache
+from git_brat.grite.log import LogReader
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import canonical, replay
+
+STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
+
+
+class Finding(msgspec.Struct):
+    kind: str          # corrupt | stale-lock | cache-mismatch | unknown-ops
+    subject: str
+    detail: str
+    fixed: bool = False
+
+
+class Report(msgspec.Struct):
+    ok: bool
+    commits: int
+    events: int
+    logs: dict[str, str]
+    findings: list[Finding]
+
+
+def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) -> Report:
+    findings: list[Finding] = []
+    for path, age in g.store.stale_ref_locks(stale_after):
+        f = Finding("stale-lock", path, f"ref lock left {age:.0f}s ago by a writer that is gone")
+        if fix:
+            f.fixed = _clear_lock(path, age)
+        findings.append(f)
+
+    tips = g.store.log_tips()
+    reader = LogReader(g.store)
+    commits = reader.new_commits(tips.values(), ())
+    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+    for p in reader.problems:
+        findings.append(Finding("corrupt", p.sha, p.detail))
+    truth = replay(events)
+    if truth.unknown_ops:
+        findings.append(Finding("unknown-ops", "", f"{truth.unknown_ops} events from a newer "
+                                "grite were kept but not replayed; upgrade to see them", True))
+
+    cache = Cache(g.store)
+    meta = cache._read_meta()
+    cached = cache._read("state", meta, type(truth)) if meta else None
+    if cached is not None and meta.frontier == tips and canonical(cached) != canonical(truth):
+        f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
+        if fix:
+            cache.rebuild()
+            f.fixed = True
+        findings.append(f)
+    elif fix and cached is None:
+        cache.rebuild()
+    ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
+    return Report(ok, len(commits), len(events), tips, findings)
+
+
+def _clear_lock(path: str, age: float) -> bool:
+    """Remove an abandoned ref lock, but only if nobody touched it while we looked."""
+    try:
+        before = os.stat(path)
+        time.sleep(0.05)
+        after = os.stat(path)
+        if (before.st_mtime_ns, before.st_ino) != (after.st_mtime_ns, after.st_ino):
+            return False
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return True

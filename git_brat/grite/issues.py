@@ -1,0 +1,267 @@
+"""The issue tracker: operations on `issue` entities and their dependency graph."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+import msgspec
+
+from git_brat.grite import events as ev
+from git_brat.grite.cache import IssueView, actor_names, issue_view
+from git_brat.grite.errors import Conflict, UsageError
+from git_brat.grite.log import Draft
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import Entity, State, iso
+
+KIND = "issue"
+DEP_TYPES = ("depends_on", "blocks", "related_to")
+STATES = ("open", "closed")
+
+
+class CommentView(msgspec.Struct):
+    id: str
+    author: str
+    created_at: datetime
+    body: str
+
+
+class Deps(msgspec.Struct):
+    depends_on: list[str]
+    blocks: list[str]
+    related_to: list[str]
+    dependents: list[str]      # issues that depend on this one (incoming edges)
+
+
+class IssueDetail(msgspec.Struct):
+    id: str
+    title: str
+    body: str
+    state: str
+    labels: list[str]
+    assignees: list[str]
+    author: str
+    created_at: datetime
+    updated_at: datetime
+    comments: list[CommentView]
+    deps: Deps
+
+
+def check_text(value: str, what: str, allow_empty: bool = False, one_line: bool = True) -> str:
+    value = value.strip() if one_line else value
+    if not allow_empty and not value.strip():
+        raise UsageError(f"{what} must not be empty")
+    if one_line and any(c in value for c in "\n\r\0"):
+        raise UsageError(f"{what} must be a single line")
+    return value
+
+
+def check_name(value: str, what: str) -> str:
+    value = value.strip()
+    if not value or any(c.isspace() or ord(c) < 32 for c in value) or "," in value:
+        raise UsageError(f"invalid {what} {value!r}: use a non-empty name without spaces or commas")
+    return value
+
+
+def summary(action: str, ent_id: str, title: str = "") -> str:
+    """One-line commit message: `grite: issue.create 3f2a91c "Fix parser"`."""
+    title = title if len(title) <= 60 else title[:57] + "..."
+    return f"grite: {action} {ent_id[:7]}" + (f' "{title}"' if title else "")
+
+
+def create(g: Grite, title: str, body: str = "", labels: list[str] = (),
+           assignees: list[str] = ()) -> str:
+    title = check_text(title, "title")
+    labels = sorted({check_name(l, "label") for l in labels})
+    assignees = sorted({check_name(a, "assignee") for a in assignees})
+    eid = ev.new_entity_id()
+    drafts = [Draft(eid, ev.Create(KIND, {"title": title, "body": body, "state": "open"}))]
+    drafts += [Draft(eid, ev.AddTo("labels", l)) for l in labels]
+    drafts += [Draft(eid, ev.AddTo("assignees", a)) for a in assignees]
+    g.append(drafts, summary("issue.create", eid, title))
+    return eid
+
+
+def update(g: Grite, ref: str, title: str | None = None, body: str | None = None) -> Entity:
+    ent = g.resolve(ref, KIND)
+    fields = {}
+    if title is not None:
+        fields["title"] = check_text(title, "title")
+    if body is not None:
+        fields["body"] = body
+    if not fields:
+        raise UsageError("nothing to update: give --title and/or --body")
+    g.append([Draft(ent.id, ev.SetFields(fields))], summary("issue.update", ent.id, fields.get("title", "")))
+    return ent
+
+
+def set_state(g: Grite, ref: str, state: str) -> Entity:
+    ent = g.resolve(ref, KIND)
+    g.append([Draft(ent.id, ev.SetFields({"state": state}))],
+             summary("issue.close" if state == "closed" else "issue.reopen", ent.id))
+    return ent
+
+
+def comment(g: Grite, ref: str, text: str) -> str:
+    ent = g.resolve(ref, KIND)
+    check_text(text, "comment", one_line=False)
+    res = g.append([Draft(ent.id, ev.Comment(text))], summary("issue.comment", ent.id))
+    return res.events[0].id
+
+
+def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str], what: str) -> Entity:
+    """Add/remove members of an observed-remove set (labels, assignees) in one batch."""
+    ent = g.resolve(ref, KIND)
+    add = sorted({check_name(x, what) for x in add})
+    remove = sorted({check_name(x, what) for x in remove})
+    if not add and not remove:
+        raise UsageError(f"nothing to change: give --add and/or --remove")
+    drafts = [Draft(ent.id, ev.AddTo(set_name, x)) for x in add]
+    drafts += [Draft(ent.id, ev.RemoveFrom(set_name, x, ent.live_tags(set_name, x)))
+               for x in remove if x not in add]
+    g.append(drafts, summary(f"issue.{what}", ent.id))
+    return ent
+
+
+# -- dependencies --------------------------------------------------------------
+
+def prerequisites(state: State, kind: str = KIND) -> dict[str, set[str]]:
+    """id -> ids that must be done first (depends_on edges, and blocks edges reversed)."""
+    pre: dict[str, set[str]] = {}
+    for ent in state.entities.values():
+        if not ent.created or ent.kind != kind:
+            continue
+        pre.setdefault(ent.id, set())
+        for target in ent.members("dep:depends_on"):
+            pre[ent.id].add(target)
+        for target in ent.members("dep:blocks"):
+            pre.setdefault(target, set()).add(ent.id)
+    live = {eid for eid, e in state.entities.items() if e.created and e.kind == kind}
+    return {k: {p for p in v if p in live} for k, v in pre.items() if k in live}
+
+
+def find_cycle(pre: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path start -> ... -> start through prerequisites, if one exists."""
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(pre.get(node, ())):
+            if nxt == start:
+                return path + [start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, path + [nxt]))
+    return None
+
+
+def dep_add(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[Entity, Entity]:
+    if dep_type not in DEP_TYPES:
+        raise UsageError(f"unknown dependency type {dep_type!r}: use one of {', '.join(DEP_TYPES)}")
+    src, dst = g.resolve(ref, KIND), g.resolve(on, KIND)
+    if src.id == dst.id:
+        raise UsageError("an issue cannot depend on itself")
+    if dep_type != "related_to":
+        pre = prerequisites(g.state())
+        a, b = (src.id, dst.id) if dep_type == "depends_on" else (dst.id, src.id)
+        pre.setdefault(a, set()).add(b)
+        cycle = find_cycle(pre, a)
+        if cycle:
+            names = short_names(g.state(), cycle)
+            raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
+    g.append([Draft(src.id, ev.AddTo("dep:" + dep_type, dst.id))],
+             summary(f"dep.add {dep_type}", src.id))
+    return src, dst
+
+
+def dep_remove(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> None:
+    if dep_type not in DEP_TYPES:
+        raise UsageError(f"unknown dependency type {dep_type!r}: use one of {', '.join(DEP_TYPES)}")
+    src, dst = g.resolve(ref, KIND), g.resolve(on, KIND)
+    tags = src.live_tags("dep:" + dep_type, dst.id)
+    if not tags:
+        raise UsageError(f"{src.id[:7]} has no {dep_type} dependency on {dst.id[:7]}")
+    g.append([Draft(src.id, ev.RemoveFrom("dep:" + dep_type, dst.id, tags))],
+             summary(f"dep.remove {dep_type}", src.id))
+
+
+def deps_of(state: State, ent: Entity) -> Deps:
+    dependents = sorted(e.id for e in state.entities.values()
+                        if e.created and e.kind == ent.kind and ent.id in e.members("dep:depends_on"))
+    return Deps(ent.members("dep:depends_on"), ent.members("dep:blocks"),
+                ent.members("dep:related_to"), dependents)
+
+
+def topo(state: State, kind: str = KIND, include=lambda e: True) -> list[Entity]:
+    """Entities, prerequisites first; ties in (created_at, id) order so the result is stable."""
+    import heapq
+    ents = {e.id: e for e in state.entities.values() if e.created and e.kind == kind and include(e)}
+    pre = {k: {p for p in v if p in ents} for k, v in prerequisites(state, kind).items() if k in ents}
+    waiting = {k: len(v) for k, v in pre.items()}
+    after: dict[str, list[str]] = {}
+    for k, v in pre.items():
+        for p in v:
+            after.setdefault(p, []).append(k)
+    heap = [(ents[k].created_at, k) for k, n in waiting.items() if n == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, k = heapq.heappop(heap)
+        out.append(ents[k])
+        for nxt in after.get(k, ()):
+            waiting[nxt] -= 1
+            if waiting[nxt] == 0:
+                heapq.heappush(heap, (ents[nxt].created_at, nxt))
+    return out
+
+
+def ready(state: State) -> list[Entity]:
+    """Open issues whose prerequisites are all closed, in stable (created_at, id) order."""
+    pre = prerequisites(state)
+    out = [e for e in state.entities.values()
+           if e.created and e.kind == KIND and e.get("state", "open") == "open"
+           and all(state.entities[p].get("state") == "closed" for p in pre.get(e.id, ()))]
+    return sorted(out, key=lambda e: (e.created_at, e.id))
+
+
+def views(state: State, ents: list[Entity]) -> list[IssueView]:
+    names = actor_names(state)
+    return [issue_view(e, names) for e in ents]
+
+
+def short_names(state: State, ids: list[str]) -> list[str]:
+    return [f"{i[:7]} ({state.entities[i].get('title', '')})" if i in state.entities else i[:7] for i in ids]
+
+
+# -- views ----------------------------------------------------------------------
+
+def detail(state: State, ent: Entity) -> IssueDetail:
+    names = actor_names(state)
+    comments = [CommentView(eid, names.get(actor, actor), iso(ts), body)
+                for eid, _lamport, actor, ts, body in ent.sorted_comments()]
+    return IssueDetail(ent.id, ent.get("title", ""), ent.get("body", ""), ent.get("state", "open"),
+                       ent.members("labels"), ent.members("assignees"),
+                       names.get(ent.created_by, ent.created_by), iso(ent.created_at),
+                       iso(ent.updated_at), comments, deps_of(state, ent))
+
+
+def list_issues(g: Grite, state_filter: str = "open", labels: list[str] = ()) -> list[IssueView]:
+    if state_filter not in ("open", "closed", "all"):
+        raise UsageError(f"unknown state {state_filter!r}: use open, closed or all")
+    views = g.cache.issues()
+    if state_filter != "all":
+        views = [v for v in views if v.state == state_filter]
+    if labels:
+        want = set(labels)
+        views = [v for v in views if want.issubset(v.labels)]
+    return views
+
+
+def import_key(title: str, body: str) -> str:
+    """Deterministic id for an imported issue without one, so re-importing creates nothing new."""
+    return hashlib.blake2b(f"import\0{title}\0{body}".encode(), digest_size=16).hexdigest()
+
+
+__all__ = ["create", "update", "set_state", "comment", "edit_set", "dep_add", "dep_remove",
+           "deps_of", "topo", "ready", "detail", "list_issues", "IssueView", "IssueDetail",
+           "issue_view"]

@@ -1,0 +1,108 @@
+"""One grite repository: store + identity + cache + log, and id resolution by unique prefix."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from git_brat.grite import events as ev
+from git_brat.grite import identity
+from git_brat.grite.cache import Cache
+from git_brat.grite.errors import NotFound, UsageError
+from git_brat.grite.gitstore import Store
+from git_brat.grite.log import Appended, Draft, append
+from git_brat.grite.state import Entity, State
+
+MIN_PREFIX = 4
+
+
+class Grite:
+    """The entry point library code and commands use; layers below never call back up."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.cache = Cache(store)
+        self._identity: identity.Identity | None = None
+        self._state: State | None = None
+
+    @classmethod
+    def open(cls, cwd: str | None = None, require_init: bool = True) -> "Grite":
+        store = Store.discover(cwd)
+        g = cls(store)
+        if require_init:
+            identity.load_replica(store.grite_dir)   # raises a clear "run git grite init"
+        return g
+
+    @property
+    def identity(self) -> identity.Identity:
+        if self._identity is None:
+            self._identity = identity.load(self.store.grite_dir)
+        return self._identity
+
+    def state(self, refresh: bool = False) -> State:
+        if self._state is None or refresh:
+            self._state = self.cache.state()
+        return self._state
+
+    def append(self, build: Callable[[], list[Draft]] | list[Draft],
+               summary: Callable[[list[ev.Event]], str] | str) -> Appended:
+        """Append one atomic batch. A callable `build` is re-run (on fresh state) after a conflict."""
+        first = [True]
+
+        def drafts() -> list[Draft]:
+            if not callable(build):
+                return build
+            if not first[0]:
+                self.state(refresh=True)
+            first[0] = False
+            return build()
+
+        def seen() -> int:
+            return self._state.max_lamport if self._state is not None else self.cache.seen_lamport()
+
+        result = append(self.store, self.identity, drafts,
+                        summary if callable(summary) else (lambda _e: summary), seen)
+        self._state = None   # stale now; the next read extends the cache incrementally
+        return result
+
+    # -- ids -----------------------------------------------------------------
+
+    def resolve(self, ref: str, kind: str | None = None) -> Entity:
+        """An entity by full id or unique prefix (like git's abbreviated object names)."""
+        return resolve(self.state(), ref, kind)
+
+
+def resolve(state: State, ref: str, kind: str | None = None) -> Entity:
+    what = kind or "entity"
+    ref = ref.strip().lower()
+    if ref.startswith("#"):
+        ref = ref[1:]
+    if len(ref) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ref):
+        raise UsageError(f"{ref!r} is not a valid {what} id (at least {MIN_PREFIX} hex digits)")
+    ent = state.entities.get(ref)
+    if ent is not None and ent.created and (kind is None or ent.kind == kind):
+        return ent
+    matches = [e for eid, e in state.entities.items()
+               if eid.startswith(ref) and e.created and (kind is None or e.kind == kind)]
+    if not matches:
+        raise NotFound(f"no {what} with id {ref}")
+    if len(matches) > 1:
+        shown = ", ".join(sorted(m.id[:12] for m in matches)[:5])
+        raise UsageError(f"{what} id {ref} is ambiguous: matches {shown}")
+    return matches[0]
+
+
+def short_ids(ids: list[str], minimum: int = 7) -> dict[str, str]:
+    """Shortest unique prefix (at least `minimum`) for each id, computed over sorted neighbours."""
+    order = sorted(ids)
+    out = {}
+    for i, x in enumerate(order):
+        n = minimum
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(order):
+                y = order[j]
+                k = 0
+                while k < len(x) and k < len(y) and x[k] == y[k]:
+                    k += 1
+                n = max(n, k + 1)
+        out[x] = x[:n]
+    return out

@@ -1,0 +1,32 @@
+"""`git grite init`: identities, the actor's record in the log, and (via sync) hooks and refspecs."""
+
+from __future__ import annotations
+
+import msgspec
+
+from git_brat.grite import events as ev
+from git_brat.grite import identity
+from git_brat.grite.log import Draft
+from git_brat.grite.repo import Grite
+
+
+class InitResult(msgspec.Struct):
+    replica: str
+    actor: str
+    actor_name: str
+    created: bool
+
+
+def record_actor(g: Grite, actor: identity.Actor) -> None:
+    """Declare an actor in the log so every replica can show its name."""
+    g.append([Draft(actor.id, ev.Create("actor", {"name": actor.name, "email": actor.email,
+                                                   "replica": actor.replica}))],
+             f"grite: actor.create {actor.id[:7]} \"{actor.name}\"")
+
+
+def init(g: Grite) -> InitResult:
+    name, email = g.store.user_identity()
+    ident, created = identity.init(g.store.grite_dir, name, email)
+    if created:
+        record_actor(g, ident.actor)
+    return InitResult(ident.replica.id, ident.actor.id, ident.actor.name, created)

@@ -1,0 +1,164 @@
+"""Replay: a CRDT projection of events into entities; same events in any order, same state."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+import msgspec
+
+from git_brat.grite import events as ev
+
+
+class Entity(msgspec.Struct):
+    """Projected entity. Every field is a join of events, so application order never matters."""
+    id: str
+    kind: str = ""
+    created: bool = False               # False while only later events have arrived (held)
+    create_stamp: tuple[int, str, str] | None = None
+    created_at: int = 0                 # ms
+    created_by: str = ""
+    updated_at: int = 0                 # ms: max over applied events
+    fields: dict[str, tuple[Any, int, str, str]] = {}   # name -> (value, lamport, actor, eid)
+    sets: dict[str, dict[str, list[str]]] = {}          # set -> value -> live add tags
+    tombs: list[str] = []               # add tags cancelled by removes (kept sorted)
+    comments: dict[str, tuple[int, str, int, str]] = {}  # eid -> (lamport, actor, ts, body)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        cell = self.fields.get(name)
+        return default if cell is None else cell[0]
+
+    def members(self, set_name: str) -> list[str]:
+        return sorted(v for v, tags in self.sets.get(set_name, {}).items() if tags)
+
+    def live_tags(self, set_name: str, value: str) -> list[str]:
+        return list(self.sets.get(set_name, {}).get(value, ()))
+
+    def sorted_comments(self) -> list[tuple[str, int, str, int, str]]:
+        """(eid, lamport, actor, ts, body) in causal order."""
+        return sorted(((eid, *c) for eid, c in self.comments.items()),
+                      key=lambda c: (c[1], c[2], c[0]))
+
+
+class Rejection(msgspec.Struct):
+    event: str
+    entity: str
+    reason: str
+
+
+class State(msgspec.Struct):
+    """Everything replay derives from the logs."""
+    entities: dict[str, Entity] = {}
+    max_lamport: int = 0
+    fences: dict[str, int] = {}             # resource -> highest lease token seen
+    fenced: dict[str, int] = {}             # resource -> highest token among applied fenced events
+    rejected: dict[str, Rejection] = {}
+    unknown_ops: int = 0
+    event_count: int = 0
+
+    def apply(self, e: ev.Event) -> bool:
+        """Apply one event; False means the state needs a full replay (a fence moved backwards)."""
+        if e.lamport > self.max_lamport:
+            self.max_lamport = e.lamport
+        self.event_count += 1
+        op = e.op
+        if isinstance(op, ev.LeaseToken):
+            if op.token > self.fences.get(op.resource, 0):
+                self.fences[op.resource] = op.token
+                if self.fenced.get(op.resource, 0) > 0 and self.fenced[op.resource] < op.token:
+                    return False   # events already applied under an older token are now stale
+            return True
+        if e.fence is not None:
+            res, tok = e.fence.resource, e.fence.token
+            newest = self.fences.get(res, 0)
+            if tok < newest:
+                self.rejected[e.id] = Rejection(e.id, e.entity,
+                                                f"stale fencing token {tok} for {res} (newest {newest})")
+                return True
+            if tok > self.fenced.get(res, 0):
+                self.fenced[res] = tok
+        if isinstance(op, ev.UnknownOp):
+            self.unknown_ops += 1
+            return True
+        ent = self.entities.get(e.entity)
+        if ent is None:
+            ent = self.entities[e.entity] = Entity(e.entity)
+        apply_to_entity(ent, e)
+        return True
+
+
+def apply_to_entity(ent: Entity, e: ev.Event) -> None:
+    op = e.op
+    if e.ts > ent.updated_at:
+        ent.updated_at = e.ts
+    stamp = (e.lamport, e.actor, e.id)
+    if isinstance(op, ev.Create):
+        if ent.create_stamp is None or stamp < tuple(ent.create_stamp):
+            ent.create_stamp = stamp
+            ent.kind, ent.created_at, ent.created_by = op.kind, e.ts, e.actor
+        ent.created = True
+        _set_fields(ent, op.fields, stamp)
+    elif isinstance(op, ev.SetFields):
+        _set_fields(ent, op.fields, stamp)
+    elif isinstance(op, ev.AddTo):
+        if e.id not in ent.tombs:
+            tags = ent.sets.setdefault(op.name, {}).setdefault(op.value, [])
+            if e.id not in tags:
+                tags.append(e.id)
+                tags.sort()
+    elif isinstance(op, ev.RemoveFrom):
+        tags = ent.sets.setdefault(op.name, {}).get(op.value)
+        for tag in op.observed:
+            if tag not in ent.tombs:
+                ent.tombs.append(tag)
+            if tags and tag in tags:
+                tags.remove(tag)
+        ent.tombs.sort()
+        if tags is not None and not tags:
+            del ent.sets[op.name][op.value]
+    elif isinstance(op, ev.Comment):
+        ent.comments[e.id] = (e.lamport, e.actor, e.ts, op.body)
+
+
+def _set_fields(ent: Entity, fields: dict[str, Any], stamp: tuple[int, str, str]) -> None:
+    for name, value in fields.items():
+        cur = ent.fields.get(name)
+        if cur is None or stamp > (cur[1], cur[2], cur[3]):
+            ent.fields[name] = (value, *stamp)
+
+
+def replay(events: Iterable[ev.Event]) -> State:
+    """Full replay. Lease tokens are applied first so fencing never depends on arrival order."""
+    events = list(events)
+    state = State()
+    for e in events:
+        if isinstance(e.op, ev.LeaseToken):
+            state.apply(e)
+    for e in events:
+        if not isinstance(e.op, ev.LeaseToken):
+            state.apply(e)
+    return state
+
+
+def canonical(state: State) -> bytes:
+    """Byte representation that is identical for equal states (used by tests and doctor)."""
+    def ent_key(ent: Entity):
+        return {
+            "id": ent.id, "kind": ent.kind, "created": ent.created,
+            "create_stamp": ent.create_stamp, "created_at": ent.created_at,
+            "created_by": ent.created_by, "updated_at": ent.updated_at,
+            "fields": ent.fields,
+            "sets": {k: {v: sorted(t) for v, t in vals.items() if t} for k, vals in ent.sets.items()},
+            "tombs": sorted(set(ent.tombs)),
+            "comments": ent.comments,
+        }
+    body = {
+        "entities": {k: ent_key(state.entities[k]) for k in state.entities},
+        "max_lamport": state.max_lamport, "fences": state.fences,
+        "rejected": state.rejected, "unknown_ops": state.unknown_ops,
+    }
+    return msgspec.msgpack.encode(body, order="sorted")
+
+
+def iso(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

@@ -1,0 +1,43 @@
+"""Shared fixtures: an isolated HOME and git identity, this checkout's bin/ first on PATH."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from helpers import BIN, grite, make_repo
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_environment(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test User\n\temail = test@example.com\n"
+        "[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n"
+        "[advice]\n\tdetachedHead = false\n")
+    saved = dict(os.environ)
+    for var in list(os.environ):
+        if var.startswith(("GIT_", "GRITE_", "BRAT_")):
+            del os.environ[var]
+    os.environ.update({
+        "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+        "GIT_CONFIG_NOSYSTEM": "1", "PATH": f"{BIN}{os.pathsep}{saved.get('PATH', '')}",
+        "LC_ALL": "C.UTF-8", "TZ": "UTC",
+    })
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository with one commit, grite not initialised."""
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def grepo(repo):
+    """A git repository with grite initialised."""
+    grite(repo, "init")
+    return repo
