@@ -18,6 +18,7 @@ class AuditEntry(msgspec.Struct):
     entity: str
     kind: str
     op: str
+    summary: str
     detail: dict
     actor: str
     actor_name: str
@@ -31,8 +32,28 @@ class AuditEntry(msgspec.Struct):
 def _detail(op) -> dict:
     if isinstance(op, ev.UnknownOp):
         return {}
-    d = msgspec.structs.asdict(op)
-    return d
+    return msgspec.structs.asdict(op)
+
+
+def describe(op) -> str:
+    """What an operation did, in a few words, for `git grite log`."""
+    def short(v) -> str:
+        v = str(v).replace("\n", " ")
+        return v if len(v) <= 48 else v[:45] + "..."
+    if isinstance(op, ev.Create):
+        title = op.fields.get("title") or op.fields.get("name")
+        return f'"{short(title)}"' if title else ""
+    if isinstance(op, ev.SetFields):
+        return " ".join(f"{k}={short(v)!r}" if k != "body" else "body" for k, v in op.fields.items())
+    if isinstance(op, ev.AddTo):
+        return f"{op.name} +{op.value[:12] if op.name.startswith('dep:') else op.value}"
+    if isinstance(op, ev.RemoveFrom):
+        return f"{op.name} -{op.value[:12] if op.name.startswith('dep:') else op.value}"
+    if isinstance(op, ev.Comment):
+        return short(op.body)
+    if isinstance(op, ev.LeaseToken):
+        return f"{op.resource} token {op.token}"
+    return "(operation from a newer grite; not replayed)"
 
 
 def entries(g: Grite, entity: str | None = None) -> list[AuditEntry]:
@@ -51,7 +72,7 @@ def entries(g: Grite, entity: str | None = None) -> list[AuditEntry]:
             ent = state.entities.get(e.entity)
             rej = state.rejected.get(e.id)
             out.append(AuditEntry(e.id, e.entity, ent.kind if ent else "", ev.op_name(e.op),
-                                  _detail(e.op), e.actor, names.get(e.actor, e.actor),
+                                  describe(e.op), _detail(e.op), e.actor, names.get(e.actor, e.actor),
                                   batch.replica, e.lamport, iso(e.ts), sha,
                                   rej.reason if rej else None))
     out.sort(key=lambda a: (a.lamport, a.actor, a.event))

@@ -16,7 +16,7 @@ import msgspec
 from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, Problem
-from git_brat.grite.state import Entity, State, iso, replay
+from git_brat.grite.state import Entity, State, iso, no_gc, replay
 
 CACHE_VERSION = 1
 
@@ -156,7 +156,9 @@ class Cache:
     def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
         self.rebuilt = True
         commits = reader.new_commits(tips.values(), ())
-        return replay(e for _sha, batch in reader.batches(commits) for e in batch.events)
+        with no_gc():
+            events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+        return replay(events)
 
     def _issue_views(self, state: State, touched: set[str] | None,
                      old: list[IssueView] | None) -> list[IssueView]:

@@ -58,24 +58,11 @@ def log(entity, limit, as_json):
         lines = []
         for a in entries:
             what = f"{a.kind}.{a.op}" if a.kind else a.op
-            extra = _describe(a.detail)
             flag = f"  [REJECTED: {a.rejected}]" if a.rejected else ""
-            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<16} {a.actor_name} "
-                         f"@{a.replica[:8]}{extra}{flag}")
+            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<14} {a.actor_name} "
+                         f"@{a.replica[:8]}  {a.summary}{flag}".rstrip())
         return "\n".join(lines) or "no events"
     emit(as_json, entries, human)
-
-
-def _describe(detail: dict) -> str:
-    parts = []
-    for k, v in detail.items():
-        if k in ("observed",) or v in ({}, [], ""):
-            continue
-        if isinstance(v, dict):
-            v = ", ".join(f"{a}={b!r}" for a, b in v.items() if a != "body")
-        parts.append(f"{k}={v}" if not isinstance(v, str) or k not in ("value", "body") else
-                     (v if len(v) < 50 else v[:47] + "..."))
-    return ("  " + " ".join(str(p) for p in parts)) if parts else ""
 
 
 @cli.command()

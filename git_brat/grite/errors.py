@@ -52,6 +52,14 @@ class RefLocked(Conflict):
         self.ref, self.lock_path = ref, lock_path
 
 
+class RemoteUnreachable(GriteError):
+    """A remote could not be reached (network, path, daemon down, timeout)."""
+
+    def __init__(self, remote: str, detail: str):
+        super().__init__(f"remote {remote} unreachable: {detail}")
+        self.remote, self.detail = remote, detail
+
+
 class CorruptObject(GriteError):
     """A commit or blob in a log that cannot be read or decoded."""
 

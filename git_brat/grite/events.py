@@ -44,10 +44,15 @@ class Comment(msgspec.Struct, array_like=True, tag="m"):
 
 
 class LeaseToken(msgspec.Struct, array_like=True, tag="k"):
-    """A lease on `resource` was granted with fencing `token` (recorded for replay's fencing)."""
+    """A lease on `resource` was granted with fencing `token` (recorded for replay's fencing).
+
+    `prev_end`: when the previous lease of the resource ended (ms, on that holder's own clock:
+    its release time or its expiry); 0 = unknown, so every event under an older token is stale.
+    """
     resource: str
     token: int
     holder: str = ""
+    prev_end: int = 0
 
 
 Op = Union[Create, SetFields, AddTo, RemoveFrom, Comment, LeaseToken]

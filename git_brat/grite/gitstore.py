@@ -7,12 +7,13 @@ import subprocess
 import time
 from typing import Iterable, Iterator
 
-from git_brat.grite.errors import GriteError, NotARepository, RefLocked
+from git_brat.grite.errors import GriteError, NotARepository, RefLocked, RemoteUnreachable
 
 ZERO = b"0" * 40
 # Refs whose commits are event logs; everything grite reads to build state.
 LOG_PREFIXES = (b"refs/grite/wal", b"refs/grite/replicas/", b"refs/grite/attic/")
 REMOTE_LOG_INFIX = b"/grite/replicas/"
+REMOTE_WAL_SUFFIX = b"/grite/wal"   # a peer clone's own log, fetched straight from it
 
 
 def run_git(args: list[str], cwd: str | None = None, input: bytes | None = None,
@@ -38,6 +39,10 @@ class Store:
 
     @classmethod
     def discover(cls, cwd: str | None = None) -> "Store":
+        """Find the repository the way git does (GIT_DIR, worktrees, bare repos, subdirectories)."""
+        found = None if _GIT_ENV.intersection(os.environ) else _discover_fast(cwd or os.getcwd())
+        if found:
+            return cls(*found)
         proc = run_git(["rev-parse", "--absolute-git-dir", "--git-common-dir",
                         "--is-bare-repository"], cwd=cwd, check=False)
         if proc.returncode != 0:
@@ -102,7 +107,7 @@ class Store:
             if name.startswith(LOG_PREFIXES):
                 tips[name.decode()] = sha.decode()
         for name, sha in self.refs_under(b"refs/remotes/").items():
-            if REMOTE_LOG_INFIX in name:
+            if REMOTE_LOG_INFIX in name or name.endswith(REMOTE_WAL_SUFFIX):
                 tips[name.decode()] = sha.decode()
         return tips
 
@@ -164,8 +169,10 @@ class Store:
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
         commit.message = message.encode("utf-8") + b"\n"
+        # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         store = self.repo.object_store
-        store.add_objects([(blob, None), (tree, None), (commit, None)])
+        for obj in (blob, tree, commit):
+            store.add_object(obj)
         return commit.id
 
     def read_commit(self, sha: bytes):
@@ -206,36 +213,25 @@ class Store:
         """(commit, events blob bytes or None if unreadable) for many commits via cat-file --batch."""
         if not commits:
             return
-        proc = subprocess.Popen(["git", "--git-dir", self.git_dir, "cat-file", "--batch"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL)
-        import threading
-
-        def feed():
-            try:
-                proc.stdin.write("".join(f"{c}:events\n" for c in commits).encode())
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
+        # One write, one read: cat-file streams faster than any request/response loop.
+        proc = subprocess.run(["git", "--git-dir", self.git_dir, "cat-file", "--batch"],
+                              input="".join(f"{c}:events\n" for c in commits).encode(),
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         out = proc.stdout
+        pos = 0
         for c in commits:
-            header = out.readline()
-            if not header:
+            eol = out.find(b"\n", pos)
+            if eol < 0:
                 yield c, None
                 continue
-            parts = header.split()
+            parts = out[pos:eol].split()
+            pos = eol + 1
             if len(parts) == 3 and parts[1] == b"blob":
                 size = int(parts[2])
-                data = out.read(size)
-                out.read(1)
-                yield c, data
+                yield c, out[pos:pos + size]
+                pos += size + 1
             else:  # "<name> missing" or not a blob
                 yield c, None
-        feeder.join()
-        proc.wait()
 
     # -- config --------------------------------------------------------------
 
@@ -248,6 +244,209 @@ class Store:
         name = self.config_get("user.name") or os.environ.get("USER") or "unknown"
         email = self.config_get("user.email") or f"{name}@localhost"
         return name, email
+
+    # -- remotes, hooks and transport (sync) ---------------------------------
+
+    def _git(self, args: list[str], **kw) -> subprocess.CompletedProcess:
+        return run_git(["--git-dir", self.git_dir, *args], **kw)
+
+    def hooks_dir(self) -> str:
+        """Where git looks for hooks (honours core.hooksPath, resolved as git resolves it)."""
+        proc = run_git(["rev-parse", "--path-format=absolute", "--git-path", "hooks"],
+                       cwd=self.toplevel() or self.git_dir)
+        return proc.stdout.decode().strip()
+
+    def remotes(self) -> list[str]:
+        return self._git(["remote"]).stdout.decode().split()
+
+    def config_get_all(self, key: str) -> list[str]:
+        proc = self._git(["config", "--get-all", key], check=False)
+        return proc.stdout.decode().splitlines() if proc.returncode == 0 else []
+
+    def config_add(self, key: str, value: str) -> None:
+        self._git(["config", "--add", key, value])
+
+    def config_unset_value(self, key: str, value: str) -> None:
+        """Remove every `key = value` line (exact match), leaving other values of key alone."""
+        self._git(["config", "--fixed-value", "--unset-all", key, value], check=False)
+
+    def fetch(self, remote: str, refspecs: list[str], env: dict,
+              timeout: float | None = None) -> subprocess.CompletedProcess:
+        """`git fetch` of exactly these refspecs (no tags, FETCH_HEAD left alone); never raises."""
+        return _run_bounded(["git", "--git-dir", self.git_dir, "fetch", "--no-tags",
+                             "--no-write-fetch-head", remote, *refspecs], env, timeout)
+
+    def push(self, dest: str, refspecs: list[str], env: dict,
+             timeout: float | None = None) -> subprocess.CompletedProcess:
+        """`git push` of exactly these refspecs, hooks skipped; never raises."""
+        return _run_bounded(["git", "--git-dir", self.git_dir, "push", "--no-verify", "--porcelain",
+                             dest, *refspecs], env, timeout)
+
+    def ref_lines(self, patterns: list[str]) -> str:
+        """`git for-each-ref` as the hook shims run it: "<sha> <ref>" lines, sorted by ref."""
+        proc = self._git(["for-each-ref", "--format=%(objectname) %(refname)", *patterns],
+                         check=False)
+        return proc.stdout.decode().strip()
+
+    def unreachable(self, candidates: Iterable[str], tips: Iterable[str]) -> set[str]:
+        """The candidate commits that no tip reaches (missing objects count as unreachable)."""
+        cands = {c for c in candidates}
+        present = [c for c in cands if self.has_object(c.encode())]
+        if not present:
+            return cands
+        heads = [t for t in set(tips) if self.has_object(t.encode())]
+        spec = "".join(f"{c}\n" for c in present) + "--not\n" + "".join(f"{t}\n" for t in heads)
+        proc = self._git(["rev-list", "--stdin"], input=spec.encode())
+        out = set(proc.stdout.decode().split())
+        return (cands - set(present)) | (out & set(present))
+
+    # -- lease locks (locks.py): one-blob record commits, ref mirrors, remote CAS ----------
+
+    def config_matching(self, pattern: str) -> dict[str, str]:
+        """Config keys matching a regex (git lower-cases section and key) -> last value; one call."""
+        proc = self._git(["config", "--get-regexp", pattern], check=False)
+        out: dict[str, str] = {}
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            key, _, value = line.partition(" ")
+            out[key] = value
+        return out
+
+    def write_record_commit(self, entry: bytes, payload: bytes, parent: bytes | None,
+                            message: str, author: bytes, when: int) -> bytes:
+        """A commit whose tree holds one blob `entry` (objects only, no ref change)."""
+        from dulwich.objects import Blob, Commit, Tree
+        blob = Blob.from_string(payload)
+        tree = Tree()
+        tree.add(entry, 0o100644, blob.id)
+        commit = Commit()
+        commit.tree = tree.id
+        commit.parents = [parent] if parent else []
+        commit.author = commit.committer = author
+        commit.author_time = commit.commit_time = when
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = message.encode("utf-8") + b"\n"
+        for obj in (blob, tree, commit):
+            self.repo.object_store.add_object(obj)
+        return commit.id
+
+    def read_record(self, sha: bytes, entry: bytes) -> tuple[bytes, list[bytes]]:
+        """(blob `entry` of commit sha, its parents), or raise CorruptObject."""
+        from git_brat.grite.errors import CorruptObject
+        try:
+            c = self.repo.object_store[sha]
+            _mode, blob_sha = self.repo.object_store[c.tree][entry]
+            return self.repo.object_store[blob_sha].as_raw_string(), list(c.parents)
+        except Exception as exc:  # missing, truncated, not a commit, no such entry
+            raise CorruptObject(sha.decode(), f"{entry.decode()} unreadable: "
+                                              f"{exc or type(exc).__name__}") from exc
+
+    def set_ref(self, name: bytes, new: bytes, message: bytes = b"") -> bool:
+        """Point a ref at new whatever it held (a mirror of a remote ref); False if locked."""
+        from dulwich.file import FileLocked
+        try:
+            return self.repo.refs.set_if_equals(name, None, new, message=message or None)
+        except FileLocked:
+            return False
+
+    def ls_remote(self, remote: str, patterns: list[str], timeout: float) -> dict[bytes, bytes]:
+        """Refs on the remote matching patterns -> sha; raise RemoteUnreachable."""
+        proc = self._remote(["ls-remote", remote, *patterns], remote, timeout)
+        out = {}
+        for line in proc.stdout.splitlines():
+            sha, _, name = line.partition(b"\t")
+            out[name] = sha
+        return out
+
+    def fetch_objects(self, remote: str, refs: list[str], timeout: float) -> None:
+        """Bring the objects of these remote refs in, changing no local ref; raise RemoteUnreachable."""
+        self._remote(["fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+                      "--no-auto-maintenance", "--quiet", remote, *refs], remote, timeout)
+
+    def push_lease(self, remote: str, new: bytes, ref: bytes, expected: bytes | None,
+                   timeout: float) -> tuple[bool, str]:
+        """Push new to ref only if the remote ref is `expected` (None: absent): (won, reason).
+
+        The remote's receive-pack checks the old value under its ref lock, so of N racing
+        pushes with the same expectation exactly one succeeds. Raises RemoteUnreachable.
+        """
+        lease = f"--force-with-lease={ref.decode()}:{(expected or b'').decode()}"
+        proc = self._remote(["push", "--porcelain", "--no-verify", "--no-follow-tags",
+                             "--no-recurse-submodules", lease, remote,
+                             f"{new.decode()}:{ref.decode()}"], remote, timeout, check=False)
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            flag, _, rest = line.partition("\t")
+            if rest.split("\t")[0].endswith(":" + ref.decode()):
+                reason = rest.rpartition("(")[2].rstrip(")") if "(" in rest else rest
+                return flag in (" ", "*", "+", "="), reason.strip()
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RemoteUnreachable(remote, detail[-1] if detail else f"git push exit {proc.returncode}")
+
+    def _remote(self, args: list[str], remote: str, timeout: float,
+                check: bool = True) -> subprocess.CompletedProcess:
+        env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+        proc = _run_bounded(["git", "--git-dir", self.git_dir, *args], env, timeout)
+        if check and proc.returncode != 0:
+            lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()
+                     if ln.strip()] or [""]
+            raise RemoteUnreachable(remote, lines[0].removeprefix("fatal: ") or
+                                    f"git {args[0]} exit {proc.returncode}")
+        return proc
+
+
+def _run_bounded(argv: list[str], env: dict, timeout: float | None) -> subprocess.CompletedProcess:
+    """Run git for transport; a timeout or a missing binary becomes a failed result, not a raise."""
+    try:
+        return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, b"", f"timed out after {timeout:.0f}s".encode())
+    except OSError as exc:
+        return subprocess.CompletedProcess(argv, 127, b"", str(exc).encode())
+
+
+# With any of these set, only git itself knows where the repository is.
+_GIT_ENV = {"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES",
+            "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_OBJECT_DIRECTORY"}
+
+
+def _discover_fast(cwd: str) -> tuple[str, str, bool] | None:
+    """In-process discovery for the common layouts (saves a git process on every command).
+
+    Returns None whenever anything looks unusual, and the caller asks `git rev-parse`.
+    """
+    d = os.path.abspath(cwd)
+    while True:
+        dot = os.path.join(d, ".git")
+        if os.path.isdir(dot):
+            git_dir = dot
+        elif os.path.isfile(dot):
+            try:
+                with open(dot) as f:
+                    line = f.read().strip()
+            except OSError:
+                return None
+            if not line.startswith("gitdir: "):
+                return None
+            git_dir = os.path.normpath(os.path.join(d, line[8:]))
+        elif os.path.isfile(os.path.join(d, "HEAD")) and os.path.isdir(os.path.join(d, "objects")):
+            return None   # possibly a bare repository: let git decide
+        else:
+            parent = os.path.dirname(d)
+            if parent == d:
+                return None
+            d = parent
+            continue
+        if not os.path.isfile(os.path.join(git_dir, "HEAD")):
+            return None
+        common = git_dir
+        commondir = os.path.join(git_dir, "commondir")
+        if os.path.isfile(commondir):
+            with open(commondir) as f:
+                common = os.path.normpath(os.path.join(git_dir, f.read().strip()))
+        if not os.path.isdir(os.path.join(common, "objects")):
+            return None
+        return os.path.realpath(git_dir), os.path.realpath(common), False
 
 
 class LogCommit:

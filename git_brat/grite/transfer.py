@@ -35,7 +35,7 @@ class ImportIssue(msgspec.Struct):
     state: str = "open"
     id: str | None = None
     comments: list[ImportComment] = []
-    deps: ImportDeps = ImportDeps()
+    deps: ImportDeps = msgspec.field(default_factory=ImportDeps)
 
 
 class ImportResult(msgspec.Struct):

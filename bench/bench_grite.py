@@ -1,0 +1,117 @@
+"""Figures for the grite substrate (issue 2); prints medians and ratios against floors.
+
+Usage: python bench/bench_grite.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+from benchlib import ROOT, env, floor, git, new_repo, report, time_cmd, write_log_fast
+
+
+def bench_create(runs: int, base: float) -> None:
+    repo = new_repo("create")
+    t = time_cmd(["git", "grite", "issue", "create", "Bench issue"], repo, runs)
+    report("issue create (process)", t, note=f"ratio {t / base:.2f}x floor (goal <= 1.3)")
+    t2 = time_cmd(["git-grite", "issue", "create", "Bench issue"], repo, runs)
+    report("issue create (git-grite directly, no git dispatch)", t2, note=f"ratio {t2 / base:.2f}x floor")
+
+
+def bench_list(sizes: list[int], runs: int, base: float) -> dict[int, float]:
+    warm = {}
+    for n in sizes:
+        repo = new_repo(f"list{n}")
+        data = json.dumps([{"title": f"Issue number {i}", "body": "x" * 40,
+                            "labels": ["bench", f"l{i % 7}"]} for i in range(n)])
+        (repo / ".." / f"import-{n}.json").resolve().write_text(data)
+        subprocess.run(["git", "grite", "import", str((repo / ".." / f"import-{n}.json").resolve())],
+                       cwd=repo, env=env(), check=True, stdout=subprocess.DEVNULL)
+        cmd = ["git", "grite", "issue", "list", "--json"]
+        cache = repo / ".git" / "grite" / "cache"
+        cold = time_cmd(cmd, repo, max(3, runs // 3), before=lambda: shutil.rmtree(cache, True))
+        time_cmd(cmd, repo, 1)
+        warm[n] = time_cmd(cmd, repo, runs)
+        report(f"issue list --json, {n} issues, cold cache", cold, note=f"{cold / base:.2f}x floor")
+        report(f"issue list --json, {n} issues, warm cache", warm[n], note=f"{warm[n] / base:.2f}x floor")
+        shutil.rmtree(repo, ignore_errors=True)
+    return warm
+
+
+def bench_rebuild(events: int, per_batch: int, runs: int) -> None:
+    from git_brat.grite import events as ev
+    repo = new_repo("rebuild")
+    batches = []
+    for b in range(events // per_batch):
+        eid = ev.new_entity_id()
+        drafts = [(eid, ev.Create("issue", {"title": f"Issue {b}", "body": "", "state": "open"}))]
+        drafts += [(eid, ev.AddTo("labels", f"l{k}")) for k in range(per_batch - 2)]
+        drafts.append((eid, ev.Comment("a comment of moderate length for the bench")))
+        batches.append(drafts)
+    write_log_fast(repo, batches)
+    git(repo, "gc", "-q")
+    commits = git(repo, "rev-list", "refs/grite/wal").split()
+    feed = "".join(f"{c}:events\n" for c in commits).encode()
+
+    def cat_file():
+        subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=feed, check=True,
+                       stdout=subprocess.DEVNULL)
+    floor_times, rebuild_times = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        cat_file()
+        floor_times.append(time.perf_counter() - t0)
+    rebuild = time_cmd(["git", "grite", "rebuild"], repo, runs)
+    floor_t = sorted(floor_times)[len(floor_times) // 2]
+    report(f"git cat-file --batch of the same blobs ({len(commits)} commits)", floor_t)
+    report(f"full rebuild of {events} events (process)", rebuild,
+           note=f"ratio {rebuild / floor_t:.2f}x cat-file (goal <= 1.5)")
+    report(f"full rebuild minus the import floor", rebuild - floor(5),
+           note=f"ratio {(rebuild - floor(5)) / floor_t:.2f}x cat-file")
+    shutil.rmtree(repo, ignore_errors=True)
+
+
+def bench_concurrent(procs: int, per_proc: int) -> None:
+    repo = new_repo("concurrent")
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from git_brat.grite.repo import Grite\nfrom git_brat.grite import issues\n"
+            "g = Grite.open()\n"
+            "for i in range(%d): print(issues.create(g, 'c%%d' %% i), flush=True)\n") % (str(ROOT), per_proc)
+    t0 = time.perf_counter()
+    ps = [subprocess.Popen([sys.executable, "-c", code], cwd=repo, env=env(),
+                           stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    acked = []
+    for p in ps:
+        out, _ = p.communicate()
+        acked += out.split()
+    elapsed = time.perf_counter() - t0
+    listed = {i["id"] for i in json.loads(subprocess.run(
+        ["git", "grite", "issue", "list", "--json"], cwd=repo, env=env(), check=True,
+        stdout=subprocess.PIPE).stdout)}
+    lost = len(set(acked) - listed)
+    report(f"{procs} processes appending concurrently: events/s", len(acked) / elapsed, unit=" ev/s",
+           note=f"{len(acked)} acknowledged, {lost} lost (goal: 0 lost)")
+    shutil.rmtree(repo, ignore_errors=True)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    runs = 5 if quick else 15
+    base = floor(runs)
+    report("floor: python -c 'import dulwich.repo, msgspec, click'", base)
+    bench_create(runs, base)
+    sizes = [1000, 10000] if quick else [1000, 10000, 100000]
+    warm = bench_list(sizes, runs, base)
+    print(f"{'ratio warm list 10k / import floor':<58} {warm[10000] / base:>10.2f}x  (goal <= 1.5)")
+    if 100000 in warm:
+        print(f"{'ratio warm list 100k / 1k':<58} {warm[100000] / warm[1000]:>10.2f}x  (goal <= 1.5)")
+    bench_rebuild(20000 if quick else 100000, 10, 3 if quick else 5)
+    bench_concurrent(8, 25 if quick else 50)
+
+
+if __name__ == "__main__":
+    main()

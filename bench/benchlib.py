@@ -1,0 +1,99 @@
+"""Shared bench helpers: timing commands, building big logs fast, and the import floor."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FLOOR_CMD = [sys.executable, "-c", "import dulwich.repo, msgspec, click"]
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    # Installed packages ship bytecode; measure our package the same way (see compile_package).
+    e.pop("PYTHONDONTWRITEBYTECODE", None)
+    e["PATH"] = f"{ROOT / 'bin'}{os.pathsep}{e.get('PATH', '')}"
+    e.setdefault("GIT_AUTHOR_NAME", "Bench")
+    e.setdefault("GIT_AUTHOR_EMAIL", "bench@example.com")
+    e.setdefault("GIT_COMMITTER_NAME", "Bench")
+    e.setdefault("GIT_COMMITTER_EMAIL", "bench@example.com")
+    return e
+
+
+def compile_package() -> None:
+    """Write .pyc files for git_brat, as `pip install` does, so timings match an installation."""
+    import compileall
+    compileall.compile_dir(str(ROOT / "git_brat"), quiet=1)
+
+
+compile_package()
+
+
+def time_cmd(cmd: list[str], cwd, runs: int, before=None) -> float:
+    """Median wall time in seconds of `runs` executions (before() runs untimed each time)."""
+    times = []
+    for _ in range(runs):
+        if before:
+            before()
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=cwd, env=env(), check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def floor(runs: int = 15) -> float:
+    return time_cmd(FLOOR_CMD, ROOT, runs)
+
+
+def git(cwd, *args, input: bytes | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=env(), input=input, check=True,
+                          stdout=subprocess.PIPE).stdout.decode().strip()
+
+
+def new_repo(name: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=f"grite-bench-{name}-"))
+    git(path, "init", "-q", "-b", "main")
+    git(path, "commit", "-q", "--allow-empty", "-m", "initial")
+    subprocess.run(["git", "grite", "init"], cwd=path, env=env(), check=True,
+                   stdout=subprocess.DEVNULL)
+    return path
+
+
+def write_log_fast(repo: Path, batches: list[list]) -> None:
+    """Append many batches to refs/grite/wal with one `git fast-import` (bench setup only)."""
+    from git_brat.grite import events as ev
+    from git_brat.grite.repo import Grite
+    g = Grite.open(str(repo))
+    ident = g.identity
+    parent = g.store.read_ref(b"refs/grite/wal").decode()
+    lines = []
+    lamport = 1000
+    for i, drafts in enumerate(batches):
+        events = []
+        for entity, op in drafts:
+            lamport += 1
+            events.append(ev.make_event(entity, ident.actor.id, lamport, 1_700_000_000_000 + i, op))
+        blob = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, ident.replica.id, lamport, events))
+        msg = f"grite: bench batch {i}".encode()
+        lines.append(b"commit refs/grite/wal\n")
+        lines.append(f"committer Bench <bench@example.com> {1_700_000_000 + i} +0000\n".encode())
+        lines.append(b"data %d\n%s\n" % (len(msg), msg))
+        if i == 0:
+            lines.append(f"from {parent}\n".encode())
+        lines.append(b"M 100644 inline events\n")
+        lines.append(b"data %d\n" % len(blob) + blob + b"\n")
+    subprocess.run(["git", "fast-import", "--quiet", "--force"], cwd=repo, env=env(),
+                   input=b"".join(lines), check=True)
+
+
+def report(name: str, value: float, unit: str = "ms", note: str = "") -> None:
+    shown = f"{value * 1000:.1f} ms" if unit == "ms" else f"{value:.2f}{unit}"
+    print(f"{name:<58} {shown:>12}  {note}")

@@ -1,0 +1,71 @@
+"""The cache only changes speed: deleting or damaging it never changes an answer."""
+
+from __future__ import annotations
+
+import shutil
+
+from helpers import grite, grite_json
+from git_brat.grite.cache import Cache
+from git_brat.grite.gitstore import Store
+from git_brat.grite.state import canonical
+
+
+def _busy_repo(repo):
+    a = grite(repo, "issue", "create", "Alpha", "-l", "x").out.strip()
+    b = grite(repo, "issue", "create", "Beta").out.strip()
+    grite(repo, "issue", "label", a, "--add", "y", "--remove", "x")
+    grite(repo, "issue", "comment", b, "-m", "note")
+    grite(repo, "dep", "add", a, "--on", b)
+    grite(repo, "issue", "close", b)
+    return a, b
+
+
+def _answers(repo, a, b):
+    return (grite(repo, "issue", "list", "--state", "all", "--json").out,
+            grite(repo, "issue", "show", a, "--json").out,
+            grite(repo, "issue", "show", b, "--json").out,
+            grite(repo, "ready", "--json").out,
+            grite(repo, "export").out)
+
+
+def test_deleting_the_cache_changes_no_answer(grepo):
+    a, b = _busy_repo(grepo)
+    warm = _answers(grepo, a, b)
+    shutil.rmtree(grepo / ".git" / "grite" / "cache")
+    assert _answers(grepo, a, b) == warm
+    grite(grepo, "rebuild")
+    assert _answers(grepo, a, b) == warm
+
+
+def test_a_damaged_cache_is_replaced_not_trusted(grepo):
+    a, b = _busy_repo(grepo)
+    warm = _answers(grepo, a, b)
+    cache = grepo / ".git" / "grite" / "cache"
+    for name in ("state", "issues", "meta"):
+        (cache / name).write_bytes(b"\x00garbage")
+        assert _answers(grepo, a, b) == warm
+
+
+def test_the_cache_is_extended_incrementally_and_matches_a_full_replay(grepo):
+    a, b = _busy_repo(grepo)
+    store = Store.discover(str(grepo))
+    Cache(store).state()
+    grite(grepo, "issue", "create", "Gamma")
+    cache = Cache(store)
+    incremental = cache.state()
+    assert not cache.rebuilt, "a new commit must extend the cache, not rebuild it"
+    full = Cache(store).rebuild()
+    assert canonical(incremental) == canonical(full)
+    assert grite_json(grepo, "doctor")["ok"]
+
+
+def test_an_unchanged_frontier_loads_the_cache_without_reading_logs(grepo):
+    _busy_repo(grepo)
+    store = Store.discover(str(grepo))
+    Cache(store).state()
+    (grepo / ".git" / "grite" / "cache" / "lock").unlink(missing_ok=True)
+    cache = Cache(store)
+    cache.issues()
+    assert not cache.rebuilt
+    assert not (grepo / ".git" / "grite" / "cache" / "lock").exists(), \
+        "a warm read must not even take the writer lock"

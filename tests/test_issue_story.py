@@ -1,0 +1,114 @@
+"""A user tracks issues with git grite: create, list, show, change, from anywhere in the repo."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import git, grite, grite_json, run, status, wal_tip
+
+
+def test_user_creates_lists_and_shows_issues(grepo):
+    before = status(grepo)
+    out = grite(grepo, "issue", "create", "Fix parser", "-b", "It breaks on tabs", "-l", "bug",
+                "-l", "p1").out.strip()
+    assert len(out) == 32
+    created = grite_json(grepo, "issue", "create", "Write docs", "-a", "alice")
+    assert created["title"] == "Write docs" and created["assignees"] == ["alice"]
+
+    listed = grite_json(grepo, "issue", "list")
+    assert [i["id"] for i in listed] == [out, created["id"]]
+    first = listed[0]
+    for key in ("id", "title", "state", "labels", "assignees", "created_at", "updated_at"):
+        assert key in first
+    assert first["labels"] == ["bug", "p1"] and first["state"] == "open"
+
+    shown = grite_json(grepo, "issue", "show", out[:6])
+    assert shown["body"] == "It breaks on tabs"
+    human = grite(grepo, "issue", "show", out[:8]).out
+    assert "Fix parser" in human and "bug, p1" in human
+    assert status(grepo) == before
+
+
+def test_user_changes_an_issue_through_its_life(grepo):
+    iid = grite(grepo, "issue", "create", "Crash on start", "-l", "bug").out.strip()
+    grite(grepo, "issue", "update", iid[:7], "--title", "Crash on startup", "--body", "Stack trace")
+    grite(grepo, "issue", "label", iid[:7], "--add", "urgent", "--remove", "bug")
+    grite(grepo, "issue", "assign", iid[:7], "--add", "bob", "--add", "carol")
+    grite(grepo, "issue", "assign", iid[:7], "--remove", "carol")
+    grite(grepo, "issue", "comment", iid[:7], "-m", "Reproduced on Linux")
+    shown = grite_json(grepo, "issue", "close", iid[:7])
+    assert shown["state"] == "closed"
+    assert shown["title"] == "Crash on startup" and shown["body"] == "Stack trace"
+    assert shown["labels"] == ["urgent"] and shown["assignees"] == ["bob"]
+    assert [c["body"] for c in shown["comments"]] == ["Reproduced on Linux"]
+    assert grite_json(grepo, "issue", "list") == []
+    assert [i["id"] for i in grite_json(grepo, "issue", "list", "--state", "closed")] == [iid]
+    grite(grepo, "issue", "reopen", iid[:7])
+    assert [i["state"] for i in grite_json(grepo, "issue", "list", "--state", "all")] == ["open"]
+
+
+def test_list_filters_by_every_label_given(grepo):
+    a = grite(grepo, "issue", "create", "A", "-l", "x", "-l", "y").out.strip()
+    grite(grepo, "issue", "create", "B", "-l", "x")
+    assert [i["id"] for i in grite_json(grepo, "issue", "list", "-l", "x", "-l", "y")] == [a]
+    assert len(grite_json(grepo, "issue", "list", "-l", "x")) == 2
+
+
+def test_commands_work_from_a_subdirectory_and_a_linked_worktree(grepo, tmp_path):
+    sub = grepo / "deep" / "er"
+    sub.mkdir(parents=True)
+    iid = grite(sub, "issue", "create", "From a subdirectory").out.strip()
+    git(grepo, "worktree", "add", "-q", str(tmp_path / "wt"))
+    wt = tmp_path / "wt"
+    assert [i["id"] for i in grite_json(wt, "issue", "list")] == [iid]
+    other = grite(wt, "issue", "create", "From a worktree").out.strip()
+    assert [i["id"] for i in grite_json(sub, "issue", "list")] == [iid, other]
+    assert status(wt) == "" and status(grepo) == ""
+
+
+def test_commands_honour_git_dir(grepo, tmp_path):
+    iid = grite(grepo, "issue", "create", "Via GIT_DIR").out.strip()
+    listed = json.loads(run(["git", "grite", "issue", "list", "--json"], tmp_path,
+                            env={"GIT_DIR": str(grepo / ".git")}).out)
+    assert [i["id"] for i in listed] == [iid]
+
+
+def test_every_write_is_one_commit_with_a_readable_message(grepo):
+    tip = wal_tip(grepo)
+    iid = grite(grepo, "issue", "create", "Audit me").out.strip()
+    assert git(grepo, "rev-list", "--count", f"{tip}..refs/grite/wal") == "1"
+    assert git(grepo, "log", "-1", "--format=%s", "refs/grite/wal") == \
+        f'grite: issue.create {iid[:7]} "Audit me"'
+    assert git(grepo, "ls-tree", "--name-only", "refs/grite/wal") == "events"
+    assert status(grepo) == ""
+
+
+def test_log_shows_who_did_what_and_from_which_replica(grepo):
+    iid = grite(grepo, "issue", "create", "Logged").out.strip()
+    grite(grepo, "issue", "label", iid[:7], "--add", "ops")
+    replica = json.loads((grepo / ".git" / "grite" / "replica.json").read_text())["id"]
+    entries = grite_json(grepo, "log", iid[:7])
+    assert [e["op"] for e in entries] == ["create", "add"]
+    assert all(e["actor_name"] == "Test User" and e["replica"] == replica for e in entries)
+    human = grite(grepo, "log").out
+    assert "issue.create" in human and "labels +ops" in human and replica[:8] in human
+
+
+def test_uninitialised_repository_is_a_clear_error(repo):
+    proc = grite(repo, "issue", "list", check=False)
+    assert proc.returncode == 4
+    assert proc.err.strip().count("\n") == 0 and "git grite init" in proc.err
+
+
+def test_outside_a_repository_is_a_clear_error(tmp_path):
+    proc = grite(tmp_path, "issue", "list", check=False)
+    assert proc.returncode == 4 and "not a git repository" in proc.err
+
+
+def test_init_is_idempotent_and_reports_identity(repo):
+    first = grite_json(repo, "init")
+    tip = wal_tip(repo)
+    second = grite_json(repo, "init")
+    assert first["created"] is True and second["created"] is False
+    assert first["replica"] == second["replica"] and first["actor"] == second["actor"]
+    assert wal_tip(repo) == tip
