@@ -16,6 +16,13 @@ def cli():
     """Run many AI coding agents on one repository, coordinated through git."""
 
 
+from git_brat.brat import (cli_config, cli_convoy, cli_init, cli_status,  # noqa: E402
+                           cli_task, cli_workflow)
+
+for _module in (cli_init, cli_config, cli_convoy, cli_task, cli_workflow, cli_status):
+    _module.register(cli)
+
+
 def main(argv: list[str] | None = None) -> None:
     sys.exit(run(cli, "git-brat", argv))
 

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import msgspec
 
+from git_brat.grite import attic
 from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, Problem
@@ -94,6 +95,32 @@ class Cache:
     def issues(self) -> list[IssueView]:
         return self._load("issues", list[IssueView])
 
+    def issue_list_json(self, state_filter: str) -> bytes:
+        """`issue list --json` output for open/closed/all, kept pre-encoded beside the views.
+
+        A warm call is one frontier check and one file read, whatever the number of issues.
+        """
+        path = self._path(f"list-{state_filter}.json")
+        meta = self._read_meta()
+        if meta is not None and meta.frontier == self.store.log_tips():
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+                head = meta.generation.encode() + b"\n"
+                if data.startswith(head):
+                    self.problems = meta.problems
+                    return data[len(head):]
+            except OSError:
+                pass
+        views = self.issues()
+        if state_filter != "all":
+            views = [v for v in views if v.state == state_filter]
+        body = msgspec.json.encode(views) + b"\n"
+        meta = self._read_meta()
+        if meta is not None:   # stamped with the generation the views came from
+            atomic_write(path, meta.generation.encode() + b"\n" + body)
+        return body
+
     def rebuild(self) -> State:
         """Replay every log from scratch and rewrite the cache."""
         os.makedirs(self.dir, exist_ok=True)
@@ -122,6 +149,9 @@ class Cache:
             return state if part == "state" else issues
 
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str]):
+        prior = meta or self._read_meta()
+        if prior is not None:   # a log ref that went backwards must not take seen events with it
+            attic.keep(self.store, prior.frontier.items(), tips)
         reader = LogReader(self.store)
         if meta is None or state is None:
             state, touched = self._full(reader, tips), None

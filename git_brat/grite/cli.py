@@ -37,7 +37,10 @@ def init(as_json):
     emit(as_json, result, lambda: (
         f"initialised grite: replica {result.replica}, actor {result.actor_name} ({result.actor[:8]})"
         if result.created else f"grite already initialised: replica {result.replica}, "
-                               f"actor {result.actor_name} ({result.actor[:8]})"))
+                               f"actor {result.actor_name} ({result.actor[:8]})")
+        + (f"\nsyncing through: {', '.join(result.remotes)}" if result.remotes else ""))
+    for w in result.warnings:
+        warn(w)
 
 
 @cli.command()
@@ -106,7 +109,8 @@ def import_(file, as_json):
 
 
 @cli.command()
-@click.option("--fix", is_flag=True, help="Clear abandoned ref locks and rebuild a wrong cache.")
+@click.option("--fix", is_flag=True, help="Clear abandoned ref locks, rebuild a wrong cache, "
+              "acknowledge rewritten replica refs (their events stay kept).")
 @click.option("--stale-after", type=float, default=None, metavar="SECONDS",
               help="Age after which a ref .lock counts as abandoned (default 10).")
 @json_option
@@ -143,10 +147,15 @@ def rebuild(as_json):
     emit(as_json, out, lambda: f"rebuilt cache: {live} entities from {state.event_count} events")
 
 
-from git_brat.grite import cli_actor, cli_issue  # noqa: E402  (registers subcommands)
+from git_brat.grite import cli_actor, cli_issue, cli_sync  # noqa: E402  (registers subcommands)
 
 cli_issue.register(cli)
 cli_actor.register(cli)
+cli_sync.register(cli)
+
+from git_brat.grite import cli_lock  # noqa: E402
+
+cli_lock.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

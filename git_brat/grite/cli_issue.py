@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from git_brat.clikit import emit, json_option, table, when
@@ -69,9 +71,14 @@ def create(title, body, labels, assignees, as_json):
 @json_option
 def list_(state_filter, labels, as_json):
     """List issues, oldest first."""
-    g = _grite()
-    views = issues.list_issues(g, state_filter, list(labels))
     from git_brat.grite.cli import report_problems
+    g = _grite()
+    if as_json and not labels:   # the common scripted call: served pre-encoded from the cache
+        data = g.cache.issue_list_json(state_filter)
+        report_problems(g)
+        sys.stdout.buffer.write(data)
+        return
+    views = issues.list_issues(g, state_filter, list(labels))
     report_problems(g)
     emit(as_json, views, lambda: _rows(views))
 

@@ -16,7 +16,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 
 class Finding(msgspec.Struct):
-    kind: str          # corrupt | stale-lock | cache-mismatch | unknown-ops
+    kind: str          # corrupt | stale-lock | cache-mismatch | unknown-ops | rewrite
     subject: str
     detail: str
     fixed: bool = False
@@ -37,6 +37,14 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
         if fix:
             f.fixed = _clear_lock(path, age)
         findings.append(f)
+
+    from git_brat.grite import attic, sync
+    sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
+    for r in attic.rewrites(g.store, acknowledge=fix):
+        kept = f"its events are kept as {r.attic}" if r.attic else "its objects are already gone"
+        findings.append(Finding("rewrite", r.ref, f"rewound or rewritten (possible tampering): "
+                                f"{r.old[:12]} is no longer in its history; {kept}"
+                                + ("; acknowledged" if r.acknowledged else ""), r.acknowledged))
 
     tips = g.store.log_tips()
     reader = LogReader(g.store)

@@ -245,6 +245,12 @@ class Store:
         email = self.config_get("user.email") or f"{name}@localhost"
         return name, email
 
+    def current_branch(self) -> str | None:
+        """The branch HEAD names in this checkout (None when detached)."""
+        proc = run_git(["--git-dir", self.git_dir, "symbolic-ref", "-q", "--short", "HEAD"],
+                       check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
     # -- remotes, hooks and transport (sync) ---------------------------------
 
     def _git(self, args: list[str], **kw) -> subprocess.CompletedProcess:
@@ -295,7 +301,7 @@ class Store:
         if not present:
             return cands
         heads = [t for t in set(tips) if self.has_object(t.encode())]
-        spec = "".join(f"{c}\n" for c in present) + "--not\n" + "".join(f"{t}\n" for t in heads)
+        spec = "".join(f"{c}\n" for c in present) + "".join(f"^{t}\n" for t in heads)
         proc = self._git(["rev-list", "--stdin"], input=spec.encode())
         out = set(proc.stdout.decode().split())
         return (cands - set(present)) | (out & set(present))
@@ -341,14 +347,6 @@ class Store:
             raise CorruptObject(sha.decode(), f"{entry.decode()} unreadable: "
                                               f"{exc or type(exc).__name__}") from exc
 
-    def set_ref(self, name: bytes, new: bytes, message: bytes = b"") -> bool:
-        """Point a ref at new whatever it held (a mirror of a remote ref); False if locked."""
-        from dulwich.file import FileLocked
-        try:
-            return self.repo.refs.set_if_equals(name, None, new, message=message or None)
-        except FileLocked:
-            return False
-
     def ls_remote(self, remote: str, patterns: list[str], timeout: float) -> dict[bytes, bytes]:
         """Refs on the remote matching patterns -> sha; raise RemoteUnreachable."""
         proc = self._remote(["ls-remote", remote, *patterns], remote, timeout)
@@ -379,19 +377,25 @@ class Store:
             if rest.split("\t")[0].endswith(":" + ref.decode()):
                 reason = rest.rpartition("(")[2].rstrip(")") if "(" in rest else rest
                 return flag in (" ", "*", "+", "="), reason.strip()
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RemoteUnreachable(remote, detail[-1] if detail else f"git push exit {proc.returncode}")
+        raise RemoteUnreachable(remote, _first_error(proc, "push"))
 
     def _remote(self, args: list[str], remote: str, timeout: float,
                 check: bool = True) -> subprocess.CompletedProcess:
-        env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+        # No prompts; and no grite hooks: a lease push is not a sync (its tracking refs need no import).
+        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GRITE_SKIP_HOOKS="1")
         proc = _run_bounded(["git", "--git-dir", self.git_dir, *args], env, timeout)
         if check and proc.returncode != 0:
-            lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()
-                     if ln.strip()] or [""]
-            raise RemoteUnreachable(remote, lines[0].removeprefix("fatal: ") or
-                                    f"git {args[0]} exit {proc.returncode}")
+            raise RemoteUnreachable(remote, _first_error(proc, args[0]))
         return proc
+
+
+def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
+    """git's own first fatal/error line (what it failed at), else the first line it printed."""
+    lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(("fatal: ", "error: ")):
+            return ln.split(": ", 1)[1]
+    return lines[0] if lines else f"git {what} exited {proc.returncode}"
 
 
 def _run_bounded(argv: list[str], env: dict, timeout: float | None) -> subprocess.CompletedProcess:

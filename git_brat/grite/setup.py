@@ -5,7 +5,8 @@ from __future__ import annotations
 import msgspec
 
 from git_brat.grite import events as ev
-from git_brat.grite import identity
+from git_brat.grite import identity, sync
+from git_brat.grite.hooks import HookChange
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 
@@ -15,6 +16,10 @@ class InitResult(msgspec.Struct):
     actor: str
     actor_name: str
     created: bool
+    hooks_dir: str = ""
+    hooks: list[HookChange] = []
+    remotes: list[str] = []          # remotes whose grite refs sync with plain fetch / push
+    warnings: list[str] = []
 
 
 def record_actor(g: Grite, actor: identity.Actor) -> None:
@@ -29,4 +34,11 @@ def init(g: Grite) -> InitResult:
     ident, created = identity.init(g.store.grite_dir, name, email)
     if created:
         record_actor(g, ident.actor)
-    return InitResult(ident.replica.id, ident.actor.id, ident.actor.name, created)
+    inst = sync.install(g.store)
+    warnings = [f"hook {c.hook} {c.action}: {c.detail}" for c in inst.hooks if c.action == "skipped"]
+    for remote, error in sync.fetch_new(g, inst.added):
+        if error:
+            warnings.append(f"could not fetch grite state from {remote}: {error} "
+                            f"(working offline; `git grite sync` catches up later)")
+    return InitResult(ident.replica.id, ident.actor.id, ident.actor.name, created,
+                      inst.hooks_dir, inst.hooks, inst.remotes, warnings)

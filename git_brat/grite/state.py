@@ -51,7 +51,10 @@ class State(msgspec.Struct):
     entities: dict[str, Entity] = {}
     max_lamport: int = 0
     fences: dict[str, int] = {}             # resource -> highest lease token seen
-    fenced: dict[str, int] = {}             # resource -> lowest token among applied fenced events
+    # resource -> token -> when the lease before that token ended (LeaseToken.prev_end; 0 unknown)
+    lease_ends: dict[str, dict[int, int]] = {}
+    # resource -> token -> latest ts among applied events fenced with that token
+    fenced_at: dict[str, dict[int, int]] = {}
     rejected: dict[str, Rejection] = {}
     unknown_ops: int = 0
     event_count: int = 0
@@ -63,21 +66,26 @@ class State(msgspec.Struct):
         self.event_count += 1
         op = e.op
         if isinstance(op, ev.LeaseToken):
-            if op.token > self.fences.get(op.resource, 0):
-                self.fences[op.resource] = op.token
-                if op.resource in self.fenced and self.fenced[op.resource] < op.token:
-                    return False   # events already applied under an older token are now stale
+            res, tok = op.resource, op.token
+            if tok > self.fences.get(res, 0):
+                self.fences[res] = tok
+            ends = self.lease_ends.setdefault(res, {})
+            if tok not in ends or op.prev_end < ends[tok]:
+                ends[tok] = op.prev_end
+                for old, ts in self.fenced_at.get(res, {}).items():
+                    if old < tok and (op.prev_end <= 0 or ts > op.prev_end):
+                        return False   # an event already applied under an older token is now stale
             return True
         if e.fence is not None:
             res, tok = e.fence.resource, e.fence.token
-            newest = self.fences.get(res, 0)
-            if tok < newest:
-                # No "newest" in the reason: it would depend on arrival order.
+            if self.stale(res, tok, e.ts):
+                # No newer token in the reason: it would depend on arrival order.
                 self.rejected[e.id] = Rejection(e.id, e.entity,
                                                 f"stale fencing token {tok} for {res}")
                 return True
-            if tok < self.fenced.get(res, tok + 1):
-                self.fenced[res] = tok
+            seen = self.fenced_at.setdefault(res, {})
+            if e.ts > seen.get(tok, -1):
+                seen[tok] = e.ts
         if isinstance(op, ev.UnknownOp):
             self.unknown_ops += 1
             return True
@@ -86,6 +94,22 @@ class State(msgspec.Struct):
             ent = self.entities[e.entity] = Entity(e.entity)
         apply_to_entity(ent, e)
         return True
+
+    def stale(self, resource: str, token: int, ts: int) -> bool:
+        """Is an event under `token`, written at ts (holder's clock), from a lost lease?
+
+        Yes once a newer token was granted and the event was written after the lease it
+        claims had ended (released or expired, as recorded with the grant; unknown end: yes).
+        Work done while the lease was still held stays valid.
+        """
+        ends = self.lease_ends.get(resource)
+        if not ends:
+            return False
+        cutoffs = [end for t, end in ends.items() if t > token]
+        if not cutoffs:
+            return False
+        cutoff = min(cutoffs)
+        return cutoff <= 0 or ts > cutoff
 
 
 def apply_to_entity(ent: Entity, e: ev.Event) -> None:

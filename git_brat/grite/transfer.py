@@ -110,12 +110,13 @@ def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResu
     known = {eid for eid, e in state.entities.items() if e.created}
     new_ids = set(ids) - known
     drafts: list[Draft] = []
-    created, skipped = [], []
+    created, skipped, taken = [], [], set()
     for it, eid in zip(items, ids):
-        if eid not in new_ids or eid in created:
+        if eid not in new_ids or eid in taken:
             skipped.append(eid)
             continue
         created.append(eid)
+        taken.add(eid)
         drafts.append(Draft(eid, ev.Create(issues.KIND, {"title": it.title, "body": it.body,
                                                          "state": it.state})))
         drafts += [Draft(eid, ev.AddTo("labels", x)) for x in sorted(set(it.labels))]
@@ -123,7 +124,7 @@ def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResu
         drafts += [Draft(eid, ev.Comment(c.body)) for c in it.comments]
     everything = known | set(ids)
     for it, eid in zip(items, ids):
-        if eid not in created:
+        if eid not in taken:
             continue
         for dep_type in issues.DEP_TYPES:
             for target in getattr(it.deps, dep_type):

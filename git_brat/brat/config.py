@@ -1,0 +1,407 @@
+""".brat/config.toml → a typed Config with defaults; errors name the key and what is allowed."""
+
+from __future__ import annotations
+
+import os
+import re
+import typing
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from git_brat.grite.errors import NotFound, UsageError
+
+CONFIG_PATH = os.path.join(".brat", "config.toml")
+# Engine presets the witness knows; [engines.<name>] may override them or define new ones.
+ENGINE_PRESETS = ("claude", "aider", "opencode", "codex", "cn", "gemini", "copilot", "shell")
+MERGE_POLICIES = ("rebase", "squash", "merge")
+
+
+class ConfigError(UsageError):
+    """A config file that cannot be used; the message names the file and the key."""
+
+
+def _d(kind, description: str, **constraints):
+    """A type with its description (and constraints, applied inside an optional's None)."""
+    args = typing.get_args(kind)
+    if constraints and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        return Annotated[inner, Meta(description=description, **constraints)] | None
+    return Annotated[kind, Meta(description=description, **constraints)]
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class Witness(_Section):
+    """Spawns and supervises coding-agent sessions, one git worktree each."""
+    engine: _d(str, "Engine that works on tasks: a preset (claude, aider, opencode, codex, cn, "
+                    "gemini, copilot, shell) or a name defined under [engines.<name>].",
+               min_length=1) = "claude"
+    concurrency: _d(int, "Sessions running at the same time.", ge=1, le=64) = 2
+    timeout: _d(float, "Wall-clock limit for one session, in seconds.", gt=0) = 3600
+    heartbeat: _d(float, "Seconds between lease renewals while a session runs.", gt=0) = 30
+    lease_ttl: _d(float, "Seconds a task's lease lives without renewal; must exceed heartbeat.",
+                  gt=0) = 120
+    max_retries: _d(int, "Retries of a session that ends without work before the task is "
+                         "marked failed.", ge=0, le=100) = 2
+    backoff: _d(float, "Delay before the first retry, in seconds; doubles on every retry.",
+                ge=0) = 30
+    backoff_max: _d(float, "Longest delay between retries, in seconds.", ge=0) = 600
+
+
+class Refinery(_Section):
+    """The merge queue: integrates finished work onto the target branch."""
+    target_branch: _d(str, "Branch that finished tasks are merged into.", min_length=1) = "main"
+    merge_policy: Annotated[Literal["rebase", "squash", "merge"], Meta(
+        description="How a task branch lands: rebase, squash or merge.")] = "rebase"
+    check: _d(str, "Command run with `sh -c` in the merge worktree before the target branch "
+                   "moves (e.g. \"make test\"); empty: no check.") = ""
+    check_timeout: _d(float, "Seconds the check may run before it counts as failed.", gt=0) = 1800
+    push: _d(bool, "Push the target branch after a merge when the remote exists.") = True
+    remote: _d(str, "Remote the target branch is pushed to.", min_length=1) = "origin"
+
+
+class Deacon(_Section):
+    """The janitor: expired leases, orphaned sessions, stale worktrees, sync."""
+    interval: _d(float, "Seconds between janitor passes.", gt=0) = 60
+    sync_interval: _d(float, "Seconds between syncs with the remote; 0 turns sync off.", ge=0) = 300
+    prune_worktrees: _d(bool, "Remove worktrees of ended sessions (their branches are "
+                              "always kept).") = True
+
+
+class StatusSettings(_Section):
+    """What `git brat status` reports."""
+    stuck_after: _d(float, "A running or merging task with no live lease and no change for this "
+                           "many seconds is reported as stuck.", gt=0) = 900
+
+
+class Engine(_Section):
+    """Overrides for one engine preset, or a new engine (then `command` is required)."""
+    command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
+                                  "never a shell string.", min_length=1) = None
+    prompt: Annotated[Literal["arg", "stdin", "file"] | None, Meta(
+        description="How the prompt reaches the engine: arg, stdin or file.")] = None
+    result: Annotated[Literal["exit", "json"] | None, Meta(
+        description="How success is read: exit (exit code) or json (JSON on stdout).")] = None
+    model: _d(str | None, "Model name passed to the engine.", min_length=1) = None
+    extra_args: _d(list[str], "Arguments appended to the preset's argv.") = []
+    env: _d(dict[str, str], "Environment variables set for the engine.") = {}
+    timeout: _d(float | None, "Session timeout for this engine, in seconds "
+                              "(default: witness.timeout).", gt=0) = None
+
+
+class Config(_Section):
+    witness: Witness = msgspec.field(default_factory=Witness)
+    refinery: Refinery = msgspec.field(default_factory=Refinery)
+    deacon: Deacon = msgspec.field(default_factory=Deacon)
+    status: StatusSettings = msgspec.field(default_factory=StatusSettings)
+    engines: dict[str, Engine] = {}
+
+
+SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings}
+
+
+# -- describing types ------------------------------------------------------------
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _field_info(cls, name: str):
+    for f in msgspec.inspect.type_info(cls).fields:
+        if f.name == name:
+            return f
+    return None
+
+
+def _description(cls, name: str) -> str:
+    hint = _hints(cls)[name]
+    for h in (hint, *typing.get_args(hint)):
+        for m in getattr(h, "__metadata__", ()):
+            if isinstance(m, Meta) and m.description:
+                return m.description
+    return ""
+
+
+def allowed(t) -> str:
+    """What values a msgspec type accepts, in words."""
+    I = msgspec.inspect
+    if isinstance(t, I.Metadata):
+        t = t.type
+    if isinstance(t, I.UnionType):
+        rest = [x for x in t.types if not isinstance(x, I.NoneType)]
+        return " or ".join(allowed(x) for x in rest)
+    if isinstance(t, I.LiteralType):
+        return "one of " + ", ".join(f'"{v}"' for v in t.values)
+    if isinstance(t, I.BoolType):
+        return "true or false"
+    if isinstance(t, (I.IntType, I.FloatType)):
+        word = "an integer" if isinstance(t, I.IntType) else "a number"
+        if t.ge is not None and t.le is not None:
+            return f"{word} from {t.ge} to {t.le}"
+        bounds = [f">= {t.ge}" if t.ge is not None else "", f"> {t.gt}" if t.gt is not None else "",
+                  f"<= {t.le}" if t.le is not None else ""]
+        return " ".join([word, *[b for b in bounds if b]])
+    if isinstance(t, I.StrType):
+        return "a non-empty string" if t.min_length else "a string"
+    if isinstance(t, I.ListType):
+        return ("a non-empty list of " if t.min_length else "a list of ") + _plural(t.item_type)
+    if isinstance(t, I.DictType):
+        return "a table of " + _plural(t.value_type)
+    return str(t)
+
+
+def _plural(t) -> str:
+    words = allowed(t)
+    return {"a string": "strings", "a non-empty string": "non-empty strings"}.get(words, words)
+
+
+def show_value(value: Any) -> str:
+    import tomlkit
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        if isinstance(value, dict):
+            table = tomlkit.inline_table()
+            table.update(value)
+            return table.as_string()
+        return tomlkit.item(value).as_string()
+    except Exception:
+        return repr(value)
+
+
+# -- loading and validating -------------------------------------------------------
+
+def _check_section(data: Any, cls, prefix: str, where: str) -> None:
+    """Unknown keys and per-key type errors, each naming the dotted key and what is allowed."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {prefix.rstrip('.')} must be a table ([{prefix.rstrip('.')}])")
+    hints = _hints(cls)
+    names = [f.name for f in msgspec.inspect.type_info(cls).fields]
+    for key, value in data.items():
+        full = prefix + key
+        if key not in hints:
+            scope = f"in [{prefix.rstrip('.')}]" if prefix else "at the top level"
+            raise ConfigError(f"{where}: unknown key {full} (allowed {scope}: {', '.join(names)})")
+        if key in SECTIONS and cls is Config:
+            _check_section(value, SECTIONS[key], full + ".", where)
+        elif key == "engines" and cls is Config:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: engines must be tables ([engines.<name>])")
+            for name, sub in value.items():
+                check_engine_name(name, where)
+                _check_section(sub, Engine, f"engines.{name}.", where)
+        else:
+            check_value(cls, key, value, full, where)
+
+
+def check_value(cls, key: str, value: Any, full: str, where: str) -> Any:
+    try:
+        return msgspec.convert(value, _hints(cls)[key], strict=True)
+    except msgspec.ValidationError:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}{full} = {show_value(value)} is not allowed: expected "
+                          f"{allowed(_field_info(cls, key).type)}") from None
+
+
+def check_engine_name(name: str, where: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError(f"{where}: engine name {name!r} is not allowed: use letters, digits, "
+                          f"'.', '_' and '-'")
+
+
+def validate(data: dict, where: str = CONFIG_PATH) -> Config:
+    _check_section(data, Config, "", where)
+    cfg = msgspec.convert(data, Config, strict=True)
+    w = cfg.witness
+    if w.heartbeat >= w.lease_ttl:
+        raise ConfigError(f"{where}: witness.heartbeat ({show_value(w.heartbeat)}) must be less than "
+                          f"witness.lease_ttl ({show_value(w.lease_ttl)}), or leases expire while "
+                          f"sessions are alive")
+    if w.backoff_max < w.backoff:
+        raise ConfigError(f"{where}: witness.backoff_max ({show_value(w.backoff_max)}) must not be "
+                          f"less than witness.backoff ({show_value(w.backoff)})")
+    for name, eng in cfg.engines.items():
+        if name not in ENGINE_PRESETS and eng.command is None:
+            raise ConfigError(f"{where}: engines.{name} is not a preset ({', '.join(ENGINE_PRESETS)}),"
+                              f" so engines.{name}.command is required")
+    if w.engine not in ENGINE_PRESETS and w.engine not in cfg.engines:
+        known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
+        raise ConfigError(f"{where}: witness.engine = {show_value(w.engine)} is not allowed: expected "
+                          f"one of {', '.join(known)} (or define [engines.{w.engine}])")
+    if w.engine == "shell" and (cfg.engines.get("shell") is None or cfg.engines["shell"].command is None):
+        raise ConfigError(f"{where}: witness.engine = \"shell\" needs engines.shell.command "
+                          f"(the argv to run)")
+    branch = cfg.refinery.target_branch
+    if (branch.startswith(("-", "/")) or branch.endswith(("/", ".lock", "."))
+            or any(s in branch for s in ("..", "@{", "//")) or branch == "@"
+            or any(c.isspace() or c in "~^:?*[\\" or ord(c) < 32 for c in branch)):
+        raise ConfigError(f"{where}: refinery.target_branch = {show_value(branch)} is not allowed: "
+                          f"expected a valid branch name")
+    return cfg
+
+
+def parse(text: str, where: str = CONFIG_PATH) -> Config:
+    import tomllib
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    return validate(data, where)
+
+
+def path_in(toplevel: str | None) -> str | None:
+    return os.path.join(toplevel, CONFIG_PATH) if toplevel else None
+
+
+def load(toplevel: str | None) -> Config:
+    """The config of the checkout at toplevel; defaults when it has none (or is bare)."""
+    path = path_in(toplevel)
+    if path is None:
+        return Config()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return Config()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{CONFIG_PATH}: cannot read: {exc}") from None
+    return parse(text)
+
+
+# -- the default file ---------------------------------------------------------------
+
+HEADER = """\
+# git-brat configuration. Commit this file to share the settings with everyone working here.
+# Every key is listed with its default; delete a line to go back to the default.
+# `git brat config set KEY VALUE` changes a value (validated) and keeps these comments.
+"""
+
+
+def _comment(text: str, width: int = 78) -> list[str]:
+    import textwrap
+    return ["# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False)]
+
+
+def _key_lines(cls, obj, name: str) -> list[str]:
+    f = _field_info(cls, name)
+    text = (f"{_description(cls, name)} Default: {show_value(f.default)}. "
+            f"Allowed: {allowed(f.type)}.")
+    return _comment(text) + [f"{name} = {show_value(getattr(obj, name))}"]
+
+
+def default_text(overrides: dict[str, Any] | None = None) -> str:
+    """The config file `git brat init` writes: every key, its value and a comment with its default.
+
+    overrides ({"refinery.target_branch": "trunk"}) set values that differ per repository.
+    """
+    cfg = Config()
+    for key, value in (overrides or {}).items():
+        section, name = key.split(".")
+        setattr(getattr(cfg, section), name, value)
+    out = [HEADER]
+    for section, cls in SECTIONS.items():
+        out.append(f"[{section}]")
+        out += _comment(cls.__doc__)
+        for f in msgspec.inspect.type_info(cls).fields:
+            out.append("")
+            out += _key_lines(cls, getattr(cfg, section), f.name)
+        out.append("")
+    presets = ", ".join(ENGINE_PRESETS)
+    out += _comment(f"[engines.<name>]: {Engine.__doc__} Presets: {presets}. Every key is "
+                    "optional; for example:")
+    out.append("# [engines.claude]")
+    for f in msgspec.inspect.type_info(Engine).fields:
+        example = {"command": ["claude", "-p", "{prompt}"], "prompt": "arg", "result": "json",
+                   "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
+                   "timeout": 3600}[f.name]
+        out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
+        out.append(f"# {f.name} = {show_value(example)}")
+    return "\n".join(out) + "\n"
+
+
+# -- get / set --------------------------------------------------------------------
+
+def _locate(key: str) -> tuple[type, str, list[str]]:
+    """(struct class, field name, path) for a dotted leaf key; errors list what exists."""
+    parts = key.split(".")
+    if parts[0] in SECTIONS:
+        cls = SECTIONS[parts[0]]
+        names = [f.name for f in msgspec.inspect.type_info(cls).fields]
+        if len(parts) == 2 and parts[1] in names:
+            return cls, parts[1], parts
+        if len(parts) == 1:
+            raise UsageError(f"{key} is a section; give one of its keys: "
+                             + ", ".join(f"{key}.{n}" for n in names))
+        raise NotFound(f"unknown config key {key} (keys in [{parts[0]}]: {', '.join(names)})")
+    if parts[0] == "engines":
+        names = [f.name for f in msgspec.inspect.type_info(Engine).fields]
+        if len(parts) == 3 and parts[2] in names:
+            check_engine_name(parts[1], key)
+            return Engine, parts[2], parts
+        raise NotFound(f"unknown config key {key} (engine keys are engines.<name>.KEY with KEY "
+                       f"one of: {', '.join(names)})")
+    raise NotFound(f"unknown config key {key} (sections: {', '.join([*SECTIONS, 'engines'])})")
+
+
+def get(cfg: Config, key: str) -> Any:
+    """The effective value of a dotted key, or a whole section as a dict."""
+    parts = key.split(".")
+    if len(parts) == 1 and parts[0] in SECTIONS:
+        return msgspec.to_builtins(getattr(cfg, parts[0]))
+    if key == "engines":
+        return msgspec.to_builtins(cfg.engines)
+    cls, name, parts = _locate(key)
+    if cls is Engine:
+        eng = cfg.engines.get(parts[1])
+        return getattr(eng if eng is not None else Engine(), name)
+    return getattr(getattr(cfg, parts[0]), name)
+
+
+def parse_value(key: str, raw: str) -> Any:
+    """A command-line VALUE typed for KEY: strings as given, everything else as a TOML value."""
+    import tomllib
+    cls, name, _parts = _locate(key)
+    t = _field_info(cls, name).type
+    I = msgspec.inspect
+    inner = t.type if isinstance(t, I.Metadata) else t
+    kinds = inner.types if isinstance(inner, I.UnionType) else (inner,)
+    kinds = [k.type if isinstance(k, I.Metadata) else k for k in kinds]
+    if any(isinstance(k, I.StrType) or (isinstance(k, I.LiteralType)
+                                        and all(isinstance(v, str) for v in k.values))
+           for k in kinds):
+        return raw
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise ConfigError(f"{key} = {raw} is not allowed: expected {allowed(t)}") from None
+    return check_value(cls, name, value, key, "")
+
+
+def set_text(text: str, key: str, raw: str) -> tuple[str, Any]:
+    """The config text with KEY set to VALUE (comments kept), validated as a whole."""
+    import tomlkit
+    value = parse_value(key, raw)
+    parse(text)   # refuse to edit a file that is already invalid: fix it first
+    doc = tomlkit.parse(text)
+    parts = key.split(".")
+    table = doc
+    for i, part in enumerate(parts[:-1]):
+        if part not in table:
+            table[part] = tomlkit.table(is_super_table=(i == 0 and parts[0] == "engines"))
+        table = table[part]
+    if isinstance(value, dict):   # keep a dict on its key's line: {A = "1"}
+        inline = tomlkit.inline_table()
+        inline.update(value)
+        value = inline
+    table[parts[-1]] = value
+    new = tomlkit.dumps(doc)
+    parse(new)
+    return new, value
+
+
+__all__ = ["Config", "ConfigError", "load", "parse", "validate", "default_text", "get",
+           "set_text", "path_in", "CONFIG_PATH", "ENGINE_PRESETS"]

@@ -1,0 +1,473 @@
+"""Convoy / Task / Session / MergeRequest views, the task state machine, readiness, convoy status."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from git_brat.grite import events as ev
+from git_brat.grite import identity
+from git_brat.grite.cache import actor_names
+from git_brat.grite.errors import Conflict, NotARepository, UsageError
+from git_brat.grite.gitstore import Store
+from git_brat.grite.issues import check_text, find_cycle, prerequisites, summary
+from git_brat.grite.log import Draft
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import Entity, State, iso
+
+CONVOY, TASK, SESSION, MERGE = "convoy", "task", "session", "merge"
+STATES = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed", "dropped")
+# The state machine: where each state may go without --force.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "queued": ("running", "blocked", "dropped"),
+    "running": ("needs-review", "queued", "blocked", "failed", "dropped"),
+    "needs-review": ("merging", "queued", "blocked", "failed", "dropped"),
+    "merging": ("merged", "needs-review", "queued", "blocked", "failed"),
+    "merged": (),
+    "blocked": ("queued", "dropped"),
+    "failed": ("queued", "dropped"),
+    "dropped": ("queued",),
+}
+IN_FLIGHT = ("running", "needs-review", "merging")
+FINISHED = ("merged", "dropped")
+CONVOY_STATES = ("active", "landed", "failed", "stalled")
+DEFAULT_PRIORITY = 2
+PRIORITIES = (0, 1, 2, 3, 4)     # 0 is the most urgent
+
+
+def open_grite(cwd: str | None = None) -> Grite:
+    """The repository, or a clear "run git brat init" when it has not been set up."""
+    store = Store.discover(cwd)
+    if not identity.is_initialized(store.grite_dir):
+        raise NotARepository("git-brat is not initialised in this repository; run `git brat init`")
+    return Grite(store)
+
+
+# -- views -----------------------------------------------------------------------
+
+class TaskView(msgspec.Struct):
+    id: str
+    title: str
+    status: str
+    convoy: str
+    priority: int
+    step: str                  # the workflow step that made it ("" for hand-made tasks)
+    needs: list[str]
+    paths: list[str]
+    ready: bool
+    created_at: datetime
+    updated_at: datetime
+    author: str
+
+
+class Transition(msgspec.Struct):
+    event: str
+    at: datetime
+    actor: str
+    from_status: str
+    to_status: str
+    forced: bool
+    reason: str
+
+
+class CommentView(msgspec.Struct):
+    id: str
+    author: str
+    created_at: datetime
+    body: str
+
+
+class TaskDetail(TaskView):
+    body: str = ""
+    reason: str = ""           # given with the transition into the current status
+    dependents: list[str] = []
+    allowed: list[str] = []    # statuses reachable without --force
+    comments: list[CommentView] = []
+    history: list[Transition] = []
+
+
+class ConvoyView(msgspec.Struct):
+    id: str
+    title: str
+    status: str                # active / landed / failed / stalled (derived)
+    total: int
+    counts: dict[str, int]     # every task state, zeros included
+    ready: int
+    workflow: str
+    created_at: datetime
+    updated_at: datetime
+    author: str
+
+
+class ConvoyDetail(ConvoyView):
+    body: str = ""
+    vars: dict[str, str] = {}
+    tasks: list[TaskView] = []
+
+
+class SessionView(msgspec.Struct):
+    id: str
+    task: str
+    status: str
+    engine: str
+    branch: str
+    worktree: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class MergeQueueEntry(msgspec.Struct):
+    position: int
+    task: str
+    title: str
+    convoy: str
+    status: str                # needs-review (waiting) or merging
+    priority: int
+    merge: str | None          # the merge entity the refinery recorded, if any
+    since: datetime
+
+
+# -- the board: one state with the indexes every view needs ---------------------------
+
+def status_of(ent: Entity) -> str:
+    return ent.get("status", "queued")
+
+
+def reason_of(ent: Entity) -> str:
+    """The reason given with the transition into the current status (not an older one)."""
+    st, rs = ent.fields.get("status"), ent.fields.get("reason")
+    return rs[0] if st and rs and rs[3] == st[3] else ""
+
+
+class Board:
+    """Tasks and convoys of one state, indexed once per command."""
+
+    def __init__(self, state: State):
+        self.state = state
+        self.tasks = {e.id: e for e in state.entities.values() if e.created and e.kind == TASK}
+        self.convoys = {e.id: e for e in state.entities.values() if e.created and e.kind == CONVOY}
+        self.pre = prerequisites(state, TASK)
+        self.names = actor_names(state)
+        self.by_convoy: dict[str, list[Entity]] = {}
+        for t in sorted(self.tasks.values(), key=age_key):
+            self.by_convoy.setdefault(t.get("convoy", ""), []).append(t)
+        self._moving: dict[str, bool] = {}
+
+    def is_ready(self, tid: str) -> bool:
+        t = self.tasks[tid]
+        return status_of(t) == "queued" and all(
+            status_of(self.tasks[p]) == "merged" for p in self.pre.get(tid, ()))
+
+    def unmet(self, tid: str) -> list[str]:
+        return sorted(p for p in self.pre.get(tid, ()) if status_of(self.tasks[p]) != "merged")
+
+    def ready(self, convoy: str | None = None) -> list[Entity]:
+        """Ready tasks in the order they should run: priority, then age."""
+        pool = self.by_convoy.get(convoy, []) if convoy else self.tasks.values()
+        return sorted((t for t in pool if self.is_ready(t.id)), key=run_key)
+
+    def can_move(self, tid: str, _seen: frozenset = frozenset()) -> bool:
+        """Whether a task can still progress without a human (in flight, or queued on live work)."""
+        if tid in self._moving:
+            return self._moving[tid]
+        st = status_of(self.tasks[tid])
+        if st in IN_FLIGHT:
+            ok = True
+        elif st == "queued" and tid not in _seen:
+            ok = all(status_of(self.tasks[p]) == "merged" or self.can_move(p, _seen | {tid})
+                     for p in self.pre.get(tid, ()))
+        else:
+            ok = False
+        self._moving[tid] = ok
+        return ok
+
+    def convoy_status(self, cid: str) -> str:
+        """landed: all merged or dropped; failed: a task failed; stalled: nothing can move."""
+        tasks = self.by_convoy.get(cid, [])
+        if not tasks:
+            return "active"
+        states = [status_of(t) for t in tasks]
+        if all(s in FINISHED for s in states):
+            return "landed"
+        if "failed" in states:
+            return "failed"
+        if any(self.can_move(t.id) for t in tasks if status_of(t) not in FINISHED):
+            return "active"
+        return "stalled"
+
+    def counts(self, cid: str) -> dict[str, int]:
+        out = dict.fromkeys(STATES, 0)
+        for t in self.by_convoy.get(cid, []):
+            st = status_of(t)
+            out[st] = out.get(st, 0) + 1
+        return out
+
+    def task_view(self, t: Entity) -> TaskView:
+        return TaskView(t.id, t.get("title", ""), status_of(t), t.get("convoy", ""),
+                        t.get("priority", DEFAULT_PRIORITY), t.get("step", ""),
+                        sorted(self.pre.get(t.id, ())), list(t.get("paths", [])),
+                        self.is_ready(t.id), iso(t.created_at), iso(t.updated_at),
+                        self.names.get(t.created_by, t.created_by))
+
+    def convoy_view(self, c: Entity) -> ConvoyView:
+        return ConvoyView(c.id, c.get("title", ""), self.convoy_status(c.id),
+                          len(self.by_convoy.get(c.id, [])), self.counts(c.id),
+                          sum(1 for t in self.by_convoy.get(c.id, []) if self.is_ready(t.id)),
+                          c.get("workflow", ""), iso(c.created_at), iso(c.updated_at),
+                          self.names.get(c.created_by, c.created_by))
+
+    def convoy_detail(self, c: Entity) -> ConvoyDetail:
+        v = self.convoy_view(c)
+        return ConvoyDetail(**msgspec.structs.asdict(v), body=c.get("body", ""),
+                            vars=dict(c.get("vars", {})),
+                            tasks=[self.task_view(t) for t in self.by_convoy.get(c.id, [])])
+
+    def task_detail(self, t: Entity, history: list[Transition] = ()) -> TaskDetail:
+        v = self.task_view(t)
+        comments = [CommentView(eid, self.names.get(actor, actor), iso(ts), body)
+                    for eid, _l, actor, ts, body in t.sorted_comments()]
+        dependents = sorted(k for k, pre in self.pre.items() if t.id in pre)
+        return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
+                          dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
+                          comments=comments, history=list(history))
+
+    def convoy_list(self) -> list[ConvoyView]:
+        return [self.convoy_view(c) for c in sorted(self.convoys.values(), key=age_key)]
+
+    def task_list(self, convoy: str | None = None, statuses: list[str] = ()) -> list[TaskView]:
+        pool = self.by_convoy.get(convoy, []) if convoy else sorted(self.tasks.values(), key=age_key)
+        return [self.task_view(t) for t in pool if not statuses or status_of(t) in statuses]
+
+    def sessions(self, statuses: tuple[str, ...] | None = ("starting", "running")) -> list[SessionView]:
+        out = [SessionView(e.id, e.get("task", ""), e.get("status", ""), e.get("engine", ""),
+                           e.get("branch", ""), e.get("worktree", ""), iso(e.created_at),
+                           iso(e.updated_at))
+               for e in self.state.entities.values() if e.created and e.kind == SESSION
+               and (statuses is None or e.get("status", "") in statuses)]
+        return sorted(out, key=lambda s: (s.created_at, s.id))
+
+    def merge_queue(self) -> list[MergeQueueEntry]:
+        """Tasks waiting for or in the refinery: merging first, then priority, then age."""
+        merges: dict[str, Entity] = {}
+        for e in self.state.entities.values():
+            if e.created and e.kind == MERGE and e.get("task"):
+                cur = merges.get(e.get("task"))
+                if cur is None or age_key(e) > age_key(cur):
+                    merges[e.get("task")] = e
+        waiting = [t for t in self.tasks.values() if status_of(t) in ("needs-review", "merging")]
+        waiting.sort(key=lambda t: (status_of(t) != "merging", *run_key(t)))
+        out = []
+        for i, t in enumerate(waiting, 1):
+            m = merges.get(t.id)
+            out.append(MergeQueueEntry(i, t.id, t.get("title", ""), t.get("convoy", ""),
+                                       status_of(t), t.get("priority", DEFAULT_PRIORITY),
+                                       m.id if m else None, iso(t.updated_at)))
+        return out
+
+
+def age_key(e: Entity) -> tuple:
+    return (e.created_at, tuple(e.create_stamp or ()), e.id)
+
+
+def run_key(e: Entity) -> tuple:
+    return (e.get("priority", DEFAULT_PRIORITY), *age_key(e))
+
+
+# -- operations ------------------------------------------------------------------
+
+def _check_priority(p: int) -> int:
+    if p not in PRIORITIES:
+        raise UsageError(f"priority {p} is not allowed: use 0 (most urgent) to 4")
+    return p
+
+
+def check_paths(paths: list[str]) -> list[str]:
+    out = []
+    for p in paths:
+        p = check_text(p, "path glob")
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def create_convoy(g: Grite, title: str, body: str = "") -> str:
+    title = check_text(title, "convoy title")
+    cid = ev.new_entity_id()
+    g.append([Draft(cid, ev.Create(CONVOY, {"title": title, "body": body}))],
+             summary("convoy.create", cid, title))
+    return cid
+
+
+def task_drafts(tid: str, convoy: str, title: str, body: str, needs: list[str], priority: int,
+                paths: list[str], step: str = "") -> list[Draft]:
+    """Events creating one task: queued from its first event, so it never lacks a status."""
+    fields: dict[str, Any] = {"title": title, "body": body, "status": "queued", "convoy": convoy,
+                              "priority": priority, "paths": paths}
+    if step:
+        fields["step"] = step
+    drafts = [Draft(tid, ev.Create(TASK, fields))]
+    drafts += [Draft(tid, ev.AddTo("dep:depends_on", n)) for n in sorted(set(needs))]
+    return drafts
+
+
+def create_task(g: Grite, convoy: str, title: str, body: str = "", needs: list[str] = (),
+                priority: int = DEFAULT_PRIORITY, paths: list[str] = ()) -> str:
+    title = check_text(title, "task title")
+    _check_priority(priority)
+    paths = check_paths(list(paths))
+    conv = g.resolve(convoy, CONVOY)
+    need_ids = [g.resolve(n, TASK).id for n in needs]
+    tid = ev.new_entity_id()
+    g.append(task_drafts(tid, conv.id, title, body, need_ids, priority, paths),
+             summary("task.create", tid, title))
+    return tid
+
+
+def check_transition(board: Board, tid: str, old: str, new: str, force: bool) -> None:
+    """Refuse a move the state machine does not allow (unless forced), naming what is allowed."""
+    short = tid[:7]
+    if new not in STATES:
+        raise UsageError(f"unknown status {new!r}: use one of {', '.join(STATES)}")
+    if old == new:
+        raise Conflict(f"refused: task {short} is already {old}")
+    if force:
+        return
+    allowed = TRANSITIONS.get(old, ())
+    if new not in allowed:
+        where = ", ".join(allowed) if allowed else "nowhere (it is final)"
+        raise Conflict(f"refused: task {short} is {old}; from {old} it can go to {where}, "
+                       f"not {new} (--force overrides, and is recorded)")
+    if old == "queued" and new == "running":
+        unmet = board.unmet(tid)
+        if unmet:
+            shown = ", ".join(f"{u[:7]} ({status_of(board.tasks[u])})" for u in unmet)
+            raise Conflict(f"refused: task {short} is not ready: it needs {shown} to be merged "
+                           f"first (--force overrides, and is recorded)")
+
+
+class Updated(msgspec.Struct):
+    id: str
+    from_status: str
+    to_status: str
+    forced: bool
+    event: str
+
+
+def update_task(g: Grite, ref: str, status: str | None = None, force: bool = False,
+                reason: str = "", title: str | None = None, body: str | None = None,
+                priority: int | None = None) -> Updated:
+    """Change a task in exactly one event; a status change is validated against fresh state."""
+    tid = g.resolve(ref, TASK).id
+    fields: dict[str, Any] = {}
+    if title is not None:
+        fields["title"] = check_text(title, "task title")
+    if body is not None:
+        fields["body"] = body
+    if priority is not None:
+        fields["priority"] = _check_priority(priority)
+    if reason:
+        check_text(reason, "reason")
+    if status is None and not fields:
+        raise UsageError("nothing to update: give --status, --title, --body or --priority")
+    if force and status is None:
+        raise UsageError("--force only applies to a --status change")
+    seen: dict[str, str] = {}
+
+    def build() -> list[Draft]:
+        # Validate against the newest log (re-run after every lost compare-and-swap), so two
+        # writers can never both make the same move.
+        board = Board(g.state(refresh=True))
+        old = status_of(board.tasks[tid])
+        out = dict(fields)
+        seen["old"] = old
+        if status is not None:
+            check_transition(board, tid, old, status, force)
+            out.update({"status": status, "status_from": old})
+            if force:
+                out["forced"] = True
+            if reason:
+                out["reason"] = reason
+        elif reason:
+            out["reason"] = reason
+        return [Draft(tid, ev.SetFields(out))]
+
+    def describe(_events) -> str:
+        if status is None:
+            return summary("task.update", tid, fields.get("title", ""))
+        return summary(f"task.{'force' if force else 'status'} {seen['old']}->{status}", tid)
+
+    res = g.append(build, describe)
+    e = res.events[0]
+    return Updated(tid, seen["old"], status or seen["old"],
+                   bool(e.op.fields.get("forced", False)), e.id)
+
+
+def comment(g: Grite, ref: str, text: str) -> str:
+    tid = g.resolve(ref, TASK).id
+    check_text(text, "comment", one_line=False)
+    return g.append([Draft(tid, ev.Comment(text))], summary("task.comment", tid)).events[0].id
+
+
+def dep_add(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
+    """TASK needs each of ON; refused (nothing written) if any would make a cycle."""
+    tid = g.resolve(ref, TASK).id
+    targets = [g.resolve(o, TASK).id for o in on]
+    if not targets:
+        raise UsageError("give the task(s) it needs with --on")
+    if tid in targets:
+        raise UsageError("a task cannot need itself")
+
+    def build() -> list[Draft]:
+        state = g.state(refresh=True)
+        pre = prerequisites(state, TASK)
+        pre.setdefault(tid, set()).update(targets)
+        cycle = find_cycle(pre, tid)
+        if cycle:
+            names = [f"{i[:7]} ({state.entities[i].get('title', '')})" for i in cycle]
+            raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
+        have = set(state.entities[tid].members("dep:depends_on"))
+        return [Draft(tid, ev.AddTo("dep:depends_on", t)) for t in sorted(set(targets) - have)
+                or sorted(set(targets))]
+
+    if set(targets) <= set(g.resolve(tid, TASK).members("dep:depends_on")):
+        return tid, targets   # already there: nothing to write
+    g.append(build, summary("task.dep.add", tid))
+    return tid, targets
+
+
+def dep_remove(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
+    tid = g.resolve(ref, TASK).id
+    ent = g.resolve(tid, TASK)
+    targets = [g.resolve(o, TASK).id for o in on]
+    if not targets:
+        raise UsageError("give the task(s) to remove with --on")
+    drafts = []
+    for t in targets:
+        tags = ent.live_tags("dep:depends_on", t)
+        if not tags:
+            raise UsageError(f"task {tid[:7]} does not need {t[:7]}")
+        drafts.append(Draft(tid, ev.RemoveFrom("dep:depends_on", t, tags)))
+    g.append(drafts, summary("task.dep.remove", tid))
+    return tid, targets
+
+
+def history(g: Grite, tid: str) -> list[Transition]:
+    """Every status change of a task, oldest first, from the audit trail."""
+    from git_brat.grite import audit
+    out = []
+    for a in audit.entries(g, tid):
+        if a.op not in ("create", "set"):
+            continue
+        fields = a.detail.get("fields", {})
+        if "status" not in fields:
+            continue
+        out.append(Transition(a.event, a.at, a.actor_name, fields.get("status_from", ""),
+                              fields["status"], bool(fields.get("forced", False)),
+                              fields.get("reason", "")))
+    return out
+
+
+__all__ = ["Board", "STATES", "TRANSITIONS", "open_grite", "create_convoy", "create_task",
+           "update_task", "comment", "dep_add", "dep_remove", "history", "task_drafts"]

@@ -1,0 +1,169 @@
+"""The status view: convoys, ready tasks, sessions, merge queue, leases, interventions, recovery."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import msgspec
+
+from git_brat.brat import model
+from git_brat.brat.config import Config
+from git_brat.brat.model import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
+from git_brat.grite import locks
+from git_brat.grite.locks import LeaseView
+from git_brat.grite.log import Problem
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import Entity, iso
+
+INTERVENTION_KINDS = ("needs-human", "failed", "stuck", "blocked", "stalled")
+
+
+class Intervention(msgspec.Struct):
+    kind: str                  # needs-human, failed, stuck, blocked, stalled
+    task: str
+    convoy: str
+    title: str
+    detail: str
+    command: str               # what resolves it, ready to paste
+    since: datetime
+
+
+class CrashedSession(msgspec.Struct):
+    session: str
+    task: str
+    branch: str
+    branch_exists: bool        # its commits survive on the branch
+    worktree: str
+    crashed_at: datetime
+
+
+class SurvivedBranch(msgspec.Struct):
+    branch: str
+    task: str
+    commit: str
+
+
+class RecoveryReport(msgspec.Struct):
+    """What replay and the roles recovered, and what a human should look at."""
+    rebuilt_from_log: bool     # this command replayed every log from scratch (no usable cache)
+    events: int                # events in the projected state
+    skipped_records: list[Problem]   # unreadable log records replay had to skip
+    unreadable_leases: list[str]     # lease refs whose record cannot be read
+    rejected_events: int       # writes refused because their lease had moved on (fencing)
+    crashed_sessions: list[CrashedSession]
+    survived_branches: list[SurvivedBranch]
+    needs_review: list[str]    # tasks whose crashed work survives and needs a human look
+
+
+class Status(msgspec.Struct):
+    generated_at: datetime
+    convoy: str | None         # the --convoy filter, if any
+    convoys: list[ConvoyView]
+    ready: list[TaskView]
+    sessions: list[SessionView]
+    merge_queue: list[MergeQueueEntry]
+    leases: list[LeaseView]
+    interventions: list[Intervention]
+    recovery: RecoveryReport
+
+
+def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
+    """Live and expired leases (released ones are history), and unreadable lease records.
+
+    Local records only: status never touches the network.
+    """
+    st = locks.status(g, locks.settings(g.store, local=True), refresh=False)
+    return [l for l in st.leases if l.state != "released"], list(st.problems)
+
+
+def _lease_on(lease: LeaseView, tid: str) -> bool:
+    """Whether a lease is the claim on task tid (`task:<id>`, the id possibly abbreviated)."""
+    ns, _, name = lease.resource.partition(":")
+    return ns == "task" and len(name) >= 7 and tid.startswith(name)
+
+
+def _lease_live(lease_list: list[LeaseView], tid: str) -> bool:
+    return any(l.state == "held" and _lease_on(l, tid) for l in lease_list)
+
+
+def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
+                  now_ms: int) -> list[Intervention]:
+    out = []
+    stuck_ms = cfg.status.stuck_after * 1000
+
+    def add(kind: str, t: Entity, detail: str, command: str) -> None:
+        out.append(Intervention(kind, t.id, t.get("convoy", ""), t.get("title", ""), detail,
+                                command, iso(t.updated_at)))
+
+    for t in sorted(board.tasks.values(), key=model.run_key):
+        st, short, why = status_of(t), t.id[:7], model.reason_of(t)
+        if t.get("needs_human") and st not in model.FINISHED:
+            add("needs-human", t, str(t.get("needs_human")),
+                str(t.get("resolve_command") or f"git brat task show {short}"))
+        elif st == "failed":
+            add("failed", t, why or "the task failed",
+                f"git brat task update {short} --status queued -m \"retry\"")
+        elif st == "blocked":
+            add("blocked", t, why or "blocked (no reason given)",
+                f"git brat task update {short} --status queued -m \"unblocked\"")
+        elif st in ("running", "merging") and now_ms - t.updated_at > stuck_ms \
+                and not _lease_live(lease_list, t.id):
+            mins = int((now_ms - t.updated_at) / 60000)
+            add("stuck", t, f"{st} for {mins} min with no live lease",
+                f"git brat task update {short} --status queued -m \"requeue stuck task\"")
+        elif st == "queued":
+            dead = [p for p in sorted(board.pre.get(t.id, ()))
+                    if status_of(board.tasks[p]) == "dropped"]
+            if dead:
+                add("stalled", t, f"needs dropped task {dead[0][:7]}",
+                    f"git brat task dep remove {short} --on {dead[0][:7]}")
+    order = {k: i for i, k in enumerate(INTERVENTION_KINDS)}
+    return sorted(out, key=lambda i: order[i.kind])
+
+
+def recovery(g: Grite, board: Board, tasks: set[str] | None,
+             lease_problems: list[str] = ()) -> RecoveryReport:
+    crashed, survived, review = [], [], []
+    for e in sorted(board.state.entities.values(), key=model.age_key):
+        if not (e.created and e.kind == model.SESSION and e.get("status") == "crashed"):
+            continue
+        tid = e.get("task", "")
+        if tasks is not None and tid not in tasks:
+            continue
+        branch = e.get("branch", "")
+        sha = g.store.read_ref(b"refs/heads/" + branch.encode()) if branch else None
+        crashed.append(CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
+                                      iso(e.updated_at)))
+        if sha is not None:
+            survived.append(SurvivedBranch(branch, tid, sha.decode()))
+            task = board.tasks.get(tid)
+            if task is not None and status_of(task) not in model.FINISHED and tid not in review:
+                review.append(tid)
+    cache = g.cache
+    return RecoveryReport(cache.rebuilt, board.state.event_count, list(cache.problems),
+                          list(lease_problems), len(board.state.rejected), crashed, survived,
+                          review)
+
+
+def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
+    board = board or Board(g.state())
+    lease_list, lease_problems = leases(g)
+    now_ms = int(time.time() * 1000)
+    cid = g.resolve(convoy, model.CONVOY).id if convoy else None
+    convoys = board.convoy_list()
+    tasks: set[str] | None = None
+    if cid:
+        convoys = [c for c in convoys if c.id == cid]
+        tasks = {t.id for t in board.by_convoy.get(cid, [])}
+        lease_list = [l for l in lease_list if any(_lease_on(l, t) for t in tasks)]
+    ready = [board.task_view(t) for t in board.ready(cid)]
+    sessions = [s for s in board.sessions() if tasks is None or s.task in tasks]
+    queue = [m for m in board.merge_queue() if tasks is None or m.task in tasks]
+    todo = [i for i in interventions(board, cfg, lease_list, now_ms)
+            if tasks is None or i.task in tasks]
+    return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
+                  recovery(g, board, tasks, lease_problems))
+
+
+__all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "build"]

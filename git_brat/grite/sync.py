@@ -1,0 +1,392 @@
+"""Sync through the user's own remotes: refspecs, hooks, fetch, import of fetched logs, publication.
+
+Per remote, one fetch refspec `+refs/grite/*:refs/remotes/<remote>/grite/*` and no push refspec
+(a `remote.<r>.push` entry would change what a plain `git push` does for branches). This clone's
+log `refs/grite/wal` is published as `refs/grite/replicas/<replica-id>` by the pre-push hook, in a
+push of its own, or by `git grite sync`. The owner only ever moves that ref forward, so it is never
+forced. Fetched logs are imported (hooks, sync): rewinds are kept in the attic, the cache extended.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import msgspec
+
+from git_brat.grite import attic, hooks, identity
+from git_brat.grite.errors import GriteError, NotFound, UsageError
+from git_brat.grite.files import atomic_write
+from git_brat.grite.gitstore import Store
+from git_brat.grite.repo import Grite
+
+WAL = "refs/grite/wal"
+SKIP_HOOKS_ENV = "GRITE_SKIP_HOOKS"   # set for git processes grite runs itself: no hook re-entry
+# Exactly what the post-merge/post-rewrite shims compare against `sync/imported`.
+STAMP_PATTERNS = ["refs/remotes/**/grite/replicas/*", "refs/remotes/**/grite/wal"]
+
+
+def refspec(remote: str) -> str:
+    return f"+refs/grite/*:refs/remotes/{remote}/grite/*"
+
+
+def replica_ref(replica_id: str) -> str:
+    return f"refs/grite/replicas/{replica_id}"
+
+
+def net_timeout() -> float:
+    """Seconds one fetch or push may take (GRITE_NET_TIMEOUT, default 120)."""
+    try:
+        return float(os.environ.get("GRITE_NET_TIMEOUT", "120"))
+    except ValueError:
+        return 120.0
+
+
+def transport_env() -> dict:
+    # Never prompt (a hook or a script must not hang on a password); never re-enter our hooks.
+    return dict(os.environ, **{SKIP_HOOKS_ENV: "1", "GIT_TERMINAL_PROMPT": "0"})
+
+
+def is_synced(store: Store, remote: str) -> bool:
+    return refspec(remote) in store.config_get_all(f"remote.{remote}.fetch")
+
+
+def synced_remotes(store: Store) -> list[str]:
+    return [r for r in store.remotes() if is_synced(store, r)]
+
+
+def _sync_dir(store: Store) -> str:
+    return os.path.join(store.grite_dir, "sync")
+
+
+def _git_error(proc: subprocess.CompletedProcess) -> str:
+    """The line of git's stderr that says what went wrong."""
+    lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(("fatal:", "error:")):
+            return ln.split(":", 1)[1].strip()
+    return lines[-1] if lines else f"git exited {proc.returncode}"
+
+
+# -- install / uninstall --------------------------------------------------------------
+
+class Installed(msgspec.Struct):
+    """What install did, so uninstall undoes exactly that."""
+    hooks_dirs: list[str] = []
+    created_dirs: list[str] = []
+    added: list[str] = []          # remotes whose refspec grite added
+    preexisting: list[str] = []    # remotes that had grite's refspec before grite came
+
+
+class InstallResult(msgspec.Struct):
+    hooks_dir: str
+    hooks: list[hooks.HookChange]
+    remotes: list[str]             # remotes set up for sync
+    added: list[str]               # remotes whose refspec this call added
+
+
+class UninstallResult(msgspec.Struct):
+    hooks_dirs: list[str]
+    hooks: list[hooks.HookChange]
+    remotes: list[str]             # remotes whose grite refspec was removed
+
+
+def _manifest_path(store: Store) -> str:
+    return os.path.join(_sync_dir(store), "installed.json")
+
+
+def _load_manifest(store: Store) -> Installed:
+    try:
+        with open(_manifest_path(store), "rb") as f:
+            return msgspec.json.decode(f.read(), type=Installed)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return Installed()
+
+
+def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
+    """Hooks into `git rev-parse --git-path hooks`, the fetch refspec on every (or the given) remote."""
+    manifest = _load_manifest(store)
+    hooks_dir = store.hooks_dir()
+    if not os.path.isdir(hooks_dir) and hooks_dir not in manifest.created_dirs:
+        manifest.created_dirs.append(hooks_dir)
+    if hooks_dir not in manifest.hooks_dirs:
+        manifest.hooks_dirs.append(hooks_dir)
+    # Record first: an interrupted install is still fully undone by uninstall.
+    atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
+    changes = hooks.install(hooks_dir)
+    added = []
+    for r in store.remotes() if remotes is None else remotes:
+        if is_synced(store, r):
+            if r not in manifest.added and r not in manifest.preexisting:
+                manifest.preexisting.append(r)
+            continue
+        store.config_add(f"remote.{r}.fetch", refspec(r))
+        added.append(r)
+        if r not in manifest.added:
+            manifest.added.append(r)
+    atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
+    return InstallResult(hooks_dir, changes, synced_remotes(store), added)
+
+
+def uninstall(store: Store) -> UninstallResult:
+    """Remove the shims (restoring chained hooks), and the refspecs grite added. Keeps all data."""
+    manifest = _load_manifest(store)
+    dirs = list(dict.fromkeys([*manifest.hooks_dirs, store.hooks_dir()]))
+    changes = []
+    for d in dirs:
+        if os.path.isdir(d):
+            changes += hooks.uninstall(d)
+    for d in manifest.created_dirs:
+        try:
+            os.rmdir(d)    # only if empty: anything put there since is the user's
+        except OSError:
+            pass
+    removed = []
+    for r in store.remotes():
+        if r not in manifest.preexisting and is_synced(store, r):
+            store.config_unset_value(f"remote.{r}.fetch", refspec(r))
+            removed.append(r)
+    if os.path.exists(_manifest_path(store)):
+        os.unlink(_manifest_path(store))
+    return UninstallResult(dirs, changes, removed)
+
+
+def remove_sync(store: Store, remote: str) -> bool:
+    """Stop syncing grite state with one remote (fetched refs and data stay)."""
+    _check_remote(store, remote)
+    if not is_synced(store, remote):
+        return False
+    store.config_unset_value(f"remote.{remote}.fetch", refspec(remote))
+    return True
+
+
+def _check_remote(store: Store, remote: str) -> None:
+    if remote not in store.remotes():
+        raise NotFound(f"no remote named {remote!r} (see `git remote -v`)")
+
+
+# -- import ---------------------------------------------------------------------------
+
+class RefMove(msgspec.Struct):
+    ref: str
+    old: str | None
+    new: str | None
+
+
+class ImportResult(msgspec.Struct):
+    moved: list[RefMove]
+    rewrites: list[attic.Rewrite]
+
+
+def _stamp_path(store: Store) -> str:
+    return os.path.join(_sync_dir(store), "imported")
+
+
+def _read_stamp(store: Store) -> dict[str, str]:
+    try:
+        with open(_stamp_path(store)) as f:
+            return {ref: sha for sha, _, ref in (ln.partition(" ") for ln in f.read().splitlines())
+                    if ref}
+    except OSError:
+        return {}
+
+
+def import_logs(g: Grite, before: dict[str, str] | None = None,
+                hint: list[tuple[str, str]] = ()) -> ImportResult:
+    """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
+
+    `before`: the log tips before a fetch; `hint`: (ref, old sha) pairs a hook was told about.
+    Both, the refs seen by the last import and the cache's own frontier are compared with now.
+    """
+    store = g.store
+    last = _read_stamp(store)
+    known = len(attic.load(store))
+    tips = store.log_tips()
+    attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
+    g.state(refresh=True)
+    stamp = store.ref_lines(STAMP_PATTERNS)
+    atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
+    base = before if before is not None else last
+    remote = {r: s for r, s in store.log_tips().items() if r.startswith("refs/remotes/")}
+    names = sorted({r for r in base if r.startswith("refs/remotes/")} | set(remote))
+    moved = [RefMove(r, base.get(r), remote.get(r)) for r in names if base.get(r) != remote.get(r)]
+    return ImportResult(moved, attic.load(store)[known:])
+
+
+def keep_seen(store: Store) -> list[attic.Rewrite]:
+    """Keep what the last import and the cache had seen, without refreshing anything."""
+    from git_brat.grite.cache import Cache
+    meta = Cache(store)._read_meta()
+    seen = [*_read_stamp(store).items(), *(meta.frontier.items() if meta else ())]
+    return attic.keep(store, seen, store.log_tips())
+
+
+# -- publication ----------------------------------------------------------------------
+
+class Publication(msgspec.Struct):
+    remote: str
+    ref: str                # refs/grite/replicas/<replica-id> on the remote
+    old: str | None         # what the remote had, as far as we know
+    new: str | None         # what it has now (our refs/grite/wal) when pushed
+    status: str             # pushed | up-to-date | nothing | failed
+    error: str | None = None
+
+
+def _published_path(store: Store) -> str:
+    return os.path.join(_sync_dir(store), "published.json")
+
+
+def _load_published(store: Store) -> dict[str, str]:
+    try:
+        with open(_published_path(store), "rb") as f:
+            return msgspec.json.decode(f.read(), type=dict[str, str])
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+
+
+def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
+    """Push refs/grite/wal to refs/grite/replicas/<id> on remote (or its URL `dest`); never forced."""
+    store = g.store
+    rid = g.identity.replica.id
+    ref = replica_ref(rid)
+    wal = store.read_ref(WAL.encode())
+    tracked = store.read_ref(f"refs/remotes/{remote}/grite/replicas/{rid}".encode())
+    old = tracked.decode() if tracked else None
+    if wal is None:
+        return Publication(remote, ref, old, old, "nothing")
+    wal_s = wal.decode()
+    published = _load_published(store)
+    if tracked == wal or (dest is not None and published.get(dest) == wal_s):
+        return Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
+    proc = store.push(dest or remote, [f"{WAL}:{ref}"], transport_env(), net_timeout())
+    if proc.returncode != 0:
+        return Publication(remote, ref, old, old, "failed", _push_error(proc, ref))
+    if dest is not None:
+        published = _load_published(store)
+        published[dest] = wal_s
+        atomic_write(_published_path(store), msgspec.json.encode(published))
+    return Publication(remote, ref, old, wal_s, "pushed")
+
+
+def _push_error(proc: subprocess.CompletedProcess, ref: str) -> str:
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        flag, _, rest = line.partition("\t")
+        if flag == "!" and rest.split("\t")[0].endswith(":" + ref):
+            return rest.split("\t", 1)[1] if "\t" in rest else rest
+    return _git_error(proc)
+
+
+# -- sync -----------------------------------------------------------------------------
+
+class RemoteSync(msgspec.Struct):
+    remote: str
+    fetched: bool
+    error: str | None = None
+    published: Publication | None = None
+
+
+class SyncResult(msgspec.Struct):
+    ok: bool
+    remotes: list[RemoteSync]
+    moved: list[RefMove]      # fetched log refs that changed
+    events: int               # events newly in the local view
+    rewrites: list[attic.Rewrite]
+
+
+def sync(g: Grite, remote: str | None = None, push: bool = True) -> SyncResult:
+    """Fetch grite refs from the remote(s), import them, then publish this replica's log."""
+    store = g.store
+    if remote is not None:
+        _check_remote(store, remote)
+        targets = [remote]
+    else:
+        targets = synced_remotes(store)
+        if not targets:
+            raise UsageError("no remote is set up for grite sync (add one with `git remote add "
+                             "NAME URL`, then `git grite remote add-sync NAME`)")
+    events_before = g.state().event_count
+    before = store.log_tips()
+    results = []
+    for r in targets:
+        proc = store.fetch(r, [refspec(r)], transport_env(), net_timeout())
+        results.append(RemoteSync(r, proc.returncode == 0,
+                                  None if proc.returncode == 0 else _git_error(proc)))
+    imported = import_logs(g, before=before)
+    events = g.state().event_count - events_before
+    if push:
+        for rs in results:
+            if rs.fetched:   # unreachable (offline): nothing to publish to either
+                rs.published = publish(g, rs.remote)
+    ok = all(rs.fetched and (rs.published is None or rs.published.status != "failed")
+             for rs in results)
+    return SyncResult(ok, results, imported.moved, max(events, 0), imported.rewrites)
+
+
+class AddSyncResult(msgspec.Struct):
+    remote: str
+    added: bool
+    hooks: list[hooks.HookChange]
+    fetched: bool
+    error: str | None = None
+
+
+def fetch_new(g: Grite, remotes: list[str]) -> list[tuple[str, str | None]]:
+    """First fetch of grite refs from newly set-up remotes, then import: [(remote, error|None)]."""
+    out = []
+    for r in remotes:
+        proc = g.store.fetch(r, [refspec(r)], transport_env(), net_timeout())
+        out.append((r, None if proc.returncode == 0 else _git_error(proc)))
+    if remotes:
+        import_logs(g)
+    return out
+
+
+def add_sync(g: Grite, remote: str) -> AddSyncResult:
+    """Set up one remote (added after init): refspec, hooks, and a first fetch of its grite state."""
+    _check_remote(g.store, remote)
+    inst = install(g.store, [remote])
+    added = remote in inst.added
+    fetched, error = False, None
+    if added:
+        [(_r, error)] = fetch_new(g, [remote])
+        fetched = error is None
+    return AddSyncResult(remote, added, inst.hooks, fetched, error)
+
+
+# -- hooks ----------------------------------------------------------------------------
+
+def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
+    """What the shims run (after the user's own hook): returns a warning worth one line, if any.
+
+    Raises GriteError; the CLI turns it into one warning line and exit 0.
+    """
+    if os.environ.get(SKIP_HOOKS_ENV):
+        return None
+    store = Store.discover()
+    if not identity.is_initialized(store.grite_dir):
+        return None
+    g = Grite(store)
+    if name in ("reference-transaction", "post-merge", "post-rewrite"):
+        hint = []
+        if name == "reference-transaction":
+            for line in stdin.decode("utf-8", "replace").splitlines():
+                parts = line.split()
+                if len(parts) == 3:
+                    hint.append((parts[2], parts[0]))
+        found = import_logs(g, hint=hint).rewrites
+        if found:
+            return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
+                    f"(see `git grite doctor`)")
+    elif name == "pre-push":
+        if len(args) < 2:
+            raise UsageError("pre-push hook needs REMOTE and URL")
+        remote, url = args[0], args[1]
+        if remote == url or not is_synced(store, remote):
+            return None   # a push to a bare URL, or a remote not set up for grite
+        pub = publish(g, remote, dest=url)
+        if pub.status == "failed":
+            raise GriteError(f"could not publish {pub.ref} to {remote}: {pub.error} "
+                             f"(your push is not affected)")
+    else:
+        raise UsageError(f"unknown hook {name!r}")
+    return None

@@ -1,0 +1,172 @@
+"""`git brat status`: convoys, ready tasks, sessions, merge queue, leases, interventions, recovery."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from bratkit import convoy, fail, move, task
+from git_brat.brat import model
+from git_brat.grite import events as ev
+from git_brat.grite.log import Draft
+from helpers import brat, brat_json, grite, run, status, wal_tip
+
+SECTIONS = ["CONVOYS", "READY", "SESSIONS", "MERGE QUEUE", "LEASES", "INTERVENTIONS", "RECOVERY"]
+
+
+def _kinds(s) -> list[tuple[str, str]]:
+    return [(i["kind"], i["task"]) for i in s["interventions"]]
+
+
+def test_status_story_from_a_workflow_to_a_landed_convoy(brepo):
+    s = brat_json(brepo, "status")
+    assert s["convoys"] == [] and s["ready"] == [] and s["interventions"] == []
+    assert "CONVOYS  none" in brat(brepo, "status").out
+    run_ = brat_json(brepo, "workflow", "run", "feature", "--var", "feature=Search")
+    ids = {t["step"]: t["id"] for t in run_["tasks"]}
+    s = brat_json(brepo, "status")
+    [c] = s["convoys"]
+    assert c["status"] == "active" and c["counts"]["queued"] == 3 and c["ready"] == 1
+    assert [t["id"] for t in s["ready"]] == [ids["design"]]
+
+    move(brepo, ids["design"], "running")
+    s = brat_json(brepo, "status")
+    assert s["convoys"][0]["counts"]["running"] == 1 and s["ready"] == []
+    move(brepo, ids["design"], "needs-review")
+    s = brat_json(brepo, "status")
+    assert [(m["position"], m["task"], m["status"]) for m in s["merge_queue"]] == \
+        [(1, ids["design"], "needs-review")]
+    move(brepo, ids["design"], "merging", "merged")
+    s = brat_json(brepo, "status")
+    assert s["merge_queue"] == [] and [t["id"] for t in s["ready"]] == [ids["implement"]]
+    assert s["convoys"][0]["counts"]["merged"] == 1
+
+    move(brepo, ids["implement"], "running", "failed")
+    s = brat_json(brepo, "status")
+    assert s["convoys"][0]["status"] == "failed"
+    [i] = s["interventions"]
+    assert (i["kind"], i["task"]) == ("failed", ids["implement"])
+    assert i["command"] == f'git brat task update {ids["implement"][:7]} --status queued -m "retry"'
+    human = brat(brepo, "status").out
+    assert "INTERVENTIONS (1)" in human and "$ git brat task update" in human
+    # The suggested command is exactly what resolves it.
+    run(["sh", "-c", i["command"]], brepo)
+    s = brat_json(brepo, "status")
+    assert s["interventions"] == [] and s["convoys"][0]["status"] == "active"
+    for tid in (ids["implement"], ids["test"]):
+        move(brepo, tid, "running", "needs-review", "merging", "merged")
+    s = brat_json(brepo, "status")
+    assert s["convoys"][0]["status"] == "landed" and s["ready"] == []
+
+
+def test_interventions_blocked_stalled_stuck_and_needs_human_each_with_its_command(brepo):
+    brat(brepo, "config", "set", "status.stuck_after", "0.5")
+    cid = convoy(brepo, "Trouble")
+    blocked = task(brepo, cid, "blocked one")
+    brat(brepo, "task", "update", blocked, "--status", "blocked", "-m", "needs the vendor's API key")
+    dropped = task(brepo, cid, "dropped one")
+    waiting = task(brepo, cid, "waits on the dropped one", "--needs", dropped)
+    move(brepo, dropped, "dropped")
+    stuck = task(brepo, cid, "stuck one")
+    move(brepo, stuck, "running")
+    time.sleep(0.8)
+    s = brat_json(brepo, "status")
+    by_task = {i["task"]: i for i in s["interventions"]}
+    assert by_task[blocked]["kind"] == "blocked"
+    assert by_task[blocked]["detail"] == "needs the vendor's API key"
+    assert by_task[blocked]["command"] == \
+        f'git brat task update {blocked[:7]} --status queued -m "unblocked"'
+    assert by_task[waiting]["kind"] == "stalled"
+    assert by_task[waiting]["command"] == f"git brat task dep remove {waiting[:7]} --on {dropped[:7]}"
+    assert by_task[stuck]["kind"] == "stuck" and "no live lease" in by_task[stuck]["detail"]
+    assert by_task[stuck]["command"].startswith(f"git brat task update {stuck[:7]} --status queued")
+    # A live lease on the task means someone is working on it: not stuck.
+    grite(brepo, "lock", "acquire", f"task:{stuck}", "--ttl", "60")
+    s = brat_json(brepo, "status")
+    assert stuck not in {i["task"] for i in s["interventions"]}
+    [lease] = s["leases"]
+    assert lease["resource"] == f"task:{stuck}" and lease["state"] == "held"
+    assert f"task:{stuck[:7]}" in brat(brepo, "status").out
+    # Each command resolves its intervention.
+    for tid in (blocked, waiting):
+        run(["sh", "-c", by_task[tid]["command"]], brepo)
+    assert {i["task"] for i in brat_json(brepo, "status")["interventions"]} == set()
+    # A role can flag a task for a human with the command that resolves it.
+    g = model.open_grite(str(brepo))
+    g.append([Draft(blocked, ev.SetFields({"needs_human": "rebase conflict in src/app.py",
+                                           "resolve_command": "git brat task show " + blocked[:7]}))],
+             "test: refinery flags a conflict")
+    [i] = brat_json(brepo, "status")["interventions"]
+    assert (i["kind"], i["detail"], i["command"]) == \
+        ("needs-human", "rebase conflict in src/app.py", f"git brat task show {blocked[:7]}")
+
+
+def test_sessions_merge_queue_and_the_recovery_report(brepo):
+    cid = convoy(brepo, "Sessions")
+    a = task(brepo, cid, "a", "--priority", "3")
+    b = task(brepo, cid, "b", "--priority", "1")
+    c = task(brepo, cid, "c", "--priority", "2")
+    move(brepo, a, "running", "needs-review", "merging")
+    move(brepo, b, "running", "needs-review")
+    move(brepo, c, "running", "needs-review")
+    s = brat_json(brepo, "status")
+    assert [(m["task"], m["status"]) for m in s["merge_queue"]] == \
+        [(a, "merging"), (b, "needs-review"), (c, "needs-review")]
+    rec = s["recovery"]
+    assert set(rec) == {"rebuilt_from_log", "events", "skipped_records", "unreadable_leases",
+                        "rejected_events", "crashed_sessions", "survived_branches", "needs_review"}
+    assert rec["crashed_sessions"] == [] and "nothing to recover" in brat(brepo, "status").out
+
+    # Sessions are recorded by the witness (a later issue); status shows what the log holds.
+    run(["git", "branch", f"brat/{c}"], brepo)
+    g = model.open_grite(str(brepo))
+    live, dead = ev.new_entity_id(), ev.new_entity_id()
+    g.append([Draft(live, ev.Create(model.SESSION, {"task": a, "status": "running",
+                                                    "engine": "claude", "branch": f"brat/{a}"})),
+              Draft(dead, ev.Create(model.SESSION, {"task": c, "status": "crashed",
+                                                    "engine": "aider", "branch": f"brat/{c}",
+                                                    "worktree": "/tmp/wt"}))],
+             "test: two sessions")
+    s = brat_json(brepo, "status")
+    assert [(x["id"], x["task"], x["engine"]) for x in s["sessions"]] == [(live, a, "claude")]
+    [crashed] = s["recovery"]["crashed_sessions"]
+    assert (crashed["session"], crashed["task"], crashed["branch_exists"]) == (dead, c, True)
+    [kept] = s["recovery"]["survived_branches"]
+    assert kept["branch"] == f"brat/{c}" and len(kept["commit"]) == 40
+    assert s["recovery"]["needs_review"] == [c]
+    out = brat(brepo, "status").out
+    assert f"its branch survives:\n    brat/{c}\n" in out and "needs review before the convoy moves on" in out
+
+    # With no cache, status replays the whole log and says so.
+    shutil.rmtree(brepo / ".git" / "grite" / "cache")
+    rec = brat_json(brepo, "status")["recovery"]
+    assert rec["rebuilt_from_log"] and rec["events"] > 0
+    assert not brat_json(brepo, "status")["recovery"]["rebuilt_from_log"]
+
+
+def test_human_status_fits_80_columns_and_filters_by_convoy(brepo):
+    long = "A very long task title that goes on and on well past what fits on a terminal line"
+    one = convoy(brepo, "Convoy with a rather long title that will not fit in its column at all")
+    two = convoy(brepo, "Second")
+    t1 = task(brepo, one, long)
+    t2 = task(brepo, two, "other")
+    brat(brepo, "task", "update", t1, "--status", "blocked", "-m", long)
+    out = brat(brepo, "status").out
+    for line in out.splitlines():
+        assert len(line) <= 80, repr(line)
+    positions = [out.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    s = brat_json(brepo, "status", "--convoy", two[:7])
+    assert s["convoy"] == two and [c["id"] for c in s["convoys"]] == [two]
+    assert [t["id"] for t in s["ready"]] == [t2] and s["interventions"] == []
+    s = brat_json(brepo, "status", "--convoy", one)
+    assert [i["task"] for i in s["interventions"]] == [t1] and s["ready"] == []
+    tip, before = wal_tip(brepo), status(brepo)
+    code, msg = fail(brepo, "status", "--convoy", "ffffffff")
+    assert code == 3 and "no convoy with id ffffffff" in msg
+    assert wal_tip(brepo) == tip and status(brepo) == before
+
+
+def test_status_before_init_says_what_to_run(repo):
+    code, msg = fail(repo, "status")
+    assert code == 4 and "run `git brat init`" in msg

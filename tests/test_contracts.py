@@ -1,0 +1,79 @@
+"""Contracts every grite command keeps: --json is bare JSON, git status is untouched, help works."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+
+import pytest
+
+from helpers import ROOT, grite, run, status
+
+
+def test_every_command_prints_bare_json_and_leaves_git_status_alone(grepo, tmp_path):
+    (grepo / "untracked.txt").write_text("user's own file\n")
+    (grepo / "README").write_text("user's unstaged edit\n")
+    before = status(grepo)
+    a = json.loads(grite(grepo, "issue", "create", "A", "--json").out)["id"]
+    b = json.loads(grite(grepo, "issue", "create", "B", "--json").out)["id"]
+    f = tmp_path / "in.json"
+    f.write_text('[{"title": "Imported"}]')
+    commands = [
+        ["init"], ["issue", "list"], ["issue", "show", a], ["issue", "update", a, "--title", "A2"],
+        ["issue", "comment", a, "-m", "hi"], ["issue", "label", a, "--add", "x"],
+        ["issue", "assign", a, "--add", "me"], ["issue", "close", b], ["issue", "reopen", b],
+        ["dep", "add", a, "--on", b], ["dep", "list", a], ["dep", "topo"], ["ready"],
+        ["dep", "remove", a, "--on", b], ["log"], ["import", str(f)], ["doctor"], ["rebuild"],
+        ["actor", "list"], ["actor", "show"], ["actor", "new", "bot"], ["actor", "use", "bot"],
+    ]
+    for cmd in commands:
+        proc = grite(grepo, *cmd, "--json")
+        json.loads(proc.out)   # bare JSON, nothing else on stdout
+        assert status(grepo) == before, f"`git grite {' '.join(cmd)}` changed git status"
+
+
+def test_cache_that_disagrees_with_the_log_is_reported_and_fixed(grepo):
+    from git_brat.grite.cache import Cache
+    from git_brat.grite.gitstore import Store
+    import msgspec
+    a = grite(grepo, "issue", "create", "Truth").out.strip()
+    grite(grepo, "issue", "list")
+    cache = Cache(Store.discover(str(grepo)))
+    meta = cache._read_meta()
+    state = cache._read("state", meta, type(cache.state()))
+    value = list(state.entities[a].fields["title"])
+    value[0] = "Lie"
+    state.entities[a].fields["title"] = tuple(value)
+    from git_brat.grite.cache import _Stamped
+    from git_brat.grite.files import atomic_write
+    enc = msgspec.msgpack.encode
+    atomic_write(cache._path("state"), enc(_Stamped(meta.generation, msgspec.Raw(enc(state)))))
+    report = json.loads(grite(grepo, "doctor", "--json", check=False).out)
+    assert not report["ok"] and report["findings"][0]["kind"] == "cache-mismatch"
+    fixed = json.loads(grite(grepo, "doctor", "--fix", "--json").out)
+    assert fixed["findings"][0]["fixed"]
+    assert json.loads(grite(grepo, "issue", "show", a, "--json").out)["title"] == "Truth"
+
+
+def test_version_and_help(repo):
+    assert "git-grite, version" in grite(repo, "--version").out
+    assert "issue" in run(["git-grite", "--help"], repo).out
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
+def test_git_grite_help_opens_the_man_page(repo):
+    proc = run(["git", "grite", "--help"], repo, env={"MANPAGER": "cat", "PAGER": "cat",
+                                                      "MANWIDTH": "80"})
+    assert "GIT-GRITE(1)" in proc.out and "issue create" in proc.out
+
+
+def test_the_wheel_installs_the_man_pages(tmp_path):
+    subprocess.run(["python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    wheel = next(tmp_path.glob("git_brat-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for page in ("git-grite.1", "git-brat.1"):
+        assert any(n.endswith(f".data/data/share/man/man1/{page}") for n in names)
+    assert any(n.endswith("templates/feature.yaml") for n in names)
