@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import env, floor, git, new_repo, report, time_cmd
+from benchlib import env, floor, git, new_repo, report
 
 
 def _pair_time(repo: Path, runs: int, extra: list[str]) -> tuple[float, float, float]:
@@ -63,8 +63,7 @@ def _push_time(repo: Path, url: str, runs: int) -> float:
         sha = git(repo, "commit-tree", "-m", f"bench {i}", git(repo, "rev-parse", "HEAD^{tree}"))
         t0 = time.perf_counter()
         subprocess.run(["git", "push", "-q", "--no-verify", url, f"{sha}:refs/bench/one"], cwd=repo,
-                       env=env(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       input=None)
+                       env=env(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
         subprocess.run(["git", "push", "-q", "--no-verify", url, ":refs/bench/one"], cwd=repo,
                        env=env(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -107,7 +106,8 @@ def main() -> None:
     daemon, port = _daemon(tmp)
     try:
         for label, url in (("file remote", str(hub)), ("git daemon", f"git://127.0.0.1:{port}/hub.git")):
-            git(repo, "remote", "remove", "origin") if "origin" in git(repo, "remote").split() else None
+            if "origin" in git(repo, "remote").split():
+                git(repo, "remote", "remove", "origin")
             git(repo, "remote", "add", "origin", url)
             push = _push_time(repo, url, runs)
             report(f"{label}: plain git push of one ref", push)

@@ -78,7 +78,7 @@ from git_brat.grite import events as ev, log
 class Future(msgspec.Struct, array_like=True, tag="zz"):
     what: str
 g = Grite.open()
-log.append(g.store, g.identity, lambda: [log.Draft({iid!r}, Future("teleport")),
+log.append(g.store, g.identity, lambda tip: [log.Draft({iid!r}, Future("teleport")),
            log.Draft({iid!r}, ev.SetFields({{"title": "Still known"}}))],
            lambda e: "grite: future op")
 """

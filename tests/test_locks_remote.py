@@ -185,3 +185,21 @@ def test_lock_gc_expires_dead_leases_on_the_remote(tmp_path, hub):
     assert git(hub, "log", "-1", "--format=%s", "refs/grite/locks/task/t-gc").startswith(
         "grite: lock.expire task:t-gc token 1 holder alice by ")
     assert grite_json(a, "lock", "acquire", "task:t-gc", "--remote", "origin")["token"] == 2
+
+
+def test_relative_remote_paths_resolve_like_git_and_worktrees_share_leases(tmp_path, hub):
+    (a,) = _clones(tmp_path, str(hub), 1)
+    sub = a / "src"
+    sub.mkdir()
+    # As with `git push ../hub.git`, a relative path is taken from the top of the work tree.
+    got = grite_json(sub, "lock", "acquire", "task:rel", "--remote", "../hub.git", "--no-fallback",
+                     "--holder", "alice")
+    assert got["mode"] == "remote" and git(hub, "rev-parse", "refs/grite/locks/task/rel")
+    git(a, "worktree", "add", "-q", str(tmp_path / "wt"))
+    refused = grite(tmp_path / "wt", "lock", "acquire", "task:rel", "--remote", "origin",
+                    "--holder", "bob", check=False)
+    assert refused.returncode == 5 and "held by alice" in refused.err
+    grite(tmp_path, "lock", "release", "task:rel", "--remote", "origin", "--holder", "alice",
+          env={"GIT_DIR": str(a / ".git")})
+    [shown] = grite_json(tmp_path / "wt", "lock", "status", "task:rel", "--remote", "origin")
+    assert shown["state"] == "released"

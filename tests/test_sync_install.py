@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 from helpers import git, grite, grite_json, run, wal_tip
 from sync_helpers import bare_hub, clone, refs, replica_id, seeded_hub, snapshot_dir, write_hook
@@ -29,6 +31,9 @@ def test_init_sets_up_every_remote_and_plain_push_still_pushes_branches(tmp_path
     # and publishes this replica's log next to it.
     grite(a, "issue", "create", "first")
     git(a, "commit", "-q", "--allow-empty", "-m", "work")
+    git(a, "push", "-q", "--dry-run")                  # a dry run publishes nothing either
+    git(a, "push", "-qn", "origin", "main")
+    assert not refs(hub, "refs/grite/")
     git(a, "push", "-q")
     hub_refs = refs(hub)
     assert hub_refs["refs/heads/main"] == git(a, "rev-parse", "main")
@@ -77,12 +82,14 @@ def test_existing_hooks_still_run_first_and_uninstall_restores_them_byte_for_byt
                f'echo "args: $*" > "{log}"\ncat >> "{log}"\ntest ! -e "{tmp_path}/reject"\n')
     write_hook(hooks_dir, "post-merge", f'echo "post-merge $*" >> "{tmp_path}/merged"\n')
     write_hook(hooks_dir, "post-rewrite", "echo not executable, git ignores me\n", mode=0o644)
+    txlog = tmp_path / "tx.log"
+    write_hook(hooks_dir, "reference-transaction", f'echo "$1" >> "{txlog}"\ncat >> "{txlog}"\n')
     (hooks_dir / "pre-push").chmod(0o750)
     before_hooks, before_config = snapshot_dir(hooks_dir), (a / ".git" / "config").read_bytes()
 
     out = grite_json(a, "init")
     actions = {h["hook"]: h["action"] for h in out["hooks"]}
-    assert actions == {"reference-transaction": "installed", "post-merge": "chained",
+    assert actions == {"reference-transaction": "chained", "post-merge": "chained",
                        "post-rewrite": "chained", "pre-push": "chained"}
     grite(a, "issue", "create", "from a")
     git(a, "commit", "-q", "--allow-empty", "-m", "a work")
@@ -110,12 +117,19 @@ def test_existing_hooks_still_run_first_and_uninstall_restores_them_byte_for_byt
     git(b, "push", "-q")
     git(a, "pull", "-q", "--no-rebase")
     assert (tmp_path / "merged").read_text() == "post-merge 0\n"
+    imported = (a / ".git" / "grite" / "sync" / "imported").read_text()
+    assert f"refs/remotes/origin/grite/replicas/{replica_id(b)}" in imported   # by the hooks
     titles = {i["title"] for i in grite_json(a, "issue", "list")}
     assert titles == {"from a", "from b"}
+    # The user's reference-transaction hook saw every state and every ref line, as before.
+    tx = txlog.read_text()
+    assert f" {git(a, 'rev-parse', 'HEAD')} refs/heads/main\n" in tx
+    assert f"refs/remotes/origin/grite/replicas/{replica_id(b)}\n" in tx
+    assert tx.count("prepared\n") == tx.count("committed\n") > 3
 
     out = grite_json(a, "uninstall")
     assert {h["hook"]: h["action"] for h in out["hooks"]} == {
-        "reference-transaction": "removed", "post-merge": "restored",
+        "reference-transaction": "restored", "post-merge": "restored",
         "post-rewrite": "restored", "pre-push": "restored"}
     assert out["remotes"] == ["origin"]
     assert snapshot_dir(hooks_dir) == before_hooks
@@ -138,7 +152,8 @@ def test_core_hooks_path_is_honoured(tmp_path):
 
     grite(b, "issue", "create", "from b")
     grite(b, "sync")
-    git(a, "fetch", "-q")     # the hook in the shared dir imported b's log
+    # The hook in the shared dir imports b's log, even with no git-grite or python on PATH.
+    git(a, "fetch", "-q", env={"PATH": os.path.dirname(shutil.which("git"))})
     imported = (a / ".git" / "grite" / "sync" / "imported").read_text()
     assert f"refs/remotes/origin/grite/replicas/{replica_id(b)}" in imported
 
@@ -170,3 +185,28 @@ def test_remote_added_later_is_set_up_with_add_sync(tmp_path):
     proc = grite(a, "remote", "add-sync", "nope", check=False)
     assert proc.returncode == 3 and proc.err.startswith("git-grite: error: no remote named")
     assert json.loads(grite(a, "remote", "list", "--json").out)[1]["sync"] is False
+
+
+def test_sync_from_a_subdirectory_and_hooks_in_a_linked_worktree(tmp_path):
+    hub = seeded_hub(tmp_path)
+    b = clone(str(hub), tmp_path / "b")
+    a = tmp_path / "a"
+    git(tmp_path, "clone", "-q", "hub.git", "a")          # relative URL: ../hub.git from a/
+    assert git(a, "remote", "get-url", "origin").endswith("hub.git")
+    git(a, "remote", "set-url", "origin", "../hub.git")
+    sub = a / "sub"
+    sub.mkdir()
+    grite(sub, "init")
+    grite(b, "issue", "create", "from b")
+    grite(b, "sync")
+    out = grite_json(sub, "sync")
+    assert out["ok"] is True and out["events"] > 0
+
+    wt = tmp_path / "a-wt"
+    git(a, "worktree", "add", "-q", "-b", "wt", str(wt))
+    grite(b, "issue", "create", "second from b")
+    grite(b, "sync")
+    git(wt, "fetch", "-q")                                 # the shared hooks run in the worktree
+    imported = (a / ".git" / "grite" / "sync" / "imported").read_text()
+    assert git(b, "rev-parse", "refs/grite/wal") in imported
+    assert {i["title"] for i in grite_json(wt, "issue", "list")} == {"from b", "second from b"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -128,6 +129,8 @@ def status(convoy_id, watch, interval, as_json):
                 sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:
+        # `git brat` forwards the Ctrl-C it got too: a second SIGINT must not interrupt exit.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if not as_json:
             sys.stdout.write("\n")
         return

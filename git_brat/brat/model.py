@@ -12,7 +12,7 @@ from git_brat.grite import identity
 from git_brat.grite.cache import actor_names
 from git_brat.grite.errors import Conflict, NotARepository, UsageError
 from git_brat.grite.gitstore import Store
-from git_brat.grite.issues import check_text, find_cycle, prerequisites, summary
+from git_brat.grite.issues import check_text, find_cycle, prerequisites, summary, topo
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import Entity, State, iso
@@ -153,7 +153,7 @@ class Board:
         self.by_convoy: dict[str, list[Entity]] = {}
         for t in sorted(self.tasks.values(), key=age_key):
             self.by_convoy.setdefault(t.get("convoy", ""), []).append(t)
-        self._moving: dict[str, bool] = {}
+        self._moving: dict[str, bool] | None = None
 
     def is_ready(self, tid: str) -> bool:
         t = self.tasks[tid]
@@ -168,20 +168,18 @@ class Board:
         pool = self.by_convoy.get(convoy, []) if convoy else self.tasks.values()
         return sorted((t for t in pool if self.is_ready(t.id)), key=run_key)
 
-    def can_move(self, tid: str, _seen: frozenset = frozenset()) -> bool:
+    def can_move(self, tid: str) -> bool:
         """Whether a task can still progress without a human (in flight, or queued on live work)."""
-        if tid in self._moving:
-            return self._moving[tid]
-        st = status_of(self.tasks[tid])
-        if st in IN_FLIGHT:
-            ok = True
-        elif st == "queued" and tid not in _seen:
-            ok = all(status_of(self.tasks[p]) == "merged" or self.can_move(p, _seen | {tid})
-                     for p in self.pre.get(tid, ()))
-        else:
-            ok = False
-        self._moving[tid] = ok
-        return ok
+        if self._moving is None:
+            # Prerequisites first, so each answer builds on its needs' (no recursion depth limit);
+            # tasks on a cycle (possible when replicas add edges concurrently) never move.
+            self._moving = {}
+            for t in topo(self.state, TASK):
+                st = status_of(t)
+                self._moving[t.id] = st in IN_FLIGHT or st == "queued" and all(
+                    status_of(self.tasks[p]) == "merged" or self._moving.get(p, False)
+                    for p in self.pre.get(t.id, ()))
+        return self._moving.get(tid, False)
 
     def convoy_status(self, cid: str) -> str:
         """landed: all merged or dropped; failed: a task failed; stalled: nothing can move."""
@@ -376,9 +374,9 @@ def update_task(g: Grite, ref: str, status: str | None = None, force: bool = Fal
     seen: dict[str, str] = {}
 
     def build() -> list[Draft]:
-        # Validate against the newest log (re-run after every lost compare-and-swap), so two
-        # writers can never both make the same move.
-        board = Board(g.state(refresh=True))
+        # g.append runs this against the state at the exact tip it swaps against (and again
+        # after a lost compare-and-swap), so two writers can never both make the same move.
+        board = Board(g.state())
         old = status_of(board.tasks[tid])
         out = dict(fields)
         seen["old"] = old
@@ -396,7 +394,7 @@ def update_task(g: Grite, ref: str, status: str | None = None, force: bool = Fal
     def describe(_events) -> str:
         if status is None:
             return summary("task.update", tid, fields.get("title", ""))
-        return summary(f"task.{'force' if force else 'status'} {seen['old']}->{status}", tid)
+        return summary(f"task.{'force' if force else 'status'}", tid) + f" {seen['old']}->{status}"
 
     res = g.append(build, describe)
     e = res.events[0]
@@ -420,7 +418,7 @@ def dep_add(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
         raise UsageError("a task cannot need itself")
 
     def build() -> list[Draft]:
-        state = g.state(refresh=True)
+        state = g.state()   # at the tip being swapped against (see Grite.append)
         pre = prerequisites(state, TASK)
         pre.setdefault(tid, set()).update(targets)
         cycle = find_cycle(pre, tid)

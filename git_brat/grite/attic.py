@@ -28,6 +28,14 @@ class Rewrite(msgspec.Struct):
     attic: str | None        # where the old tip is kept (None: its objects were already gone)
     detected_at: int         # ms since the epoch
     acknowledged: bool = False
+    kind: str = "rewrite"    # rewrite (moved to a history without it) | deleted (the ref is gone)
+
+    def describe(self) -> str:
+        kept = f"its events are kept as {self.attic}" if self.attic else "its objects were already gone"
+        if self.kind == "deleted":   # a removed remote, a pruned or hand-deleted ref: not an attack
+            return f"deleted (remote removed, pruned or deleted by hand); {kept}"
+        return (f"rewound or rewritten (possible tampering): {self.old[:12]} is no longer in its "
+                f"history; {kept}" + ("; acknowledged" if self.acknowledged else ""))
 
 
 def attic_ref(ref: str, old: str) -> str:
@@ -58,7 +66,9 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
             kept = attic_ref(ref, old)
             store.cas_ref(kept.encode(), None, old.encode(), b"grite: keep a rewritten log's old tip")
             tips[kept] = old
-        found.append(Rewrite(ref, old, tips.get(ref), kept, now))
+        new = tips.get(ref)
+        found.append(Rewrite(ref, old, new, kept, now, acknowledged=new is None,
+                             kind="deleted" if new is None else "rewrite"))
     _record(store, found)
     return found
 
@@ -106,7 +116,7 @@ def rewrites(store: Store, acknowledge: bool = False) -> list[Rewrite]:
     """Every rewrite seen so far, including attic refs whose record was lost."""
     records = load(store)
     recorded = {r.attic for r in records if r.attic}
-    extra = [Rewrite(_origin(name), sha, None, name, 0)
+    extra = [Rewrite(_origin(name), sha, None, name, 0)   # reason unknown: assume the worst
              for name, sha in ((n.decode(), s.decode())
                                for n, s in store.refs_under(ATTIC.encode()).items())
              if name not in recorded]

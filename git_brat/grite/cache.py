@@ -62,6 +62,7 @@ class Cache:
         self.dir = os.path.join(store.grite_dir, "cache")
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
+        self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -80,7 +81,8 @@ class Cache:
                 stamped = msgspec.msgpack.decode(f.read(), type=_Stamped)
             if stamped.generation != meta.generation:
                 return None
-            return msgspec.msgpack.decode(stamped.body, type=typ)
+            with no_gc():   # millions of small acyclic objects: GC passes only cost time
+                return msgspec.msgpack.decode(stamped.body, type=typ)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
@@ -133,7 +135,7 @@ class Cache:
         if meta is not None and meta.frontier == tips:
             value = self._read(part, meta, typ)
             if value is not None:
-                self.problems = meta.problems
+                self.problems, self.frontier = meta.problems, tips
                 return value
         os.makedirs(self.dir, exist_ok=True)
         with _lock(self._path("lock")):
@@ -143,7 +145,7 @@ class Cache:
             if state is not None and meta.frontier == tips:
                 value = state if part == "state" else self._read(part, meta, typ)
                 if value is not None:
-                    self.problems = meta.problems
+                    self.problems, self.frontier = meta.problems, tips
                     return value
             state, issues = self._update(meta if state is not None else None, state, tips)
             return state if part == "state" else issues
@@ -172,7 +174,7 @@ class Cache:
                 reader = LogReader(self.store)
                 state = self._full(reader, tips)
             problems = _merge_problems(meta.problems, reader.problems)
-        self.problems = problems
+        self.problems, self.frontier = problems, tips
         old = self._read("issues", meta, list[IssueView]) if meta and touched is not None else None
         issues = self._issue_views(state, touched, old)
         generation = os.urandom(8).hex()

@@ -38,6 +38,8 @@ def init(as_json):
         f"initialised grite: replica {result.replica}, actor {result.actor_name} ({result.actor[:8]})"
         if result.created else f"grite already initialised: replica {result.replica}, "
                                f"actor {result.actor_name} ({result.actor[:8]})")
+        + "".join(f"\nhook {h.hook}: {h.action}" + (f" ({h.detail})" if h.detail else "")
+                  for h in result.hooks if h.action not in ("unchanged", "skipped"))
         + (f"\nsyncing through: {', '.join(result.remotes)}" if result.remotes else ""))
     for w in result.warnings:
         warn(w)

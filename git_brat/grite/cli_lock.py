@@ -22,10 +22,10 @@ def lock():
     under a lost lease are marked rejected on replay.
 
     \b
-    Distributed mode: with --remote REMOTE, or `git config grite.lockRemote REMOTE`,
-    the remote's ref decides (push --force-with-lease): of many clones racing,
-    exactly one wins. If the remote is unreachable a local lease is used and the
-    output says `mode: local (remote REMOTE unreachable)`; --no-fallback refuses.
+    Distributed mode: with --remote REMOTE (or git config grite.lockRemote), the
+    remote's ref decides (push --force-with-lease): of many clones racing, exactly
+    one wins. If the remote is unreachable a local lease is used and the output
+    says `mode: local (remote REMOTE unreachable)`; --no-fallback refuses instead.
 
     \b
     Settings (git config; flags override):
@@ -35,7 +35,7 @@ def lock():
                          take over only after the holder's expiry plus this margin
       grite.lockTimeout  seconds to wait for the remote (default 30)
     Holder: --holder ID, else $GRITE_HOLDER, else the current actor id.
-    Exit codes: 5 held by someone else / not the holder, 3 no such lease, 2 bad input.
+    Exit: 5 held by someone else / not the holder, 3 no such lease, 2 bad input.
     """
 
 
@@ -98,7 +98,8 @@ _VERBS = {"acquire": "acquired", "extend": "extended", "takeover": "took over",
 
 @lock.command()
 @click.argument("resource")
-@click.option("--ttl", type=_seconds, metavar="SECONDS", help="Lease duration (default: grite.lockTtl or 300).")
+@click.option("--ttl", type=_seconds, metavar="SECONDS",
+              help="Lease duration (default: grite.lockTtl or 300).")
 @click.option("--wait", type=click.FloatRange(min=0, max=MAX_TTL), default=0.0, metavar="SECONDS",
               help="Keep trying this long while someone else holds it.")
 @click.option("--session", metavar="ID", help="Session recorded with the holder (default $GRITE_SESSION).")

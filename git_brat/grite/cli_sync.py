@@ -35,7 +35,7 @@ def _sync_text(r: sy.SyncResult) -> str:
         lines.append(f"  {m.ref}: {_short(m.old)} -> {_short(m.new)}")
     lines.append(f"{r.events} new events")
     for w in r.rewrites:
-        lines.append(f"warning: {w.ref} was rewound or rewritten; what it had is kept as {w.attic}")
+        lines.append(f"{'warning: ' if w.kind == 'rewrite' else ''}{w.ref}: {w.describe()}")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 
 class Finding(msgspec.Struct):
-    kind: str          # corrupt | stale-lock | cache-mismatch | unknown-ops | rewrite
+    kind: str          # corrupt | stale-lock | cache-mismatch | unknown-ops | rewrite | deleted-log
     subject: str
     detail: str
     fixed: bool = False
@@ -41,10 +41,8 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     from git_brat.grite import attic, sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
     for r in attic.rewrites(g.store, acknowledge=fix):
-        kept = f"its events are kept as {r.attic}" if r.attic else "its objects are already gone"
-        findings.append(Finding("rewrite", r.ref, f"rewound or rewritten (possible tampering): "
-                                f"{r.old[:12]} is no longer in its history; {kept}"
-                                + ("; acknowledged" if r.acknowledged else ""), r.acknowledged))
+        findings.append(Finding("deleted-log" if r.kind == "deleted" else "rewrite", r.ref,
+                                r.describe(), r.acknowledged))
 
     tips = g.store.log_tips()
     reader = LogReader(g.store)

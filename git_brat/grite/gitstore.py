@@ -279,14 +279,16 @@ class Store:
     def fetch(self, remote: str, refspecs: list[str], env: dict,
               timeout: float | None = None) -> subprocess.CompletedProcess:
         """`git fetch` of exactly these refspecs (no tags, FETCH_HEAD left alone); never raises."""
+        # From the top of the work tree, as git itself runs: relative remote URLs resolve there.
         return _run_bounded(["git", "--git-dir", self.git_dir, "fetch", "--no-tags",
-                             "--no-write-fetch-head", remote, *refspecs], env, timeout)
+                             "--no-write-fetch-head", remote, *refspecs], env, timeout,
+                            cwd=self.toplevel() or self.git_dir)
 
     def push(self, dest: str, refspecs: list[str], env: dict,
              timeout: float | None = None) -> subprocess.CompletedProcess:
         """`git push` of exactly these refspecs, hooks skipped; never raises."""
         return _run_bounded(["git", "--git-dir", self.git_dir, "push", "--no-verify", "--porcelain",
-                             dest, *refspecs], env, timeout)
+                             dest, *refspecs], env, timeout, cwd=self.toplevel() or self.git_dir)
 
     def ref_lines(self, patterns: list[str]) -> str:
         """`git for-each-ref` as the hook shims run it: "<sha> <ref>" lines, sorted by ref."""
@@ -383,7 +385,9 @@ class Store:
                 check: bool = True) -> subprocess.CompletedProcess:
         # No prompts; and no grite hooks: a lease push is not a sync (its tracking refs need no import).
         env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GRITE_SKIP_HOOKS="1")
-        proc = _run_bounded(["git", "--git-dir", self.git_dir, *args], env, timeout)
+        # From the top of the work tree, as git runs: relative remote paths resolve there.
+        proc = _run_bounded(["git", "--git-dir", self.git_dir, *args], env, timeout,
+                            cwd=self.toplevel() or self.git_dir)
         if check and proc.returncode != 0:
             raise RemoteUnreachable(remote, _first_error(proc, args[0]))
         return proc
@@ -398,11 +402,12 @@ def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
     return lines[0] if lines else f"git {what} exited {proc.returncode}"
 
 
-def _run_bounded(argv: list[str], env: dict, timeout: float | None) -> subprocess.CompletedProcess:
+def _run_bounded(argv: list[str], env: dict, timeout: float | None,
+                 cwd: str | None = None) -> subprocess.CompletedProcess:
     """Run git for transport; a timeout or a missing binary becomes a failed result, not a raise."""
     try:
         return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout)
+                              stderr=subprocess.PIPE, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(argv, 124, b"", f"timed out after {timeout:.0f}s".encode())
     except OSError as exc:

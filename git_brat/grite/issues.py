@@ -116,10 +116,13 @@ def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str
     remove = sorted({check_name(x, what) for x in remove})
     if not add and not remove:
         raise UsageError(f"nothing to change: give --add and/or --remove")
-    drafts = [Draft(ent.id, ev.AddTo(set_name, x)) for x in add]
-    drafts += [Draft(ent.id, ev.RemoveFrom(set_name, x, ent.live_tags(set_name, x)))
-               for x in remove if x not in add]
-    g.append(drafts, summary(f"issue.{what}", ent.id))
+    def build() -> list[Draft]:
+        # A remove cancels the adds observed at the tip we append to, no older view.
+        cur = g.state().entities[ent.id]
+        drafts = [Draft(ent.id, ev.AddTo(set_name, x)) for x in add]
+        return drafts + [Draft(ent.id, ev.RemoveFrom(set_name, x, cur.live_tags(set_name, x)))
+                         for x in remove if x not in add]
+    g.append(build, summary(f"issue.{what}", ent.id))
     return ent
 
 
@@ -161,16 +164,21 @@ def dep_add(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[
     src, dst = g.resolve(ref, KIND), g.resolve(on, KIND)
     if src.id == dst.id:
         raise UsageError("an issue cannot depend on itself")
-    if dep_type != "related_to":
-        pre = prerequisites(g.state())
-        a, b = (src.id, dst.id) if dep_type == "depends_on" else (dst.id, src.id)
-        pre.setdefault(a, set()).add(b)
-        cycle = find_cycle(pre, a)
-        if cycle:
-            names = short_names(g.state(), cycle)
-            raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
-    g.append([Draft(src.id, ev.AddTo("dep:" + dep_type, dst.id))],
-             summary(f"dep.add {dep_type}", src.id))
+
+    def build() -> list[Draft]:
+        # Checked at the exact tip we append to, so two local writers can't close a cycle.
+        if dep_type != "related_to":
+            state = g.state()
+            pre = prerequisites(state)
+            a, b = (src.id, dst.id) if dep_type == "depends_on" else (dst.id, src.id)
+            pre.setdefault(a, set()).add(b)
+            cycle = find_cycle(pre, a)
+            if cycle:
+                names = short_names(state, cycle)
+                raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
+        return [Draft(src.id, ev.AddTo("dep:" + dep_type, dst.id))]
+
+    g.append(build, summary(f"dep.add {dep_type}", src.id))
     return src, dst
 
 

@@ -288,8 +288,8 @@ def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:
     out: list[Lease] = []
     sha = g.store.read_ref(ref_for(resource))
     while sha and len(out) < limit:
-        data, parents = g.store.read_record(sha, ENTRY)
-        out.append(_decoder.decode(data))
+        out.append(read_lease(g.store, sha))
+        _data, parents = g.store.read_record(sha, ENTRY)
         sha = parents[0] if parents else None
     return out
 

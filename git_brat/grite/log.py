@@ -56,20 +56,21 @@ def head_lamport(store: Store, tip: bytes | None) -> int:
         return 0
 
 
-def append(store: Store, ident: Identity, build: Callable[[], list[Draft]],
+def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[Draft]],
            summary: Callable[[list[ev.Event]], str], seen_lamport: Callable[[], int] = lambda: 0,
            ref: bytes = WAL) -> Appended:
     """Append one batch atomically; return only after the ref update succeeded.
 
-    `build` is called again on every retry so callers can re-validate against the newest
-    state; `seen_lamport` gives the highest clock observed in other logs (for causality).
+    `build(tip)` is called on every attempt with the log tip the batch will be chained to (and
+    compare-and-swapped against), so callers can validate against state at exactly that tip;
+    `seen_lamport` gives the highest clock observed in other logs (for causality).
     """
     deadline = time.monotonic() + lock_timeout()
     attempt = 0
     while True:
         attempt += 1
         tip = store.read_ref(ref)
-        drafts = build()
+        drafts = build(tip)
         if not drafts:
             raise GriteError("nothing to write")
         base = max(head_lamport(store, tip), seen_lamport())

@@ -9,7 +9,7 @@ from git_brat.grite import identity
 from git_brat.grite.cache import Cache
 from git_brat.grite.errors import NotFound, UsageError
 from git_brat.grite.gitstore import Store
-from git_brat.grite.log import Appended, Draft, append
+from git_brat.grite.log import WAL, Appended, Draft, append
 from git_brat.grite.state import Entity, State
 
 MIN_PREFIX = 4
@@ -23,6 +23,7 @@ class Grite:
         self.cache = Cache(store)
         self._identity: identity.Identity | None = None
         self._state: State | None = None
+        self._state_wal: str | None = None   # wal tip the loaded state was projected at
 
     @classmethod
     def open(cls, cwd: str | None = None, require_init: bool = True) -> "Grite":
@@ -41,19 +42,22 @@ class Grite:
     def state(self, refresh: bool = False) -> State:
         if self._state is None or refresh:
             self._state = self.cache.state()
+            self._state_wal = self.cache.frontier.get(WAL.decode())
         return self._state
 
     def append(self, build: Callable[[], list[Draft]] | list[Draft],
                summary: Callable[[list[ev.Event]], str] | str) -> Appended:
-        """Append one atomic batch. A callable `build` is re-run (on fresh state) after a conflict."""
-        first = [True]
+        """Append one atomic batch.
 
-        def drafts() -> list[Draft]:
+        A callable `build` sees `self.state()` at exactly the log tip the batch is swapped
+        against (refreshed when another writer moved it), so a validation inside `build` can
+        never be decided on stale state; on a conflict it is simply run again.
+        """
+        def drafts(tip: bytes | None) -> list[Draft]:
             if not callable(build):
                 return build
-            if not first[0]:
+            if self._state is None or self._state_wal != (tip.decode() if tip else None):
                 self.state(refresh=True)
-            first[0] = False
             return build()
 
         def seen() -> int:

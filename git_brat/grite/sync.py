@@ -196,7 +196,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
 
     `before`: the log tips before a fetch; `hint`: (ref, old sha) pairs a hook was told about.
-    Both, the refs seen by the last import and the cache's own frontier are compared with now.
+    These, the refs the last import saw and the cache's own frontier are all compared with now.
     """
     store = g.store
     last = _read_stamp(store)
@@ -247,7 +247,7 @@ def _load_published(store: Store) -> dict[str, str]:
 def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     """Push refs/grite/wal to refs/grite/replicas/<id> on remote (or its URL `dest`); never forced."""
     store = g.store
-    rid = g.identity.replica.id
+    rid = identity.load_replica(store.grite_dir).id   # not the actor: GRITE_ACTOR is irrelevant here
     ref = replica_ref(rid)
     wal = store.read_ref(WAL.encode())
     tracked = store.read_ref(f"refs/remotes/{remote}/grite/replicas/{rid}".encode())
@@ -373,7 +373,7 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
                 parts = line.split()
                 if len(parts) == 3:
                     hint.append((parts[2], parts[0]))
-        found = import_logs(g, hint=hint).rewrites
+        found = [r for r in import_logs(g, hint=hint).rewrites if r.kind == "rewrite"]
         if found:
             return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
                     f"(see `git grite doctor`)")
@@ -383,6 +383,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
         remote, url = args[0], args[1]
         if remote == url or not is_synced(store, remote):
             return None   # a push to a bare URL, or a remote not set up for grite
+        if _push_is_dry_run(os.environ.get("GRITE_PUSH_PID", "")):
+            return None
         pub = publish(g, remote, dest=url)
         if pub.status == "failed":
             raise GriteError(f"could not publish {pub.ref} to {remote}: {pub.error} "
@@ -390,3 +392,25 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
     else:
         raise UsageError(f"unknown hook {name!r}")
     return None
+
+
+def _push_is_dry_run(pid: str) -> bool:
+    """Whether the `git push` that ran the pre-push hook (process pid) has --dry-run / -n."""
+    if not pid.isdigit():
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode("utf-8", "replace").split("\0")
+    except OSError:   # no /proc (macOS, BSD): ps gives the command line, space-separated
+        proc = subprocess.run(["ps", "-o", "args=", "-p", pid], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+        argv = proc.stdout.decode("utf-8", "replace").split()
+    if "push" not in argv:
+        return False
+    for arg in argv[argv.index("push") + 1:]:
+        if arg == "--":
+            break
+        if arg == "--dry-run" or (arg[:1] == "-" and arg[1:2] != "-" and "n" in arg
+                                  and set(arg[1:]) <= set("vqnfud46")):
+            return True
+    return False
