@@ -16,7 +16,7 @@ import msgspec
 
 from git_brat.grite.errors import CorruptObject
 from git_brat.grite.files import atomic_write
-from git_brat.grite.gitstore import ZERO, Store
+from git_brat.grite.gitstore import ZERO, Store, is_log_ref
 
 ATTIC = "refs/grite/attic/"
 
@@ -50,6 +50,8 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
     pending: dict[str, str] = {}   # old sha -> a ref that had it
     for ref, old in seen:
         if not old or old == ZERO.decode() or ref.startswith(ATTIC) or tips.get(ref) == old:
+            continue
+        if not is_log_ref(ref):   # lease refs move back and forth by design; only logs are kept
             continue
         if old in pending or _appended_to(store, old, tips.get(ref)):
             continue

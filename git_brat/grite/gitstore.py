@@ -16,6 +16,16 @@ REMOTE_LOG_INFIX = b"/grite/replicas/"
 REMOTE_WAL_SUFFIX = b"/grite/wal"   # a peer clone's own log, fetched straight from it
 
 
+def is_log_ref(name: bytes | str) -> bool:
+    """True for refs holding event logs; lock refs and everything else are not logs."""
+    if isinstance(name, str):
+        name = name.encode()
+    if name.startswith(b"refs/grite/"):
+        return name.startswith(LOG_PREFIXES)
+    return name.startswith(b"refs/remotes/") and (
+        REMOTE_LOG_INFIX in name or name.endswith(REMOTE_WAL_SUFFIX))
+
+
 def run_git(args: list[str], cwd: str | None = None, input: bytes | None = None,
             env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run the git binary; raise GriteError with git's own message when it fails."""
@@ -103,12 +113,10 @@ class Store:
     def log_tips(self) -> dict[str, str]:
         """Every event-log ref grite reads (local wal, replicas, fetched replicas) -> tip sha."""
         tips: dict[str, str] = {}
-        for name, sha in self.refs_under(b"refs/grite/").items():
-            if name.startswith(LOG_PREFIXES):
-                tips[name.decode()] = sha.decode()
-        for name, sha in self.refs_under(b"refs/remotes/").items():
-            if REMOTE_LOG_INFIX in name or name.endswith(REMOTE_WAL_SUFFIX):
-                tips[name.decode()] = sha.decode()
+        for prefix in (b"refs/grite/", b"refs/remotes/"):
+            for name, sha in self.refs_under(prefix).items():
+                if is_log_ref(name):
+                    tips[name.decode()] = sha.decode()
         return tips
 
     def cas_ref(self, name: bytes, old: bytes | None, new: bytes, message: bytes = b"") -> bool:
@@ -240,10 +248,16 @@ class Store:
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
     def user_identity(self) -> tuple[str, str]:
-        """The user's git name and email, with fallbacks that never fail."""
-        name = self.config_get("user.name") or os.environ.get("USER") or "unknown"
-        email = self.config_get("user.email") or f"{name}@localhost"
-        return name, email
+        """The author identity git would use (config and GIT_AUTHOR_*), with fallbacks that never fail."""
+        proc = run_git(["--git-dir", self.git_dir, "var", "GIT_AUTHOR_IDENT"], check=False)
+        ident = proc.stdout.decode("utf-8", "replace").strip()
+        if proc.returncode == 0 and "<" in ident:
+            name, _, rest = ident.partition("<")
+            email = rest.partition(">")[0]
+            if name.strip():
+                return name.strip(), email.strip() or f"{name.strip()}@localhost"
+        name = os.environ.get("USER") or "unknown"
+        return name, f"{name}@localhost"
 
     def current_branch(self) -> str | None:
         """The branch HEAD names in this checkout (None when detached)."""

@@ -595,21 +595,35 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
                 refresh_all(store, st)
         except RemoteUnreachable:
             note = f"remote {st.remote} unreachable; showing this clone's records"
-    if resource:
-        ref = ref_for(resource)
-        sha = store.read_ref(ref)
-        if sha is None:
-            raise NotFound(f"no lease on {resource}")
-        refs = {ref: sha}
-    else:
-        refs = store.refs_under(LOCKS)
     now, leases, problems = now_ms(), [], []
-    for name, sha in sorted(refs.items()):
+    for name, records in sorted(_known_records(store).items()):
+        if resource and name != ref_for(resource):
+            continue
         try:
-            leases.append(view(read_lease(store, sha), now, st.skew_ms, name))
+            newest = max((read_lease(store, sha) for sha in records),
+                         key=lambda lease: (lease.token, lease.written_at))
+            leases.append(view(newest, now, st.skew_ms, name))
         except CorruptObject as exc:
             problems.append(f"{name.decode()}: {exc.message}")
+    if resource and not leases and not problems:
+        raise NotFound(f"no lease on {resource}")
     return Status(leases, note, problems)
+
+
+def _known_records(store: "Store") -> dict[bytes, list[bytes]]:
+    """Lock ref -> every record of it this clone has: its own and those fetched from remotes.
+
+    A plain `git fetch` brings other clones' lease changes to refs/remotes/<r>/grite/locks/;
+    without them a released lease would still look held here.
+    """
+    out: dict[bytes, list[bytes]] = {}
+    for name, sha in store.refs_under(LOCKS).items():
+        out.setdefault(name, []).append(sha)
+    for name, sha in store.refs_under(b"refs/remotes/").items():
+        remote_part, sep, rest = name.partition(b"/grite/locks/")
+        if sep and remote_part.count(b"/") == 2:   # refs/remotes/<remote>/grite/locks/...
+            out.setdefault(LOCKS + rest, []).append(sha)
+    return out
 
 
 def gc(g: "Grite", st: Settings, dry_run: bool = False) -> Status:
