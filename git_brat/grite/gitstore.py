@@ -165,23 +165,7 @@ class Store:
     def write_log_commit(self, payload: bytes, parent: bytes | None, message: str,
                          author: bytes, when: int) -> bytes:
         """Write blob `events` + tree + commit (objects only, no ref change); return commit sha."""
-        from dulwich.objects import Blob, Commit, Tree
-        blob = Blob.from_string(payload)
-        tree = Tree()
-        tree.add(b"events", 0o100644, blob.id)
-        commit = Commit()
-        commit.tree = tree.id
-        commit.parents = [parent] if parent else []
-        commit.author = commit.committer = author
-        commit.author_time = commit.commit_time = when
-        commit.author_timezone = commit.commit_timezone = 0
-        commit.encoding = b"UTF-8"
-        commit.message = message.encode("utf-8") + b"\n"
-        # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
-        store = self.repo.object_store
-        for obj in (blob, tree, commit):
-            store.add_object(obj)
-        return commit.id
+        return self.write_record_commit(b"events", payload, parent, message, author, when)
 
     def read_commit(self, sha: bytes):
         """(parents, tree sha, message, author, time) of a commit, or raise CorruptObject."""
@@ -348,6 +332,7 @@ class Store:
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
         commit.message = message.encode("utf-8") + b"\n"
+        # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         for obj in (blob, tree, commit):
             self.repo.object_store.add_object(obj)
         return commit.id
