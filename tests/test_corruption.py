@@ -90,3 +90,27 @@ log.append(g.store, g.identity, lambda tip: [log.Draft({iid!r}, Future("teleport
     assert report["ok"] and report["findings"][0]["kind"] == "unknown-ops"
     ops = [e["op"] for e in grite_json(grepo, "log", iid)]
     assert "unknown" in ops
+
+
+def test_a_damaged_record_among_many_is_skipped_by_the_streaming_reader(grepo):
+    # Enough commits that replay reads them through one streaming `git cat-file --batch`.
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from git_brat.grite.repo import Grite
+from git_brat.grite import issues
+g = Grite.open()
+for i in range(150):
+    issues.create(g, f"bulk {{i}}")
+"""
+    run(["python", "-c", script], grepo)
+    commits = git(grepo, "rev-list", "refs/grite/wal").split()   # newest first
+    victim = commits[75]
+    blob = git(grepo, "rev-parse", f"{victim}:events")
+    _overwrite(_loose(grepo, blob), b"not zlib at all")
+    proc = _fresh_list(grepo)
+    titles = {i["title"] for i in msgspec.json.decode(proc.stdout)}
+    lost = {f"bulk {i}" for i in range(150)} - titles
+    assert len(titles) == 149 and len(lost) == 1
+    assert lost.pop() in git(grepo, "log", "-1", "--format=%s", victim)
+    assert victim in proc.err

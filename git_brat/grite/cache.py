@@ -188,9 +188,18 @@ class Cache:
     def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
         self.rebuilt = True
         commits = reader.new_commits(tips.values(), ())
+        # Apply while git is still streaming blobs; arrival order is fine (the projection is a
+        # CRDT) unless a fence moves backwards, and then the canonical replay decides.
+        state, events, in_order = State(), [], True
         with no_gc():
-            events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
-        return replay(events)
+            for _sha, batch in reader.batches(commits):
+                events += batch.events
+                if in_order:
+                    for e in batch.events:
+                        if not state.apply(e):
+                            in_order = False
+                            break
+        return state if in_order else replay(events)
 
     def _issue_views(self, state: State, touched: set[str] | None,
                      old: list[IssueView] | None) -> list[IssueView]:

@@ -202,28 +202,35 @@ class Store:
         return proc.stdout.decode().split()
 
     def cat_log_blobs(self, commits: list[str]) -> Iterator[tuple[str, bytes | None]]:
-        """(commit, events blob bytes or None if unreadable) for many commits via cat-file --batch."""
+        """(commit, events blob bytes or None if unreadable) for many commits via cat-file --batch.
+
+        Streams: blobs are yielded while git is still producing the rest, so decoding and
+        replay in this process overlap with git's work on the other core.
+        """
         if not commits:
             return
-        # One write, one read: cat-file streams faster than any request/response loop.
-        proc = subprocess.run(["git", "--git-dir", self.git_dir, "cat-file", "--batch"],
-                              input="".join(f"{c}:events\n" for c in commits).encode(),
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        out = proc.stdout
-        pos = 0
-        for c in commits:
-            eol = out.find(b"\n", pos)
-            if eol < 0:
-                yield c, None
-                continue
-            parts = out[pos:eol].split()
-            pos = eol + 1
-            if len(parts) == 3 and parts[1] == b"blob":
-                size = int(parts[2])
-                yield c, out[pos:pos + size]
-                pos += size + 1
-            else:  # "<name> missing" or not a blob
-                yield c, None
+        import threading
+        proc = subprocess.Popen(["git", "--git-dir", self.git_dir, "cat-file", "--batch"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+
+        def feed() -> None:
+            try:
+                proc.stdin.write("".join(f"{c}:events\n" for c in commits).encode())
+                proc.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            yield from _parse_batch_output(proc.stdout, commits)
+        finally:   # also when the consumer stops early: never leave git running
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            feeder.join()
 
     # -- config --------------------------------------------------------------
 
@@ -399,6 +406,44 @@ def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
         if ln.startswith(("fatal: ", "error: ")):
             return ln.split(": ", 1)[1]
     return lines[0] if lines else f"git {what} exited {proc.returncode}"
+
+
+def _parse_batch_output(out, commits: list[str]) -> Iterator[tuple[str, bytes | None]]:
+    """Parse `git cat-file --batch` output incrementally, in large reads."""
+    buf, pos = bytearray(), 0
+
+    def fill(need_end: int) -> bool:
+        nonlocal buf, pos
+        while len(buf) < need_end:
+            chunk = out.read1(1 << 20)
+            if not chunk:
+                return False
+            buf += chunk
+        return True
+
+    for c in commits:
+        if pos > (1 << 22):   # drop what was consumed, so the buffer never grows unbounded
+            del buf[:pos]
+            pos = 0
+        eol = buf.find(b"\n", pos)
+        while eol < 0:
+            if not fill(len(buf) + 1):
+                break
+            eol = buf.find(b"\n", pos)
+        if eol < 0:
+            yield c, None
+            continue
+        parts = bytes(buf[pos:eol]).split()
+        pos = eol + 1
+        if len(parts) == 3 and parts[1] == b"blob":
+            size = int(parts[2])
+            if not fill(pos + size + 1):
+                yield c, None
+                continue
+            yield c, bytes(buf[pos:pos + size])
+            pos += size + 1
+        else:  # "<name> missing" or not a blob
+            yield c, None
 
 
 def _run_bounded(argv: list[str], env: dict, timeout: float | None,
