@@ -49,7 +49,8 @@ def get(key, as_json):
     emit(as_json, {"key": key, "value": value} if key else value, lambda: _toml(value))
 
 
-@config_group.command("set")
+# ignore_unknown_options: a negative VALUE such as -3 is a value, not an option.
+@config_group.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
 @json_option

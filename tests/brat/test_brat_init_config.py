@@ -152,6 +152,7 @@ def test_config_get_shows_effective_values_and_set_changes_them_keeping_comments
 @pytest.mark.parametrize("key,value,code,expected", [
     ("witness.concurrency", "0", 2, "witness.concurrency = 0 is not allowed: expected an integer from 1 to 64"),
     ("witness.concurrency", "many", 2, "witness.concurrency = many is not allowed"),
+    ("witness.concurrency", "-3", 2, "witness.concurrency = -3 is not allowed"),
     ("refinery.merge_policy", "octopus", 2, 'expected one of "merge", "rebase", "squash"'),
     ("witness.concurency", "3", 3, "unknown config key witness.concurency (keys in [witness]: engine"),
     ("nonsense.key", "3", 3, "unknown config key nonsense.key (sections: witness, refinery"),
