@@ -90,3 +90,10 @@ def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
     except BrokenPipeError:   # `| head`: not an error worth a traceback
         sys.stderr.close()
         return 0
+    except UnicodeError as exc:   # e.g. an argument that is not valid UTF-8
+        click.echo(f"{prog}: error: text that is not valid UTF-8: {exc.reason}", err=True)
+        return EXIT_USAGE
+    except OSError as exc:   # a file we were asked to read or write
+        where = f" {exc.filename}" if exc.filename else ""
+        click.echo(f"{prog}: error: cannot use{where}: {exc.strerror or exc}", err=True)
+        return 1

@@ -52,4 +52,4 @@ def test_dep_list_and_remove(grepo):
     grite(grepo, "dep", "remove", a, "--on", b)
     assert grite_json(grepo, "dep", "list", a)["depends_on"] == []
     proc = grite(grepo, "dep", "remove", a, "--on", b, check=False)
-    assert proc.returncode == 2 and "no depends_on dependency" in proc.err
+    assert proc.returncode == 3 and "no depends_on dependency" in proc.err

@@ -166,3 +166,34 @@ def test_fencing_is_order_independent_and_incremental_equals_full(data, events):
         if not state.apply(e):
             state = replay(seen)
     assert canonical(state) == expected
+
+
+def test_a_grant_whose_token_event_was_lost_is_recorded_with_the_successors_first_write(grepo):
+    g = _open(grepo)
+    eid = _create(g)
+    st = _settings(g)
+    zombie, heir = locks.holder_for(g, "zombie"), locks.holder_for(g, "heir")
+    first = locks.acquire(g, RES, st, zombie)
+    _wait_until(locks.current(g, RES).expires_at + 200)
+    # The successor's acquire swaps the lease ref but cannot append its LeaseToken event (the
+    # log's ref lock is held by someone else; the acquire reports it in its note).
+    lock = grepo / ".git" / "refs" / "grite" / "wal.lock"
+    lock.write_text("held\n")
+    import os
+    os.environ["GRITE_LOCK_TIMEOUT"] = "0.3"
+    try:
+        took = locks.acquire(g, RES, st, heir)
+    finally:
+        del os.environ["GRITE_LOCK_TIMEOUT"]
+        lock.unlink()
+    assert took.token == first.token + 1 and "not recorded" in took.note
+    stale = g.append([Draft(eid, ev.SetFields({"title": "zombie overwrite"}),
+                            ev.Fence(RES, first.token))], "zombie")
+    assert g.state(refresh=True).entities[eid].get("title") == "zombie overwrite"  # nothing fences it yet
+
+    locks.append_fenced(g, RES, [Draft(eid, ev.SetFields({"state": "review"}))], "heir",
+                        holder_id="heir")
+    state = g.cache.rebuild()
+    assert state.fences[RES] == took.token
+    assert stale.events[0].id in state.rejected
+    assert state.entities[eid].get("title") == "fenced work"

@@ -61,7 +61,7 @@ def render(s: st.Status, short: dict[str, str]) -> str:
     body = []
     for i in s.interventions:
         body.append(cut(f"{i.kind:<11}  {sid(i.task)}  {i.title} — {i.detail}", WIDTH - 2))
-        body.append(cut(f"{'':<11}  $ {i.command}", WIDTH - 2))
+        body.append(f"{'':<11}  $ {i.command}")   # never cut: it is meant to be pasted
     lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS", body)
     lines.append("")
     lines += _section("RECOVERY", _recovery(s.recovery, sid))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import typing
@@ -200,7 +201,10 @@ def _check_section(data: Any, cls, prefix: str, where: str) -> None:
 
 def check_value(cls, key: str, value: Any, full: str, where: str) -> Any:
     try:
-        return msgspec.convert(value, _hints(cls)[key], strict=True)
+        out = msgspec.convert(value, _hints(cls)[key], strict=True)
+        if isinstance(out, float) and not math.isfinite(out):   # inf passes `gt=0`
+            raise msgspec.ValidationError("not finite")
+        return out
     except msgspec.ValidationError:
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}{full} = {show_value(value)} is not allowed: expected "
@@ -213,9 +217,25 @@ def check_engine_name(name: str, where: str) -> None:
                           f"'.', '_' and '-'")
 
 
+def _check_finite(cfg, where: str) -> None:
+    """inf and 1e400 satisfy every bound; a timeout of inf would still break a sleep later."""
+    sections = [(f.name, getattr(cfg, f.name)) for f in msgspec.structs.fields(cfg)]
+    for name, section in sections:
+        parts = section.items() if isinstance(section, dict) else [("", section)]
+        for sub, struct in parts:
+            if not isinstance(struct, msgspec.Struct):
+                continue
+            for f in msgspec.structs.fields(struct):
+                v = getattr(struct, f.name)
+                if isinstance(v, float) and not math.isfinite(v):
+                    key = ".".join(x for x in (name, sub, f.name) if x)
+                    raise ConfigError(f"{where}: {key} = {v} is not allowed: expected a finite number")
+
+
 def validate(data: dict, where: str = CONFIG_PATH) -> Config:
     _check_section(data, Config, "", where)
     cfg = msgspec.convert(data, Config, strict=True)
+    _check_finite(cfg, where)
     w = cfg.witness
     if w.heartbeat >= w.lease_ttl:
         raise ConfigError(f"{where}: witness.heartbeat ({show_value(w.heartbeat)}) must be less than "

@@ -65,8 +65,8 @@ class Demo:
         proc = subprocess.run(self._argv(args), cwd=os.path.join(self.root, who), env=self._env(who),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if proc.returncode not in ok:
-            raise DemoFailed(f"`git {' '.join(args)}` ({who}) exited {proc.returncode}: "
-                             f"{proc.stderr.strip().splitlines()[-1:] or ''}")
+            last = (proc.stderr.strip().splitlines() or [""])[-1]
+            raise DemoFailed(f"`git {shlex.join(args)}` ({who}) exited {proc.returncode}: {last}")
         return proc
 
     def json(self, who: str, *args: str):
@@ -137,6 +137,7 @@ class Demo:
                   + f"\nready now: {', '.join(t['title'] for t in ready)}")
 
         self.run("alice", "push", "-q")
+        self._cmds.append("$ git clone -q hub.git bob")
         subprocess.run(["git", "clone", "-q", "hub.git", "bob"], cwd=self.root, env=self._env("bob"),
                        check=True)
         self.run("bob", "brat", "init")
@@ -149,8 +150,10 @@ class Demo:
                              "--ttl", "60", "--json") for who in ("alice", "bob")]
         outcomes = [(who, p.wait(60), p.communicate()[0]) for who, p in zip(("alice", "bob"), racers)]
         winners = [w for w, code, _ in outcomes if code == 0]
-        if len(winners) != 1:
-            raise DemoFailed(f"expected exactly one lease winner, got {winners}")
+        refused = [w for w, code, _ in outcomes if code == 5]
+        if len(winners) != 1 or len(refused) != 1:
+            raise DemoFailed(f"expected one lease winner and one refusal, got exit codes "
+                             f"{', '.join(f'{w}: {code}' for w, code, _ in outcomes)}")
         winner = winners[0]
         self.step("Alice and Bob race to claim the design task through the remote",
                   f"winner: {winner} (the other was refused: the lease is live)")
@@ -182,8 +185,11 @@ class Demo:
         self.run(other, "pull", "-q", "--rebase")
         status = self.run(other, "brat", "status").stdout
         log = self.run(other, "grite", "log", "-n", "6").stdout
+        leases = self.run("alice", "grite", "lock", "status", "--remote", "origin").stdout
         self.step(f"After a plain `git pull`, {other.capitalize()} sees the same state",
-                  status.rstrip() + "\n\nthe audit trail (git grite log -n 6):\n" + log.rstrip())
+                  status.rstrip() + "\n\nthe audit trail (git grite log -n 6):\n" + log.rstrip()
+                  + "\n\nthe leases, as the remote decided them (git grite lock status):\n"
+                  + leases.rstrip())
         doctor = self.json(other, "grite", "doctor")
         self.step("Everything replays from the log", "git grite doctor: " + (
             "ok" if doctor["ok"] else "problems found") + f" ({doctor['events']} events in "

@@ -92,13 +92,18 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
     out = []
     stuck_ms = cfg.status.stuck_after * 1000
 
+    def _raised_since_last_move(t: Entity) -> bool:
+        # A needs-human flag is about the status it was raised in; any later move clears it.
+        flag, status = t.fields.get("needs_human"), t.fields.get("status")
+        return status is None or tuple(flag[1:]) >= tuple(status[1:])
+
     def add(kind: str, t: Entity, detail: str, command: str) -> None:
         out.append(Intervention(kind, t.id, t.get("convoy", ""), t.get("title", ""), detail,
                                 command, iso(t.updated_at)))
 
     for t in sorted(board.tasks.values(), key=model.run_key):
         st, short, why = status_of(t), t.id[:7], model.reason_of(t)
-        if t.get("needs_human") and st not in model.FINISHED:
+        if t.get("needs_human") and st not in model.FINISHED and _raised_since_last_move(t):
             add("needs-human", t, str(t.get("needs_human")),
                 str(t.get("resolve_command") or f"git brat task show {short}"))
         elif st == "failed":

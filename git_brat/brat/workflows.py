@@ -152,7 +152,10 @@ class _Doc:
     def value(self, node, what: str, kind: type, describe: str):
         if not isinstance(node, yaml.ScalarNode):
             raise self.fail(node, f"{what} must be {describe}")
-        v = self.loader.construct_object(node)
+        try:   # explicit tags (`!!int abc`, `!!python/name:…`) fail inside PyYAML
+            v = self.loader.construct_object(node)
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, AttributeError):
+            raise self.fail(node, f"{what} must be {describe}, not {node.value!r}")
         if type(v) is not kind:
             raise self.fail(node, f"{what} must be {describe}, not {node.value!r}")
         return v

@@ -63,6 +63,7 @@ class Cache:
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
+        self.generation = ""                  # the cache generation the last answer came from
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -118,9 +119,9 @@ class Cache:
         if state_filter != "all":
             views = [v for v in views if v.state == state_filter]
         body = msgspec.json.encode(views) + b"\n"
-        meta = self._read_meta()
-        if meta is not None:   # stamped with the generation the views came from
-            atomic_write(path, meta.generation.encode() + b"\n" + body)
+        # Stamped with the generation the views came from (not whatever is current by now: a
+        # writer may have moved the cache on meanwhile, and then this file must not match it).
+        atomic_write(path, self.generation.encode() + b"\n" + body)
         return body
 
     def rebuild(self) -> State:
@@ -135,7 +136,7 @@ class Cache:
         if meta is not None and meta.frontier == tips:
             value = self._read(part, meta, typ)
             if value is not None:
-                self.problems, self.frontier = meta.problems, tips
+                self.problems, self.frontier, self.generation = meta.problems, tips, meta.generation
                 return value
         os.makedirs(self.dir, exist_ok=True)
         with _lock(self._path("lock")):
@@ -145,7 +146,7 @@ class Cache:
             if state is not None and meta.frontier == tips:
                 value = state if part == "state" else self._read(part, meta, typ)
                 if value is not None:
-                    self.problems, self.frontier = meta.problems, tips
+                    self.problems, self.frontier, self.generation = meta.problems, tips, meta.generation
                     return value
             state, issues = self._update(meta if state is not None else None, state, tips)
             return state if part == "state" else issues
@@ -177,7 +178,7 @@ class Cache:
         self.problems, self.frontier = problems, tips
         old = self._read("issues", meta, list[IssueView]) if meta and touched is not None else None
         issues = self._issue_views(state, touched, old)
-        generation = os.urandom(8).hex()
+        generation = self.generation = os.urandom(8).hex()
         enc = msgspec.msgpack.encode
         atomic_write(self._path("state"), enc(_Stamped(generation, msgspec.Raw(enc(state)))))
         atomic_write(self._path("issues"), enc(_Stamped(generation, msgspec.Raw(enc(issues)))))

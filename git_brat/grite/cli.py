@@ -86,8 +86,12 @@ def export(fmt, output):
     else:
         data = transfer.export_markdown(state).encode()
     if output:
-        with open(output, "wb") as f:
-            f.write(data)
+        from git_brat.grite.errors import GriteError
+        try:
+            with open(output, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise GriteError(f"cannot write {output}: {exc.strerror}")
     else:
         sys.stdout.buffer.write(data)
 

@@ -194,9 +194,9 @@ def dep_add(issue_id, other, dep_type, as_json):
 def dep_remove(issue_id, other, dep_type, as_json):
     """Remove a dependency."""
     g = _grite()
-    issues.dep_remove(g, issue_id, other, dep_type)
-    emit(as_json, {"issue": issue_id, "type": dep_type, "on": other, "removed": True},
-         lambda: "removed")
+    src, dst = issues.dep_remove(g, issue_id, other, dep_type)
+    emit(as_json, {"issue": src.id, "type": dep_type, "on": dst.id, "removed": True},
+         lambda: f"{src.id[:7]} no longer {dep_type.replace('_', ' ')} {dst.id[:7]}")
 
 
 @dep.command("list")

@@ -40,10 +40,11 @@ def run_git(args: list[str], cwd: str | None = None, input: bytes | None = None,
 class Store:
     """A git repository as grite sees it: the common dir, its refs and objects."""
 
-    def __init__(self, git_dir: str, common_dir: str, bare: bool):
+    def __init__(self, git_dir: str, common_dir: str, bare: bool, cwd: str | None = None):
         self.git_dir = git_dir
         self.common_dir = common_dir
         self.bare = bare
+        self.cwd = cwd            # where the repository was discovered from (None: the process cwd)
         self._repo = None
         self._toplevel: str | None = None
 
@@ -52,7 +53,7 @@ class Store:
         """Find the repository the way git does (GIT_DIR, worktrees, bare repos, subdirectories)."""
         found = None if _GIT_ENV.intersection(os.environ) else _discover_fast(cwd or os.getcwd())
         if found:
-            return cls(*found)
+            return cls(*found, cwd=cwd)
         proc = run_git(["rev-parse", "--absolute-git-dir", "--git-common-dir",
                         "--is-bare-repository"], cwd=cwd, check=False)
         if proc.returncode != 0:
@@ -61,7 +62,7 @@ class Store:
         git_dir, common, bare = proc.stdout.decode().splitlines()[:3]
         if not os.path.isabs(common):
             common = os.path.normpath(os.path.join(cwd or os.getcwd(), common))
-        return cls(git_dir, common, bare == "true")
+        return cls(git_dir, common, bare == "true", cwd=cwd)
 
     # -- paths ---------------------------------------------------------------
 
@@ -77,8 +78,8 @@ class Store:
     def toplevel(self) -> str | None:
         """The work tree of the current checkout (None in a bare repository)."""
         if self._toplevel is None and not self.bare:
-            proc = run_git(["rev-parse", "--show-toplevel"], check=False)
-            self._toplevel = proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+            proc = run_git(["rev-parse", "--show-toplevel"], cwd=self.cwd, check=False)
+            self._toplevel = (proc.stdout.decode().strip() or None) if proc.returncode == 0 else None
         return self._toplevel
 
     @property

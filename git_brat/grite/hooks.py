@@ -46,7 +46,8 @@ def shim_text(hook: str) -> bytes:
     import git_brat
     root = str(Path(git_brat.__file__).resolve().parent.parent)
     text = (shim_dir() / hook).read_text()
-    return (text.replace("@GRITE_PY@", _sh_quote(os.path.realpath(sys.executable)))
+    python = os.path.abspath(sys.executable)   # not realpath: a venv's python must stay the venv's
+    return (text.replace("@GRITE_PY@", _sh_quote(python))
                 .replace("@GRITE_ROOT@", _sh_quote(root))).encode()
 
 

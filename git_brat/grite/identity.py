@@ -68,9 +68,19 @@ def init(grite_dir: str, name: str, email: str) -> tuple[Identity, bool]:
     return load(grite_dir), created
 
 
-def new_actor(grite_dir: str, name: str, email: str, replica: str | None = None) -> Actor:
-    if not name.strip():
+def check_ident(name: str, email: str) -> tuple[str, str]:
+    """A name and email git accepts in a commit's author line (else every push is refused)."""
+    name, email = name.strip(), email.strip()
+    if not name:
         raise UsageError("actor name must not be empty")
+    for what, value in (("name", name), ("email", email)):
+        if any(c in "<>" or ord(c) < 32 or ord(c) == 127 for c in value):
+            raise UsageError(f"actor {what} {value!r} must not contain <, > or control characters")
+    return name, email
+
+
+def new_actor(grite_dir: str, name: str, email: str, replica: str | None = None) -> Actor:
+    name, email = check_ident(name, email)
     _, actors_dir, _ = _paths(grite_dir)
     os.makedirs(actors_dir, exist_ok=True)
     replica = replica or load_replica(grite_dir).id

@@ -9,7 +9,7 @@ import msgspec
 
 from git_brat.grite import events as ev
 from git_brat.grite.cache import IssueView, actor_names, issue_view
-from git_brat.grite.errors import Conflict, UsageError
+from git_brat.grite.errors import Conflict, NotFound, UsageError
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import Entity, State, iso
@@ -182,15 +182,18 @@ def dep_add(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[
     return src, dst
 
 
-def dep_remove(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> None:
+def dep_remove(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[Entity, Entity]:
     if dep_type not in DEP_TYPES:
         raise UsageError(f"unknown dependency type {dep_type!r}: use one of {', '.join(DEP_TYPES)}")
     src, dst = g.resolve(ref, KIND), g.resolve(on, KIND)
-    tags = src.live_tags("dep:" + dep_type, dst.id)
-    if not tags:
-        raise UsageError(f"{src.id[:7]} has no {dep_type} dependency on {dst.id[:7]}")
-    g.append([Draft(src.id, ev.RemoveFrom("dep:" + dep_type, dst.id, tags))],
-             summary(f"dep.remove {dep_type}", src.id))
+    if not src.live_tags("dep:" + dep_type, dst.id):
+        raise NotFound(f"{src.id[:7]} has no {dep_type} dependency on {dst.id[:7]}")
+
+    def build() -> list[Draft]:
+        tags = g.state().entities[src.id].live_tags("dep:" + dep_type, dst.id)
+        return [Draft(src.id, ev.RemoveFrom("dep:" + dep_type, dst.id, tags))]
+    g.append(build, summary(f"dep.remove {dep_type}", src.id))
+    return src, dst
 
 
 def deps_of(state: State, ent: Entity) -> Deps:
@@ -220,6 +223,9 @@ def topo(state: State, kind: str = KIND, include=lambda e: True) -> list[Entity]
             waiting[nxt] -= 1
             if waiting[nxt] == 0:
                 heapq.heappush(heap, (ents[nxt].created_at, nxt))
+    # Concurrent `dep add`s on two replicas can still close a cycle; never drop its members.
+    done = {e.id for e in out}
+    out += sorted((e for k, e in ents.items() if k not in done), key=lambda e: (e.created_at, e.id))
     return out
 
 

@@ -669,7 +669,23 @@ def append_fenced(g: "Grite", resource: str, build: Callable[[], list[Draft]] | 
     """Append events that act under a lease: each carries its fencing token, so if the lease
     was lost before they land, replay records them as rejected instead of applying them."""
     f = fence(g, resource, holder_id)
+    token_event = _token_event(g, resource, f.token)
 
     def drafts() -> list[Draft]:
-        return [d._replace(fence=f) for d in (build() if callable(build) else build)]
+        out = [d._replace(fence=f) for d in (build() if callable(build) else build)]
+        # The grant's LeaseToken may be missing (the acquire could not append it, or crashed
+        # right after swapping the lease ref): without it replay could not fence the previous
+        # holder, so it travels in the same batch as the first events written under the token.
+        if g.state().fences.get(resource, 0) < f.token:
+            out.insert(0, token_event)
+        return out
     return g.append(drafts, summary)
+
+
+def _token_event(g: "Grite", resource: str, token: int) -> Draft:
+    """The LeaseToken event for `token`'s grant, rebuilt from the lease's own history."""
+    records = history(g, resource)
+    lease = next(r for r in records if r.token == token)
+    prev = next((r for r in records if r.token < token), None)
+    prev_end = _end_of(prev, lease.acquired_at) if prev else 0
+    return Draft(lock_entity(resource), ev.LeaseToken(resource, token, lease.holder.id, prev_end))

@@ -8,7 +8,7 @@ import msgspec
 
 from git_brat.grite import events as ev
 from git_brat.grite import issues
-from git_brat.grite.errors import UsageError
+from git_brat.grite.errors import Conflict, UsageError
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import State
@@ -105,24 +105,52 @@ def parse(data: bytes, source: str) -> list[ImportIssue]:
 
 
 def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResult:
-    state = g.state()
     ids = [it.id or issues.import_key(it.title, it.body) for it in items]
-    known = {eid for eid, e in state.entities.items() if e.created}
-    new_ids = set(ids) - known
-    drafts: list[Draft] = []
-    created, skipped, taken = [], [], set()
-    for it, eid in zip(items, ids):
-        if eid not in new_ids or eid in taken:
-            skipped.append(eid)
-            continue
-        created.append(eid)
-        taken.add(eid)
-        drafts.append(Draft(eid, ev.Create(issues.KIND, {"title": it.title, "body": it.body,
-                                                         "state": it.state})))
-        drafts += [Draft(eid, ev.AddTo("labels", x)) for x in sorted(set(it.labels))]
-        drafts += [Draft(eid, ev.AddTo("assignees", x)) for x in sorted(set(it.assignees))]
-        drafts += [Draft(eid, ev.Comment(c.body)) for c in it.comments]
+    created: list[str] = []
+    skipped: list[str] = []
+
+    def build() -> list[Draft]:
+        # Decided against the state at the tip the batch lands on, so concurrent imports of
+        # the same file never duplicate anything.
+        state = g.state()
+        known = {eid for eid, e in state.entities.items() if e.created and e.kind == issues.KIND}
+        taken: set[str] = set()
+        created.clear()
+        skipped.clear()
+        drafts: list[Draft] = []
+        for it, eid in zip(items, ids):
+            if eid in known or eid in taken:
+                skipped.append(eid)
+                continue
+            created.append(eid)
+            taken.add(eid)
+            drafts.append(Draft(eid, ev.Create(issues.KIND, {"title": it.title, "body": it.body,
+                                                             "state": it.state})))
+            drafts += [Draft(eid, ev.AddTo("labels", x)) for x in sorted(set(it.labels))]
+            drafts += [Draft(eid, ev.AddTo("assignees", x)) for x in sorted(set(it.assignees))]
+            drafts += [Draft(eid, ev.Comment(c.body)) for c in it.comments]
+        drafts += _dep_drafts(state, items, ids, taken, known, source)
+        if not drafts:
+            raise _NothingToImport()
+        return drafts
+
+    try:
+        res = g.append(build, lambda _e: f"grite: import {len(created)} issues from {source}")
+    except _NothingToImport:
+        return ImportResult([], skipped, None)
+    return ImportResult(list(created), list(skipped), res.commit)
+
+
+class _NothingToImport(Exception):
+    pass
+
+
+def _dep_drafts(state: State, items: list[ImportIssue], ids: list[str], taken: set[str],
+                known: set[str], source: str) -> list[Draft]:
+    """Dependency edges of the new issues; unknown targets and cycles refuse the whole import."""
     everything = known | set(ids)
+    pre = issues.prerequisites(state)
+    drafts = []
     for it, eid in zip(items, ids):
         if eid not in taken:
             continue
@@ -132,7 +160,13 @@ def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResu
                     raise UsageError(f"{source}: issue {eid[:7]} has a {dep_type} dependency on "
                                      f"{target[:7]}, which is neither in the file nor known here")
                 drafts.append(Draft(eid, ev.AddTo("dep:" + dep_type, target)))
-    if not drafts:
-        return ImportResult([], skipped, None)
-    res = g.append(drafts, f"grite: import {len(created)} issues from {source}")
-    return ImportResult(created, skipped, res.commit)
+                if dep_type == "depends_on":
+                    pre.setdefault(eid, set()).add(target)
+                elif dep_type == "blocks":
+                    pre.setdefault(target, set()).add(eid)
+    for eid in sorted(taken):
+        cycle = issues.find_cycle(pre, eid)
+        if cycle:
+            raise Conflict(f"{source}: refused: its dependencies make a cycle: "
+                           + " -> ".join(c[:7] for c in cycle))
+    return drafts
