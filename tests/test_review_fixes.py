@@ -66,3 +66,27 @@ def test_arguments_that_are_not_utf8_are_refused_in_one_line(grepo):
     proc = run(["git", "grite", "issue", "create", b"caf\xff".decode("utf-8", "surrogateescape")],
                grepo, check=False)
     assert proc.returncode == 2 and proc.err.count("\n") == 1 and "UTF-8" in proc.err
+
+
+def test_hooks_path_inside_the_work_tree_keeps_git_status_clean(repo):
+    hooks = repo / "myhooks"
+    hooks.mkdir()
+    (hooks / "post-merge").write_text("#!/bin/sh\necho tracked hook\n")
+    (hooks / "post-merge").chmod(0o755)
+    (hooks / "pre-push").write_text("#!/bin/sh\nexit 0\n")        # untracked: chained
+    (hooks / "pre-push").chmod(0o755)
+    git(repo, "config", "core.hooksPath", "myhooks")
+    git(repo, "add", "myhooks/post-merge")
+    git(repo, "commit", "-qm", "hooks")
+    exclude = repo / ".git" / "info" / "exclude"
+    before_exclude = exclude.read_bytes()
+    before = git(repo, "status", "--porcelain", "--untracked-files=all")
+    result = grite_json(repo, "init")
+    actions = {h["hook"]: h["action"] for h in result["hooks"]}
+    assert actions["post-merge"] == "skipped" and actions["pre-push"] == "chained"
+    assert (hooks / "post-merge").read_text() == "#!/bin/sh\necho tracked hook\n"
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == before
+    grite(repo, "uninstall")
+    assert exclude.read_bytes() == before_exclude
+    assert (hooks / "pre-push").read_text() == "#!/bin/sh\nexit 0\n"
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == before

@@ -271,6 +271,14 @@ class Store:
     def remotes(self) -> list[str]:
         return self._git(["remote"]).stdout.decode().split()
 
+    def tracked(self, paths: list[str]) -> set[str]:
+        """Which of these work-tree paths (relative to the top) git tracks."""
+        top = self.toplevel()
+        if not top or not paths:
+            return set()
+        proc = run_git(["ls-files", "-z", "--", *paths], cwd=top, check=False)
+        return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
+
     def config_get_all(self, key: str) -> list[str]:
         proc = self._git(["config", "--get-all", key], check=False)
         return proc.stdout.decode().splitlines() if proc.returncode == 0 else []

@@ -59,11 +59,17 @@ def is_shim(path: str) -> bool:
         return False
 
 
-def install(hooks_dir: str) -> list[HookChange]:
-    """Put a shim in place of every hook grite needs; idempotent."""
+def install(hooks_dir: str, leave_alone: dict[str, str] | None = None) -> list[HookChange]:
+    """Put a shim in place of every hook grite needs; idempotent.
+
+    `leave_alone`: hook -> why grite must not touch it (e.g. a hook file git tracks).
+    """
     os.makedirs(hooks_dir, exist_ok=True)
     changes = []
     for hook in HOOKS:
+        if leave_alone and hook in leave_alone:
+            changes.append(HookChange(hook, "skipped", leave_alone[hook]))
+            continue
         path = os.path.join(hooks_dir, hook)
         chained = path + CHAINED
         want = shim_text(hook)

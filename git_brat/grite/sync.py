@@ -76,6 +76,8 @@ class Installed(msgspec.Struct):
     created_dirs: list[str] = []
     added: list[str] = []          # remotes whose refspec grite added
     preexisting: list[str] = []    # remotes that had grite's refspec before grite came
+    excluded: list[str] = []       # info/exclude lines for shims inside the work tree
+    exclude_before: str | None = None   # info/exclude as it was (None: there was none)
 
 
 class InstallResult(msgspec.Struct):
@@ -113,7 +115,8 @@ def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
         manifest.hooks_dirs.append(hooks_dir)
     # Record first: an interrupted install is still fully undone by uninstall.
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
-    changes = hooks.install(hooks_dir)
+    changes = hooks.install(hooks_dir, _hide_from_status(store, hooks_dir, manifest))
+    atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
     added = []
     for r in store.remotes() if remotes is None else remotes:
         if is_synced(store, r):
@@ -126,6 +129,76 @@ def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
             manifest.added.append(r)
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
     return InstallResult(hooks_dir, changes, synced_remotes(store), added)
+
+
+_EXCLUDE_BEGIN = "# >>> git-grite: its hook shims in the work tree (`git grite uninstall` removes this)"
+_EXCLUDE_END = "# <<< git-grite"
+
+
+def _hide_from_status(store: Store, hooks_dir: str, manifest: Installed) -> dict[str, str]:
+    """core.hooksPath inside the work tree: keep the shims out of `git status`.
+
+    Returns the hooks grite must not touch: a hook file git tracks (husky and the like) would
+    show as modified the moment grite renamed or replaced it.
+    """
+    top = store.toplevel()
+    if not top:
+        return {}
+    top = os.path.realpath(top)
+    real = os.path.realpath(hooks_dir)
+    if os.path.commonpath([top, real]) != top:
+        return {}
+    rel = os.path.relpath(real, top)
+    names = {h: [f"{rel}/{h}", f"{rel}/{h}{hooks.CHAINED}"] for h in hooks.HOOKS}
+    tracked = store.tracked([p for ps in names.values() for p in ps])
+    leave = {h: f"{ps[0]} is tracked by git in your work tree; grite leaves it alone "
+                f"(use `git grite sync` for that direction)"
+             for h, ps in names.items() if tracked.intersection(ps)}
+    # A hook the user already has (untracked) stays visible as it was: only the renamed copy
+    # is hidden; a shim where there was nothing is hidden too.
+    lines = []
+    for h, (shim, chained) in names.items():
+        if h not in leave:
+            user_file = os.path.lexists(os.path.join(real, h)) and not hooks.is_shim(os.path.join(real, h))
+            lines += [f"/{chained}"] if user_file else [f"/{shim}", f"/{chained}"]
+    path = os.path.join(store.common_dir, "info", "exclude")
+    try:
+        with open(path, encoding="utf-8") as f:
+            current = f.read()
+    except FileNotFoundError:
+        current = None
+    if lines and _EXCLUDE_BEGIN not in (current or ""):
+        if manifest.excluded == []:
+            manifest.exclude_before = current
+        manifest.excluded = lines
+        base = current or ""
+        sep = "" if not base or base.endswith("\n") else "\n"
+        atomic_write(path, (base + sep + "\n".join([_EXCLUDE_BEGIN, *lines, _EXCLUDE_END])
+                            + "\n").encode())
+    return leave
+
+
+def _unexclude(store: Store, manifest: Installed) -> None:
+    """Take grite's block out of info/exclude, restoring the file exactly when it is untouched."""
+    if not manifest.excluded:
+        return
+    path = os.path.join(store.common_dir, "info", "exclude")
+    try:
+        with open(path, encoding="utf-8") as f:
+            current = f.read()
+    except FileNotFoundError:
+        return
+    start, end = current.find(_EXCLUDE_BEGIN), current.find(_EXCLUDE_END)
+    if start < 0 or end < 0:
+        return
+    rest = current[:start] + current[end + len(_EXCLUDE_END) + 1:]
+    before = manifest.exclude_before
+    if before is None and not rest.strip():
+        os.unlink(path)
+    elif before is not None and rest.rstrip("\n") == before.rstrip("\n"):
+        atomic_write(path, before.encode())
+    else:
+        atomic_write(path, rest.encode())
 
 
 def uninstall(store: Store) -> UninstallResult:
@@ -141,6 +214,7 @@ def uninstall(store: Store) -> UninstallResult:
             os.rmdir(d)    # only if empty: anything put there since is the user's
         except OSError:
             pass
+    _unexclude(store, manifest)
     removed = []
     for r in store.remotes():
         if r not in manifest.preexisting and is_synced(store, r):
