@@ -152,6 +152,12 @@ class Cache:
             return state if part == "state" else issues
 
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str]):
+        # Replay builds millions of small acyclic objects; a cyclic-GC pass over them (several
+        # would run otherwise) costs more than the work itself.
+        with no_gc():
+            return self._project(meta, state, tips)
+
+    def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str]):
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
             attic.keep(self.store, prior.frontier.items(), tips)
@@ -188,12 +194,11 @@ class Cache:
 
     def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
         self.rebuilt = True
-        commits = reader.new_commits(tips.values(), ())
         # Apply while git is still streaming blobs; arrival order is fine (the projection is a
         # CRDT) unless a fence moves backwards, and then the canonical replay decides.
         state, events, in_order = State(), [], True
         with no_gc():
-            for _sha, batch in reader.batches(commits):
+            for _sha, batch in reader.all_batches(tips.values()):
                 events += batch.events
                 if in_order:
                     for e in batch.events:

@@ -202,7 +202,7 @@ class Store:
         proc = run_git(["--git-dir", self.git_dir, *args])
         return proc.stdout.decode().split()
 
-    def cat_log_blobs(self, commits: list[str]) -> Iterator[tuple[str, bytes | None]]:
+    def cat_log_blobs(self, commits: list[str]) -> Iterator[tuple[str, memoryview | None]]:
         """(commit, events blob bytes or None if unreadable) for many commits via cat-file --batch.
 
         Streams: blobs are yielded while git is still producing the rest, so decoding and
@@ -211,7 +211,8 @@ class Store:
         if not commits:
             return
         import threading
-        proc = subprocess.Popen(["git", "--git-dir", self.git_dir, "cat-file", "--batch"],
+        proc = subprocess.Popen(["git", "--git-dir", self.git_dir, "cat-file",
+                                 "--batch=%(objecttype) %(objectsize)"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
 
@@ -232,6 +233,37 @@ class Store:
                 proc.kill()
             proc.wait()
             feeder.join()
+
+    def stream_log_blobs(self, tips: list[str]) -> Iterator[tuple[str, memoryview | None]]:
+        """(commit, events blob) for every commit reachable from tips, newest first.
+
+        `git rev-list | git cat-file --batch` with no Python in between: git lists and reads
+        while this process decodes. Raises GriteError, after yielding what it could, if the
+        walk failed (a corrupt or missing commit).
+        """
+        if not tips:
+            return
+        git = ["git", "--git-dir", self.git_dir]
+        walk = subprocess.Popen([*git, "rev-list", "--no-commit-header", "--format=%H:events %H",
+                                 *tips], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cat = subprocess.Popen([*git, "cat-file", "--batch=%(objecttype) %(objectsize) %(rest)"],
+                               stdin=walk.stdout, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        walk.stdout.close()   # cat-file now owns the pipe; it ends when rev-list does
+        try:
+            yield from _parse_batch_output(cat.stdout, None)
+        finally:
+            cat.stdout.close()
+            for proc in (cat, walk):
+                if proc.poll() is None:
+                    proc.kill()   # the consumer stopped early
+                proc.wait()
+            err = walk.stderr.read().decode("utf-8", "replace").strip()
+            walk.stderr.close()
+        # Reached only when all output was read: a git that died (a corrupt commit for
+        # rev-list, a corrupt object for cat-file) cut the stream short.
+        if walk.returncode != 0 or cat.returncode != 0:
+            raise GriteError(f"git could not read every log commit: "
+                             f"{err.splitlines()[-1] if err else 'cat-file failed'}")
 
     # -- config --------------------------------------------------------------
 
@@ -417,42 +449,62 @@ def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
     return lines[0] if lines else f"git {what} exited {proc.returncode}"
 
 
-def _parse_batch_output(out, commits: list[str]) -> Iterator[tuple[str, bytes | None]]:
-    """Parse `git cat-file --batch` output incrementally, in large reads."""
-    buf, pos = bytearray(), 0
+def _parse_batch_output(out, commits: list[str] | None) -> Iterator[tuple[str, memoryview | None]]:
+    """Parse `git cat-file --batch='%(objecttype) %(objectsize)[ %(rest)]'` output as it arrives.
 
-    def fill(need_end: int) -> bool:
-        nonlocal buf, pos
-        while len(buf) < need_end:
-            chunk = out.read1(1 << 20)
-            if not chunk:
-                return False
-            buf += chunk
+    With `commits`, record i belongs to commits[i]; with None, each header names its commit.
+
+    Reads large immutable chunks and yields zero-copy views into them (decoders take any
+    buffer), so per-record cost stays a few attribute lookups.
+    """
+    data, pos = b"", 0
+
+    def more(need: int = 0) -> bool:
+        """Append at least `need` more bytes (or one chunk) after pos; False at end of output."""
+        nonlocal data, pos
+        chunk = out.read(need) if need > (1 << 20) else out.read1(1 << 20)
+        if not chunk:
+            return False
+        data, pos = data[pos:] + chunk, 0
         return True
 
-    for c in commits:
-        if pos > (1 << 22):   # drop what was consumed, so the buffer never grows unbounded
-            del buf[:pos]
-            pos = 0
-        eol = buf.find(b"\n", pos)
+    names = iter(commits) if commits is not None else None
+    while True:
+        c = next(names, None) if names is not None else ""
+        if c is None:
+            return
+        eol = data.find(b"\n", pos)
         while eol < 0:
-            if not fill(len(buf) + 1):
+            if not more():
                 break
-            eol = buf.find(b"\n", pos)
+            eol = data.find(b"\n", pos)
         if eol < 0:
+            if names is None:   # streaming: the end of the output is the end of the walk
+                return
             yield c, None
             continue
-        parts = bytes(buf[pos:eol]).split()
+        header = data[pos:eol]
+        blob = header.startswith(b"blob ")
+        if names is None:   # "%(objecttype) %(objectsize) %(rest)": the commit is the rest
+            if blob:
+                size_text, _, name = header[5:].partition(b" ")
+                c, size = name.decode(), int(size_text)
+            else:               # "<commit>:events missing"
+                c, size = header.partition(b":")[0].decode(), 0
+        else:
+            size = int(header[5:]) if blob else 0
         pos = eol + 1
-        if len(parts) == 3 and parts[1] == b"blob":
-            size = int(parts[2])
-            if not fill(pos + size + 1):
-                yield c, None
-                continue
-            yield c, bytes(buf[pos:pos + size])
-            pos += size + 1
-        else:  # "<name> missing" or not a blob
+        if not blob:   # "<name> missing", or not a blob
             yield c, None
+            continue
+        while len(data) - pos < size + 1:
+            if not more(size + 1 - (len(data) - pos)):
+                break
+        if len(data) - pos < size + 1:
+            yield c, None
+            continue
+        yield c, memoryview(data)[pos:pos + size]
+        pos += size + 1
 
 
 def _run_bounded(argv: list[str], env: dict, timeout: float | None,

@@ -137,6 +137,22 @@ class LogReader:
             blobs: Iterable[tuple[str, bytes | None]] = self.store.cat_log_blobs(commits)
         else:
             blobs = (self._read_one(c) for c in commits)
+        return self._decoded(blobs)
+
+    def all_batches(self, tips: Iterable[str]) -> Iterator[tuple[str, ev.Batch]]:
+        """Every batch reachable from tips, in no particular order (replay is a CRDT).
+
+        One `git rev-list | git cat-file` pipeline, so listing commits and reading blobs overlap
+        with decoding here. If git refuses the walk (a corrupt commit), the careful in-process
+        walk takes over; batches already yielded come again, which replay tolerates.
+        """
+        tips = list(tips)
+        try:
+            yield from self._decoded(self.store.stream_log_blobs(tips))
+        except GriteError:
+            yield from self.batches(self.new_commits(tips, ()))
+
+    def _decoded(self, blobs: Iterable[tuple[str, bytes | None]]) -> Iterator[tuple[str, ev.Batch]]:
         for sha, data in blobs:
             if data is None:
                 self._note(sha, "commit, tree or events blob missing or unreadable")

@@ -65,7 +65,8 @@ class State(msgspec.Struct):
             self.max_lamport = e.lamport
         self.event_count += 1
         op = e.op
-        if isinstance(op, ev.LeaseToken):
+        kind = type(op)
+        if kind is ev.LeaseToken:
             res, tok = op.resource, op.token
             if tok > self.fences.get(res, 0):
                 self.fences[res] = tok
@@ -86,13 +87,16 @@ class State(msgspec.Struct):
             seen = self.fenced_at.setdefault(res, {})
             if e.ts > seen.get(tok, -1):
                 seen[tok] = e.ts
-        if isinstance(op, ev.UnknownOp):
+        apply = _APPLY.get(kind)
+        if apply is None:   # UnknownOp: an operation from a newer writer
             self.unknown_ops += 1
             return True
         ent = self.entities.get(e.entity)
         if ent is None:
             ent = self.entities[e.entity] = Entity(e.entity)
-        apply_to_entity(ent, e)
+        if e.ts > ent.updated_at:
+            ent.updated_at = e.ts
+        apply(ent, e, op)
         return True
 
     def stale(self, resource: str, token: int, ts: int) -> bool:
@@ -110,12 +114,6 @@ class State(msgspec.Struct):
             return False
         cutoff = min(cutoffs)
         return cutoff <= 0 or ts > cutoff
-
-
-def apply_to_entity(ent: Entity, e: ev.Event) -> None:
-    if e.ts > ent.updated_at:
-        ent.updated_at = e.ts
-    _APPLY[type(e.op)](ent, e, e.op)
 
 
 def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
