@@ -33,3 +33,13 @@ def test_lease_refs_moving_back_and_forth_are_never_mistaken_for_logs(tmp_path):
         git(bob, "fetch", "-q", "--prune")
     assert grite_json(bob, "doctor")["ok"]
     assert grite_json(bob, "issue", "list") == []
+
+
+def test_with_one_synced_remote_leases_are_decided_there_by_default(tmp_path):
+    hub = seeded_hub(tmp_path)
+    alice, bob = clone(str(hub), tmp_path / "alice"), clone(str(hub), tmp_path / "bob")
+    won = grite_json(alice, "lock", "acquire", "task:shared")
+    assert won["mode"] == "remote" and won["remote"] == "origin"
+    refused = grite(bob, "lock", "acquire", "task:shared", check=False)
+    assert refused.returncode == 5 and "held by" in refused.err
+    assert grite_json(bob, "lock", "acquire", "task:mine", "--local")["mode"] == "local"

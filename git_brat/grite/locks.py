@@ -242,13 +242,21 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
     ttl_s = seconds("grite.lockTtl", "--ttl", ttl, DEFAULT_TTL, 0.001)
     skew_s = seconds("grite.lockSkew", "--skew", skew, DEFAULT_SKEW, 0.0)
     timeout = seconds("grite.lockTimeout", "", None, DEFAULT_REMOTE_TIMEOUT, 0.1)
-    name = None if local else (remote or cfg.get("grite.lockremote") or None)
+    name = None if local else (remote or cfg.get("grite.lockremote") or _only_synced_remote(store))
     if name is not None:
         looks_like_url = "/" in name or ":" in name or os.path.exists(name)
         if not looks_like_url and f"remote.{name}.url" not in cfg:
             src = "--remote" if remote else "git config grite.lockRemote"
             raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
     return Settings(name, ttl_s, skew_s, fallback, timeout)
+
+
+def _only_synced_remote(store: "Store") -> str | None:
+    """With exactly one remote syncing grite state, leases are decided there by default:
+    clones that share work through it must never both hold a lease (DESIGN.md section 6)."""
+    from git_brat.grite.sync import synced_remotes
+    remotes = synced_remotes(store)
+    return remotes[0] if len(remotes) == 1 else None
 
 
 def default_holder_id(g: "Grite") -> str:
