@@ -145,12 +145,13 @@ def release(resource, holder, force, no_fallback, remote, local, skew, as_json):
     emit(as_json, out, human)
 
 
-def _rows(leases) -> str:
+def _rows(leases, names: dict[str, str]) -> str:
+    """A table; holders that are actors are shown by name (the log says who they are)."""
     rows = [["RESOURCE", "STATE", "TOKEN", "LEFT", "HOLDER"]]
     for v in leases:
         left = f"{v.remaining:.0f}s" if v.state == "held" else "-"
-        rows.append([v.resource, v.state, str(v.token), left,
-                     v.holder + (f" @{v.host}" if v.host else "")])
+        who = names.get(v.holder, v.holder)
+        rows.append([v.resource, v.state, str(v.token), left, who + (f" @{v.host}" if v.host else "")])
     return table(rows, [30, 8, 6, 7, None])
 
 
@@ -167,7 +168,10 @@ def status(resource, remote, local, skew, as_json):
         warn(f"unreadable lease record {p}")
     if report.note:
         warn(report.note)
-    emit(as_json, report.leases, lambda: _rows(report.leases) if report.leases else "no leases")
+    def human() -> str:
+        from git_brat.grite.cache import actor_names
+        return _rows(report.leases, actor_names(g.state())) if report.leases else "no leases"
+    emit(as_json, report.leases, human)
 
 
 @lock.command()
