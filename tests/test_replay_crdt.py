@@ -72,7 +72,12 @@ def test_any_order_and_any_batch_split_give_identical_state(data, events):
     for c in cuts + [len(shuffled)]:
         batches.append(shuffled[start:c])
         start = c
-    assert canonical(incremental(batches)) == expected
+    inc = incremental(batches)
+    assert canonical(inc) == expected
+    full = replay(events)   # the indexes (kinds, dependency sources) agree too
+    assert inc.kinds == full.kinds
+    assert {k: sorted(v) for k, v in inc.dep_sources.items()} == \
+        {k: sorted(v) for k, v in full.dep_sources.items()}
 
 
 @settings(max_examples=100, deadline=None)

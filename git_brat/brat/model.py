@@ -146,8 +146,8 @@ class Board:
 
     def __init__(self, state: State):
         self.state = state
-        self.tasks = {e.id: e for e in state.entities.values() if e.created and e.kind == TASK}
-        self.convoys = {e.id: e for e in state.entities.values() if e.created and e.kind == CONVOY}
+        self.tasks = {e.id: e for e in state.of_kind(TASK)}
+        self.convoys = {e.id: e for e in state.of_kind(CONVOY)}
         self.pre = prerequisites(state, TASK)
         self.names = actor_names(state)
         self.by_convoy: dict[str, list[Entity]] = {}
@@ -242,15 +242,15 @@ class Board:
         out = [SessionView(e.id, e.get("task", ""), e.get("status", ""), e.get("engine", ""),
                            e.get("branch", ""), e.get("worktree", ""), iso(e.created_at),
                            iso(e.updated_at))
-               for e in self.state.entities.values() if e.created and e.kind == SESSION
-               and (statuses is None or e.get("status", "") in statuses)]
+               for e in self.state.of_kind(SESSION)
+               if statuses is None or e.get("status", "") in statuses]
         return sorted(out, key=lambda s: (s.created_at, s.id))
 
     def merge_queue(self) -> list[MergeQueueEntry]:
         """Tasks waiting for or in the refinery: merging first, then priority, then age."""
         merges: dict[str, Entity] = {}
-        for e in self.state.entities.values():
-            if e.created and e.kind == MERGE and e.get("task"):
+        for e in self.state.of_kind(MERGE):
+            if e.get("task"):
                 cur = merges.get(e.get("task"))
                 if cur is None or age_key(e) > age_key(cur):
                     merges[e.get("task")] = e

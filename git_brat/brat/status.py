@@ -130,8 +130,8 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
 def recovery(g: Grite, board: Board, tasks: set[str] | None,
              lease_problems: list[str] = ()) -> RecoveryReport:
     crashed, survived, review = [], [], []
-    for e in sorted(board.state.entities.values(), key=model.age_key):
-        if not (e.created and e.kind == model.SESSION and e.get("status") == "crashed"):
+    for e in sorted(board.state.of_kind(model.SESSION), key=model.age_key):
+        if e.get("status") != "crashed":
             continue
         tid = e.get("task", "")
         if tasks is not None and tid not in tasks:

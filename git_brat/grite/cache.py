@@ -17,9 +17,9 @@ from git_brat.grite import attic
 from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, Problem
-from git_brat.grite.state import Entity, State, iso, no_gc, replay
+from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay
 
-CACHE_VERSION = 1
+CACHE_VERSION = 3   # 2: entities decoded lazily, kinds index; 3: dep_sources index
 
 
 class IssueView(msgspec.Struct):
@@ -82,6 +82,8 @@ class Cache:
                 stamped = msgspec.msgpack.decode(f.read(), type=_Stamped)
             if stamped.generation != meta.generation:
                 return None
+            if typ is State:   # entities stay bytes until used: see state.Entities
+                return msgspec.msgpack.decode(stamped.body, type=StoredState).loaded()
             with no_gc():   # millions of small acyclic objects: GC passes only cost time
                 return msgspec.msgpack.decode(stamped.body, type=typ)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
@@ -211,7 +213,7 @@ class Cache:
                      old: list[IssueView] | None) -> list[IssueView]:
         names = actor_names(state)
         if old is not None and touched is not None and not any(
-                state.entities[t].kind == "actor" for t in touched if t in state.entities):
+                state.kinds.get(t) == "actor" for t in touched):
             by_id = {v.id: v for v in old}
             for eid in touched:
                 ent = state.entities.get(eid)
@@ -219,8 +221,7 @@ class Cache:
                     by_id[eid] = issue_view(ent, names)
             views = list(by_id.values())
         else:
-            views = [issue_view(ent, names) for ent in state.entities.values()
-                     if ent.created and ent.kind == "issue"]
+            views = [issue_view(ent, names) for ent in state.of_kind("issue")]
         views.sort(key=lambda v: (v.created_at, v.id))
         return views
 
@@ -234,8 +235,7 @@ def _lock(path: str):
 
 def actor_names(state: State) -> dict[str, str]:
     """Actor id -> display name, from actor entities recorded in the log."""
-    return {ent.id: ent.get("name", ent.id) for ent in state.entities.values()
-            if ent.kind == "actor" and ent.created}
+    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind("actor")}
 
 
 def _merge_problems(old: list[Problem], new: list[Problem]) -> list[Problem]:

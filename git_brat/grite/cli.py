@@ -148,7 +148,7 @@ def rebuild(as_json):
     g = open_grite()
     state = g.cache.rebuild()
     report_problems(g)
-    live = sum(1 for e in state.entities.values() if e.created)
+    live = len(state.kinds)
     out = {"entities": live, "events": state.event_count, "problems": g.cache.problems}
     emit(as_json, out, lambda: f"rebuilt cache: {live} entities from {state.event_count} events")
 

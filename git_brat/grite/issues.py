@@ -131,15 +131,13 @@ def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str
 def prerequisites(state: State, kind: str = KIND) -> dict[str, set[str]]:
     """id -> ids that must be done first (depends_on edges, and blocks edges reversed)."""
     pre: dict[str, set[str]] = {}
-    for ent in state.entities.values():
-        if not ent.created or ent.kind != kind:
-            continue
+    for ent in state.of_kind(kind):
         pre.setdefault(ent.id, set())
         for target in ent.members("dep:depends_on"):
             pre[ent.id].add(target)
         for target in ent.members("dep:blocks"):
             pre.setdefault(target, set()).add(ent.id)
-    live = {eid for eid, e in state.entities.items() if e.created and e.kind == kind}
+    live = {eid for eid, k in state.kinds.items() if k == kind}
     return {k: {p for p in v if p in live} for k, v in pre.items() if k in live}
 
 
@@ -197,8 +195,9 @@ def dep_remove(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tup
 
 
 def deps_of(state: State, ent: Entity) -> Deps:
-    dependents = sorted(e.id for e in state.entities.values()
-                        if e.created and e.kind == ent.kind and ent.id in e.members("dep:depends_on"))
+    dependents = sorted(i for i in state.dep_sources.get(ent.id, ())
+                        if state.kinds.get(i) == ent.kind
+                        and ent.id in state.entities[i].members("dep:depends_on"))
     return Deps(ent.members("dep:depends_on"), ent.members("dep:blocks"),
                 ent.members("dep:related_to"), dependents)
 
@@ -206,7 +205,7 @@ def deps_of(state: State, ent: Entity) -> Deps:
 def topo(state: State, kind: str = KIND, include=lambda e: True) -> list[Entity]:
     """Entities, prerequisites first; ties in (created_at, id) order so the result is stable."""
     import heapq
-    ents = {e.id: e for e in state.entities.values() if e.created and e.kind == kind and include(e)}
+    ents = {e.id: e for e in state.of_kind(kind) if include(e)}
     pre = {k: {p for p in v if p in ents} for k, v in prerequisites(state, kind).items() if k in ents}
     waiting = {k: len(v) for k, v in pre.items()}
     after: dict[str, list[str]] = {}
@@ -232,8 +231,8 @@ def topo(state: State, kind: str = KIND, include=lambda e: True) -> list[Entity]
 def ready(state: State) -> list[Entity]:
     """Open issues whose prerequisites are all closed, in stable (created_at, id) order."""
     pre = prerequisites(state)
-    out = [e for e in state.entities.values()
-           if e.created and e.kind == KIND and e.get("state", "open") == "open"
+    out = [e for e in state.of_kind(KIND)
+           if e.get("state", "open") == "open"
            and all(state.entities[p].get("state") == "closed" for p in pre.get(e.id, ()))]
     return sorted(out, key=lambda e: (e.created_at, e.id))
 

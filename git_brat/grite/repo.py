@@ -85,8 +85,8 @@ def resolve(state: State, ref: str, kind: str | None = None) -> Entity:
     ent = state.entities.get(ref)
     if ent is not None and ent.created and (kind is None or ent.kind == kind):
         return ent
-    matches = [e for eid, e in state.entities.items()
-               if eid.startswith(ref) and e.created and (kind is None or e.kind == kind)]
+    matches = [state.entities[eid] for eid, k in state.kinds.items()
+               if eid.startswith(ref) and (kind is None or k == kind)]
     if not matches:
         raise NotFound(f"no {what} with id {ref}")
     if len(matches) > 1:

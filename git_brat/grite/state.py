@@ -46,9 +46,41 @@ class Rejection(msgspec.Struct):
     reason: str
 
 
+class Entities(dict):
+    """id -> Entity, where a value may still be the msgpack bytes it was cached as.
+
+    Loading a large cache then costs one pass that slices bytes; an entity is decoded the first
+    time it is looked at, and one never looked at is written back as the same bytes.
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Entity:
+        value = dict.__getitem__(self, key)
+        if type(value) is msgspec.Raw:
+            value = _entity_decoder.decode(value)
+            dict.__setitem__(self, key, value)
+        return value
+
+    def get(self, key: str, default=None):
+        return self[key] if dict.__contains__(self, key) else default
+
+    def values(self):
+        for key in self:
+            self[key]
+        return dict.values(self)
+
+    def items(self):
+        self.values()
+        return dict.items(self)
+
+
 class State(msgspec.Struct):
     """Everything replay derives from the logs."""
     entities: dict[str, Entity] = {}
+    kinds: dict[str, str] = {}              # id -> kind of every created entity (an index)
+    # target -> entities that ever added a dependency edge to it (a superset: check membership)
+    dep_sources: dict[str, list[str]] = {}
     max_lamport: int = 0
     fences: dict[str, int] = {}             # resource -> highest lease token seen
     # resource -> token -> when the lease before that token ended (LeaseToken.prev_end; 0 unknown)
@@ -97,7 +129,17 @@ class State(msgspec.Struct):
         if e.ts > ent.updated_at:
             ent.updated_at = e.ts
         apply(ent, e, op)
+        if kind is ev.Create:
+            self.kinds[e.entity] = ent.kind
+        elif kind is ev.AddTo and op.name.startswith("dep:"):
+            sources = self.dep_sources.setdefault(op.value, [])
+            if e.entity not in sources:
+                sources.append(e.entity)
         return True
+
+    def of_kind(self, kind: str) -> list[Entity]:
+        """Created entities of one kind (decoding only those)."""
+        return [self.entities[i] for i, k in self.kinds.items() if k == kind]
 
     def stale(self, resource: str, token: int, ts: int) -> bool:
         """Is an event under `token`, written at ts (holder's clock), from a lost lease?
@@ -192,6 +234,19 @@ class no_gc:
         import gc
         if self.was:
             gc.enable()
+
+
+_entity_decoder = msgspec.msgpack.Decoder(Entity)
+
+
+class StoredState(State):
+    """State as cached: entities stay msgpack bytes until used (see Entities)."""
+    entities: dict[str, msgspec.Raw] = {}
+
+    def loaded(self) -> State:
+        fields = {f: getattr(self, f) for f in State.__struct_fields__}
+        fields["entities"] = Entities(self.entities)
+        return State(**fields)
 
 
 def canonical(state: State) -> bytes:

@@ -46,7 +46,7 @@ class ImportResult(msgspec.Struct):
 
 def export(state: State) -> dict:
     items = [issues.detail(state, e) for e in sorted(
-        (e for e in state.entities.values() if e.created and e.kind == issues.KIND),
+        state.of_kind(issues.KIND),
         key=lambda e: (e.created_at, e.id))]
     return {"format": EXPORT_FORMAT, "version": 1, "issues": items}
 
@@ -113,7 +113,7 @@ def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResu
         # Decided against the state at the tip the batch lands on, so concurrent imports of
         # the same file never duplicate anything.
         state = g.state()
-        known = {eid for eid, e in state.entities.items() if e.created and e.kind == issues.KIND}
+        known = {eid for eid, k in state.kinds.items() if k == issues.KIND}
         taken: set[str] = set()
         created.clear()
         skipped.clear()
