@@ -61,7 +61,7 @@ def bench_rebuild(events: int, per_batch: int, runs: int) -> None:
     def cat_file():
         subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=feed, check=True,
                        stdout=subprocess.DEVNULL)
-    floor_times, rebuild_times = [], []
+    floor_times = []
     for _ in range(runs):
         t0 = time.perf_counter()
         cat_file()
@@ -71,7 +71,7 @@ def bench_rebuild(events: int, per_batch: int, runs: int) -> None:
     report(f"git cat-file --batch of the same blobs ({len(commits)} commits)", floor_t)
     report(f"full rebuild of {events} events, {per_batch} per commit (process)", rebuild,
            note=f"ratio {rebuild / floor_t:.2f}x cat-file (goal <= 1.5)")
-    report(f"full rebuild minus the import floor", rebuild - floor(5),
+    report("full rebuild minus the import floor", rebuild - floor(5),
            note=f"ratio {(rebuild - floor(5)) / floor_t:.2f}x cat-file")
     shutil.rmtree(repo, ignore_errors=True)
 

@@ -67,3 +67,16 @@ def make_repo(path: Path, commit: bool = True) -> Path:
         git(path, "add", "README")
         git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+def incremental(batches: list[list]):
+    """What the cache does: apply batch by batch, full replay when a fence moves backwards."""
+    from git_brat.grite.state import State, replay
+    state, seen = State(), []
+    for batch in batches:
+        seen += batch
+        for e in batch:
+            if not state.apply(e):
+                state = replay(seen)
+                break
+    return state

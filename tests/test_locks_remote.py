@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import time
 
 import pytest
 
 from helpers import git, grite, grite_json, status
 from lock_workers import run_race
+from sync_helpers import Daemon
 
 
 def _clones(tmp_path, url: str, n: int) -> list:
@@ -31,41 +30,14 @@ def hub(tmp_path):
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def daemon(hub):
-    """`git daemon` serving the hub with receive-pack on 127.0.0.1; killed at teardown."""
-    for _attempt in range(3):
-        port = _free_port()
-        proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
-                                 f"--base-path={hub.parent}", "--export-all", "--enable=receive-pack",
-                                 "--informative-errors", str(hub.parent)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        if proc.poll() is None:
-            break
-    else:
-        pytest.fail("git daemon did not start")
+    """`git daemon` serving the hub with receive-pack on 127.0.0.1; stopped at teardown."""
+    d = Daemon(hub.parent).start()
     try:
-        yield f"git://127.0.0.1:{port}/{hub.name}"
+        yield d.url(hub.name)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        d.stop()
 
 
 def _check_one_winner_per_round(rounds: dict, n_rounds: int, n_clones: int) -> None:

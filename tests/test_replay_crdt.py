@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from git_brat.grite import events as ev
 from git_brat.grite.state import State, canonical, replay
+from helpers import incremental
 
 ENTITIES = ["e1", "e2", "e3"]
 ACTORS = ["alice", "bob", "carol"]
@@ -47,18 +48,6 @@ def histories(draw):
             adds.setdefault((ent, op.name, op.value), []).append(e.id)
         events.append(e)
     return events
-
-
-def incremental(batches: list[list[ev.Event]]) -> State:
-    """What the cache does: apply batch by batch, full replay when a fence moves backwards."""
-    state, seen = State(), []
-    for batch in batches:
-        seen += batch
-        for e in batch:
-            if not state.apply(e):
-                state = replay(seen)
-                break
-    return state
 
 
 @settings(max_examples=300, deadline=None)

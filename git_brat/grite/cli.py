@@ -7,7 +7,7 @@ import sys
 import click
 
 from git_brat import __version__
-from git_brat.clikit import emit, emit_json, json_option, run, table, warn, when
+from git_brat.clikit import emit, json_option, run, warn, when
 from git_brat.grite.repo import Grite
 
 

@@ -115,7 +115,7 @@ def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str
     add = sorted({check_name(x, what) for x in add})
     remove = sorted({check_name(x, what) for x in remove})
     if not add and not remove:
-        raise UsageError(f"nothing to change: give --add and/or --remove")
+        raise UsageError("nothing to change: give --add and/or --remove")
     def build() -> list[Draft]:
         # A remove cancels the adds observed at the tip we append to, no older view.
         cur = g.state().entities[ent.id]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from git_brat.brat import model
 from git_brat.grite import events as ev
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
