@@ -164,7 +164,7 @@ def test_fencing_is_order_independent_and_incremental_equals_full(data, events):
     assert canonical(incremental([[e] for e in shuffled])) == expected
 
 
-def test_a_grant_whose_token_event_was_lost_is_recorded_with_the_successors_first_write(grepo):
+def test_a_grant_whose_token_event_was_lost_is_recorded_with_the_successors_first_write(grepo, monkeypatch):
     g = _open(grepo)
     eid = _create(g)
     st = _settings(g)
@@ -175,13 +175,10 @@ def test_a_grant_whose_token_event_was_lost_is_recorded_with_the_successors_firs
     # log's ref lock is held by someone else; the acquire reports it in its note).
     lock = grepo / ".git" / "refs" / "grite" / "wal.lock"
     lock.write_text("held\n")
-    import os
-    os.environ["GRITE_LOCK_TIMEOUT"] = "0.3"
-    try:
+    with monkeypatch.context() as m:
+        m.setenv("GRITE_LOCK_TIMEOUT", "0.3")
         took = locks.acquire(g, RES, st, heir)
-    finally:
-        del os.environ["GRITE_LOCK_TIMEOUT"]
-        lock.unlink()
+    lock.unlink()
     assert took.token == first.token + 1 and "not recorded" in took.note
     stale = g.append([Draft(eid, ev.SetFields({"title": "zombie overwrite"}),
                             ev.Fence(RES, first.token))], "zombie")
