@@ -13,13 +13,16 @@ from datetime import datetime
 
 import msgspec
 
-from git_brat.grite import attic
+from git_brat.grite import attic, snapshot
+from git_brat.grite.errors import GriteError
 from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
-from git_brat.grite.log import LogReader, Problem
-from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay
+from git_brat.grite.log import LogReader, LogUnreadable, Problem
+from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay_stream
 
-CACHE_VERSION = 3   # 2: entities decoded lazily, kinds index; 3: dep_sources index
+# 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events.
+# Snapshots carry it too: bump it whenever the same events would give a different State.
+CACHE_VERSION = 4
 
 
 class IssueView(msgspec.Struct):
@@ -40,6 +43,7 @@ class Meta(msgspec.Struct):
     frontier: dict[str, str]
     max_lamport: int
     problems: list[Problem] = []
+    snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
 
 
 class _Stamped(msgspec.Struct, array_like=True):
@@ -62,6 +66,7 @@ class Cache:
         self.dir = os.path.join(store.grite_dir, "cache")
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
+        self.snapshot: snapshot.Snapshot | None = None   # the snapshot it started from, if any
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
 
@@ -126,11 +131,33 @@ class Cache:
         atomic_write(path, self.generation.encode() + b"\n" + body)
         return body
 
-    def rebuild(self) -> State:
-        """Replay every log from scratch and rewrite the cache."""
+    def rebuild(self, full: bool = False) -> State:
+        """Rewrite the cache from the logs: from the best snapshot on, or (full) every event."""
         os.makedirs(self.dir, exist_ok=True)
         with _lock(self._path("lock")):
-            return self._update(None, None, self.store.log_tips())[0]
+            return self._update(None, None, self.store.log_tips(), full)[0]
+
+    def take_snapshot(self) -> tuple[snapshot.Snapshot | None, bool]:
+        """Commit the state at the current frontier as this replica's snapshot: (it, written?).
+
+        Nothing is written when ours already covers exactly this frontier, or when there are
+        no events at all.
+        """
+        from git_brat.grite import identity
+        state = self.state()
+        covers = sorted(set(self.frontier.values()))
+        rid = identity.load_replica(self.store.grite_dir).id
+        ours = [s for s in snapshot.listed(self.store) if s.ref == snapshot.own_ref(rid).decode()]
+        if ours and ours[0].meta.covers == covers and ours[0].meta.version == CACHE_VERSION:
+            return ours[0], False
+        if not covers:
+            return None, False
+        ident = identity.load(self.store.grite_dir)
+        snap = snapshot.write(self.store, rid, ident.git_author, state,
+                              msgspec.msgpack.encode(state), covers, CACHE_VERSION)
+        if snap is None:
+            raise GriteError("another process moved this replica's snapshot meanwhile; try again")
+        return snap, True
 
     def _load(self, part: str, typ):
         tips = self.store.log_tips()
@@ -153,61 +180,77 @@ class Cache:
             state, issues = self._update(meta if state is not None else None, state, tips)
             return state if part == "state" else issues
 
-    def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str]):
+    def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
+                full: bool = False):
         # Replay builds millions of small acyclic objects; a cyclic-GC pass over them (several
         # would run otherwise) costs more than the work itself.
         with no_gc():
-            return self._project(meta, state, tips)
+            return self._project(meta, state, tips, full)
 
-    def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str]):
+    def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str], full: bool):
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
             attic.keep(self.store, prior.frontier.items(), tips)
         reader = LogReader(self.store)
+        touched: set[str] | None = None
         if meta is None or state is None:
-            state, touched = self._full(reader, tips), None
+            settings = snapshot.settings(self.store)
+            start = None if full or not settings.enabled else \
+                snapshot.best(self.store, tips, CACHE_VERSION)
+            if start is None:
+                state, covered = self._full(reader, tips), 0
+            else:
+                self.snapshot, state = start
+                self.rebuilt, covered = True, self.snapshot.meta.events
+                state, _ = self._extend(reader, state, {c: c for c in self.snapshot.meta.covers}, tips)
             problems = reader.problems
         else:
-            changed = [sha for ref, sha in tips.items() if meta.frontier.get(ref) != sha]
-            commits = reader.new_commits(changed, meta.frontier.values())
-            touched = set()
-            for _sha, batch in reader.batches(commits):
-                for e in batch.events:
-                    touched.add(e.entity)
-                    if not state.apply(e):
-                        touched = None
-                        break
-                if touched is None:
-                    break
-            if touched is None:   # a fence moved: replay everything in canonical order
-                reader = LogReader(self.store)
-                state = self._full(reader, tips)
+            settings, covered = None, meta.snapshot_events
+            state, touched = self._extend(reader, state, meta.frontier, tips)
             problems = _merge_problems(meta.problems, reader.problems)
         self.problems, self.frontier = problems, tips
         old = self._read("issues", meta, list[IssueView]) if meta and touched is not None else None
         issues = self._issue_views(state, touched, old)
         generation = self.generation = os.urandom(8).hex()
         enc = msgspec.msgpack.encode
-        atomic_write(self._path("state"), enc(_Stamped(generation, msgspec.Raw(enc(state)))))
+        encoded = enc(state)
+        if settings is not None and settings.every and state.event_count - covered >= settings.every:
+            covered = self._snapshot(state, encoded, tips) or covered
+        atomic_write(self._path("state"), enc(_Stamped(generation, msgspec.Raw(encoded))))
         atomic_write(self._path("issues"), enc(_Stamped(generation, msgspec.Raw(enc(issues)))))
         atomic_write(self._path("meta"), enc(Meta(CACHE_VERSION, generation, tips,
-                                                  state.max_lamport, problems)))
+                                                  state.max_lamport, problems, covered)))
         return state, issues
+
+    def _extend(self, reader: LogReader, state: State, frontier: dict[str, str],
+                tips: dict[str, str]) -> tuple[State, set[str] | None]:
+        """Apply what tips have beyond frontier: (state, touched entity ids, None if replayed)."""
+        changed = [sha for ref, sha in tips.items() if frontier.get(ref) != sha]
+        touched: set[str] = set()
+        for _sha, batch in reader.batches(reader.new_commits(changed, frontier.values())):
+            for e in batch.events:
+                touched.add(e.entity)
+                if not state.apply(e):   # a fence moved: replay everything in canonical order
+                    return self._full(reader, tips), None
+        return state, touched
+
+    def _snapshot(self, state: State, encoded: bytes, tips: dict[str, str]) -> int:
+        """Commit a snapshot of state; the events it covers (0 if another writer raced us)."""
+        from git_brat.grite import identity
+        try:   # only speed is at stake: a snapshot that cannot be written is not an error
+            ident = identity.load(self.store.grite_dir)
+            snap = snapshot.write(self.store, ident.replica.id, ident.git_author, state, encoded,
+                                  list(tips.values()), CACHE_VERSION)
+        except (GriteError, OSError):
+            return 0
+        return snap.meta.events if snap else 0
 
     def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
         self.rebuilt = True
-        # Apply while git is still streaming blobs; arrival order is fine (the projection is a
-        # CRDT) unless a fence moves backwards, and then the canonical replay decides.
-        state, events, in_order = State(), [], True
-        with no_gc():
-            for _sha, batch in reader.all_batches(tips.values()):
-                events += batch.events
-                if in_order:
-                    for e in batch.events:
-                        if not state.apply(e):
-                            in_order = False
-                            break
-        return state if in_order else replay(events)
+        try:
+            return replay_stream(reader.all_batches(tips.values()))
+        except LogUnreadable:   # start again commit by commit, naming what is skipped
+            return replay_stream(reader.careful_batches(tips.values()))
 
     def _issue_views(self, state: State, touched: set[str] | None,
                      old: list[IssueView] | None) -> list[IssueView]:

@@ -142,15 +142,42 @@ def doctor(fix, stale_after, as_json):
 
 
 @cli.command()
+@click.option("--full", is_flag=True, help="Replay every event, ignoring snapshots.")
 @json_option
-def rebuild(as_json):
-    """Rebuild the cache by replaying every log from scratch."""
+def rebuild(full, as_json):
+    """Rebuild the cache from the logs (from the newest usable snapshot on, unless --full)."""
     g = open_grite()
-    state = g.cache.rebuild()
+    state = g.cache.rebuild(full=full)
     report_problems(g)
     live = len(state.kinds)
-    out = {"entities": live, "events": state.event_count, "problems": g.cache.problems}
-    emit(as_json, out, lambda: f"rebuilt cache: {live} entities from {state.event_count} events")
+    snap = g.cache.snapshot
+    out = {"entities": live, "events": state.event_count, "problems": g.cache.problems,
+           "snapshot": snap.commit if snap else None,
+           "replayed": state.event_count - (snap.meta.events if snap else 0)}
+
+    def human():
+        line = f"rebuilt cache: {live} entities from {state.event_count} events"
+        if snap:
+            line += (f" ({snap.meta.events} from snapshot {snap.commit[:10]} of replica "
+                     f"{snap.meta.replica[:10]}, {out['replayed']} replayed)")
+        return line
+    emit(as_json, out, human)
+
+
+@cli.command()
+@json_option
+def snapshot(as_json):
+    """Commit the projected state as this replica's snapshot, so rebuilds and clones start there."""
+    g = open_grite()
+    snap, written = g.cache.take_snapshot()
+    report_problems(g)
+    if snap is None:
+        emit(as_json, {"snapshot": None, "written": False}, lambda: "no events yet: nothing to snapshot")
+        return
+    out = {"snapshot": snap.commit, "ref": snap.ref, "written": written, "events": snap.meta.events,
+           "entities": snap.meta.entities, "covers": snap.meta.covers}
+    emit(as_json, out, lambda: f"{'wrote' if written else 'up to date:'} snapshot {snap.commit[:10]} "
+                               f"on {snap.ref}: {snap.meta.events} events, {snap.meta.entities} entities")
 
 
 from git_brat.grite import cli_actor, cli_issue, cli_sync  # noqa: E402  (registers subcommands)

@@ -31,6 +31,10 @@ class Appended(msgspec.Struct):
     events: list[ev.Event]
 
 
+class LogUnreadable(Exception):
+    """The fast whole-log read met something missing or undecodable."""
+
+
 class Problem(msgspec.Struct):
     """Something unreadable met while reading logs; replay skipped it."""
     sha: str
@@ -139,18 +143,24 @@ class LogReader:
             blobs = (self._read_one(c) for c in commits)
         return self._decoded(blobs)
 
-    def all_batches(self, tips: Iterable[str]) -> Iterator[tuple[str, ev.Batch]]:
-        """Every batch reachable from tips, in no particular order (replay is a CRDT).
+    def all_batches(self, tips: Iterable[str]) -> Iterator[list[ev.Batch]]:
+        """Every batch reachable from tips, a chunk at a time, in no particular order.
 
-        One `git rev-list | git cat-file` pipeline, so listing commits and reading blobs overlap
-        with decoding here. If git refuses the walk (a corrupt commit), the careful in-process
-        walk takes over; batches already yielded come again, which replay tolerates.
+        Replay is a CRDT, so order does not matter; listing and reading run in git while this
+        process decodes. Raises LogUnreadable, after yielding what it could, when anything is
+        missing or does not decode: `careful_batches` then reads commit by commit and names it.
         """
-        tips = list(tips)
+        decode = ev.decode_batch
         try:
-            yield from self._decoded(self.store.stream_log_blobs(tips))
-        except GriteError:
-            yield from self.batches(self.new_commits(tips, ()))
+            for blobs in self.store.stream_event_blobs(list(tips)):
+                yield [decode(b) for b in blobs]
+        except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LogUnreadable(str(exc)) from exc
+
+    def careful_batches(self, tips: Iterable[str]) -> Iterator[list[ev.Batch]]:
+        """Like all_batches, one commit at a time, skipping (and recording) what is unreadable."""
+        for _sha, batch in self.batches(self.new_commits(tips, ())):
+            yield [batch]
 
     def _decoded(self, blobs: Iterable[tuple[str, bytes | None]]) -> Iterator[tuple[str, ev.Batch]]:
         for sha, data in blobs:

@@ -1,0 +1,120 @@
+"""Snapshots: the projected state at a frontier, committed so a rebuild replays only what came after.
+
+A snapshot is a commit on `refs/grite/snapshots/<replica-id>` (moved only by its replica, and
+published beside its log) whose tree holds `meta` and `state`, and whose parents are the log tips
+it covers: whoever has the snapshot has every event in it. It is used only if its format matches
+and every tip it covers is reachable from our own logs, so it can never add an event our logs do
+not have; `git grite doctor` replays each one in full and reports any that disagree.
+"""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from git_brat.grite.errors import CorruptObject, GriteError
+from git_brat.grite.gitstore import Store
+from git_brat.grite.state import State, StoredState
+
+PREFIX = b"refs/grite/snapshots/"
+REMOTE_INFIX = b"/grite/snapshots/"
+DEFAULT_EVERY = 10000   # events a replica replays past its last snapshot before writing another
+MIN_EVERY = 1000
+
+
+class SnapshotMeta(msgspec.Struct):
+    version: int          # cache format of `state`; snapshots in any other format are ignored
+    replica: str          # the replica that wrote it
+    events: int           # events replayed into it
+    entities: int
+    covers: list[str]     # log tips whose whole history it includes (also the commit's parents)
+
+
+class Snapshot(msgspec.Struct):
+    ref: str
+    commit: str
+    meta: SnapshotMeta
+
+
+class Settings(msgspec.Struct):
+    enabled: bool = True          # grite.snapshots: use and write snapshots
+    every: int = DEFAULT_EVERY    # grite.snapshotEvery: 0 never writes one automatically
+
+
+def own_ref(replica_id: str) -> bytes:
+    return PREFIX + replica_id.encode()
+
+
+def settings(store: Store) -> Settings:
+    """grite.snapshots and grite.snapshotEvery, as git reads them (all config files)."""
+    found = store.config_matching(r"^grite\.snapshot")
+    out = Settings()
+    enabled = found.get("grite.snapshots", "true").strip().lower()
+    if enabled not in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+        raise GriteError(f"grite.snapshots must be true or false, not {enabled!r}")
+    out.enabled = enabled in ("true", "yes", "on", "1")
+    every = found.get("grite.snapshotevery")
+    if every is not None:
+        try:
+            out.every = int(every)
+        except ValueError:
+            raise GriteError(f"grite.snapshotEvery must be a number of events, not {every!r}")
+        if out.every != 0 and out.every < MIN_EVERY:
+            raise GriteError(f"grite.snapshotEvery must be 0 (never) or at least {MIN_EVERY}")
+    return out
+
+
+def listed(store: Store) -> list[Snapshot]:
+    """Every snapshot we have (ours, and fetched ones), most events first; unreadable ones skipped."""
+    refs = store.refs_under(PREFIX)
+    refs.update({n: s for n, s in store.refs_under(b"refs/remotes/").items() if REMOTE_INFIX in n})
+    found = []
+    for name, sha in sorted(refs.items()):
+        try:
+            meta = msgspec.msgpack.decode(store.read_record(sha, b"meta")[0], type=SnapshotMeta)
+        except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        found.append(Snapshot(name.decode(), sha.decode(), meta))
+    found.sort(key=lambda s: (-s.meta.events, s.ref))
+    return found
+
+
+def best(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, State] | None:
+    """The snapshot covering the most events that our logs fully contain, and its state."""
+    seen: set[str] = set()
+    for snap in listed(store):
+        if snap.meta.version != version or snap.commit in seen:
+            continue
+        seen.add(snap.commit)
+        if store.unreachable(snap.meta.covers, tips.values()):
+            continue   # it has events our logs do not reach: using it would invent them
+        state = load(store, snap)
+        if state is not None:
+            return snap, state
+    return None
+
+
+def load(store: Store, snap: Snapshot) -> State | None:
+    """The snapshot's state (entities decoded on first use), or None if it does not decode."""
+    try:
+        data = store.read_record(snap.commit.encode(), b"state")[0]
+        return msgspec.msgpack.decode(data, type=StoredState).loaded()
+    except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def write(store: Store, replica_id: str, author: bytes, state: State, encoded: bytes,
+          covers: list[str], version: int) -> Snapshot | None:
+    """Commit `encoded` (the msgpack of state) as this replica's snapshot; None if one raced us."""
+    covers = sorted(set(covers))
+    meta = SnapshotMeta(version, replica_id, state.event_count, len(state.kinds), covers)
+    message = f"grite: snapshot of {meta.events} events, {meta.entities} entities"
+    commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), b"state": encoded},
+                                     [c.encode() for c in covers], message, author,
+                                     int(time.time()))
+    ref = own_ref(replica_id)
+    old = store.read_ref(ref)
+    if not store.cas_ref(ref, old, commit, b"grite: snapshot"):
+        return None
+    return Snapshot(ref.decode(), commit.decode(), meta)
