@@ -69,3 +69,17 @@ def test_an_unchanged_frontier_loads_the_cache_without_reading_logs(grepo):
     assert not cache.rebuilt
     assert not (grepo / ".git" / "grite" / "cache" / "lock").exists(), \
         "a warm read must not even take the writer lock"
+
+
+def test_a_full_rebuild_reads_events_bigger_than_one_read_from_git(grepo, tmp_path):
+    import json
+    big = "long body " * 300_000   # 3 MB: spans several reads of the pipe from cat-file
+    (tmp_path / "big.json").write_text(json.dumps([{"title": "small"}, {"title": "huge", "body": big}]))
+    grite(grepo, "import", str(tmp_path / "big.json"))
+    for i in range(3):
+        grite(grepo, "issue", "create", f"after {i}")
+    out = grite_json(grepo, "rebuild", "--full")
+    assert out["events"] == out["replayed"] and out["problems"] == []
+    huge = next(i for i in grite_json(grepo, "issue", "list") if i["title"] == "huge")
+    assert grite_json(grepo, "issue", "show", huge["id"])["body"] == big
+    assert len(grite_json(grepo, "issue", "list")) == 5

@@ -66,7 +66,7 @@ class Cache:
         self.dir = os.path.join(store.grite_dir, "cache")
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
-        self.snapshot: snapshot.Snapshot | None = None   # the snapshot it started from, if any
+        self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
 
@@ -137,6 +137,28 @@ class Cache:
         with _lock(self._path("lock")):
             return self._update(None, None, self.store.log_tips(), full)[0]
 
+    def snapshot_if_due(self) -> snapshot.Snapshot | None:
+        """Write this replica's snapshot if grite.snapshotEvery events came since the last one."""
+        settings = snapshot.settings(self.store)
+        if not (settings.enabled and settings.every):
+            return None
+        state = self.state()
+        meta = self._read_meta()
+        covered = meta.snapshot_events if meta and meta.generation == self.generation else 0
+        if state.event_count - max(covered, self._own_snapshot_events()) < settings.every:
+            return None
+        try:
+            return self.take_snapshot()[0]
+        except (GriteError, OSError):   # only speed is at stake
+            return None
+
+    def _own_snapshot_events(self) -> int:
+        """Events in this replica's current snapshot (0 if none usable)."""
+        from git_brat.grite import identity
+        rid = identity.load_replica(self.store.grite_dir).id
+        own = snapshot.read(self.store, snapshot.own_ref(rid))
+        return own.meta.events if own is not None and own.meta.version == CACHE_VERSION else 0
+
     def take_snapshot(self) -> tuple[snapshot.Snapshot | None, bool]:
         """Commit the state at the current frontier as this replica's snapshot: (it, written?).
 
@@ -147,14 +169,12 @@ class Cache:
         state = self.state()
         covers = sorted(set(self.frontier.values()))
         rid = identity.load_replica(self.store.grite_dir).id
-        ours = [s for s in snapshot.listed(self.store) if s.ref == snapshot.own_ref(rid).decode()]
-        if ours and ours[0].meta.covers == covers and ours[0].meta.version == CACHE_VERSION:
-            return ours[0], False
+        ours = snapshot.read(self.store, snapshot.own_ref(rid))
+        if ours and ours.meta.covers == covers and ours.meta.version == CACHE_VERSION:
+            return ours, False
         if not covers:
             return None, False
-        ident = identity.load(self.store.grite_dir)
-        snap = snapshot.write(self.store, rid, ident.git_author, state,
-                              msgspec.msgpack.encode(state), covers, CACHE_VERSION)
+        snap = self._write_snapshot(state, msgspec.msgpack.encode(state), covers)
         if snap is None:
             raise GriteError("another process moved this replica's snapshot meanwhile; try again")
         return snap, True
@@ -200,9 +220,10 @@ class Cache:
             if start is None:
                 state, covered = self._full(reader, tips), 0
             else:
-                self.snapshot, state = start
-                self.rebuilt, covered = True, self.snapshot.meta.events
-                state, _ = self._extend(reader, state, {c: c for c in self.snapshot.meta.covers}, tips)
+                self.from_snapshot, state = start
+                self.rebuilt, covered = True, self.from_snapshot.meta.events
+                covers = {c: c for c in self.from_snapshot.meta.covers}
+                state, _ = self._extend(reader, state, covers, tips)
             problems = reader.problems
         else:
             settings, covered = None, meta.snapshot_events
@@ -215,7 +236,9 @@ class Cache:
         enc = msgspec.msgpack.encode
         encoded = enc(state)
         if settings is not None and settings.every and state.event_count - covered >= settings.every:
-            covered = self._snapshot(state, encoded, tips) or covered
+            covered = max(covered, self._own_snapshot_events())
+            if state.event_count - covered >= settings.every:
+                covered = self._snapshot(state, encoded, tips) or covered
         atomic_write(self._path("state"), enc(_Stamped(generation, msgspec.Raw(encoded))))
         atomic_write(self._path("issues"), enc(_Stamped(generation, msgspec.Raw(enc(issues)))))
         atomic_write(self._path("meta"), enc(Meta(CACHE_VERSION, generation, tips,
@@ -235,15 +258,18 @@ class Cache:
         return state, touched
 
     def _snapshot(self, state: State, encoded: bytes, tips: dict[str, str]) -> int:
-        """Commit a snapshot of state; the events it covers (0 if another writer raced us)."""
-        from git_brat.grite import identity
+        """Commit a snapshot of state; the events it covers (0 if it could not be written)."""
         try:   # only speed is at stake: a snapshot that cannot be written is not an error
-            ident = identity.load(self.store.grite_dir)
-            snap = snapshot.write(self.store, ident.replica.id, ident.git_author, state, encoded,
-                                  list(tips.values()), CACHE_VERSION)
+            snap = self._write_snapshot(state, encoded, list(tips.values()))
         except (GriteError, OSError):
             return 0
         return snap.meta.events if snap else 0
+
+    def _write_snapshot(self, state: State, encoded: bytes, covers: list[str]):
+        from git_brat.grite import identity
+        ident = identity.load(self.store.grite_dir)
+        return snapshot.write(self.store, ident.replica.id, ident.git_author, state, encoded,
+                              covers, CACHE_VERSION)
 
     def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
         self.rebuilt = True

@@ -150,7 +150,7 @@ def rebuild(full, as_json):
     state = g.cache.rebuild(full=full)
     report_problems(g)
     live = len(state.kinds)
-    snap = g.cache.snapshot
+    snap = g.cache.from_snapshot
     out = {"entities": live, "events": state.event_count, "problems": g.cache.problems,
            "snapshot": snap.commit if snap else None,
            "replayed": state.event_count - (snap.meta.events if snap else 0)}

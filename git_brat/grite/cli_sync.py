@@ -31,6 +31,9 @@ def _sync_text(r: sy.SyncResult) -> str:
             lines.append(f"{rs.remote}: fetched; could not publish {pub.ref}: {pub.error}")
         else:
             lines.append(f"{rs.remote}: fetched; {pub.ref} {pub.status}")
+        if pub is not None and pub.snapshot_error:
+            lines.append(f"warning: {rs.remote} refused this replica's snapshot: "
+                         f"{pub.snapshot_error} (only speed is lost)")
     for m in r.moved:
         lines.append(f"  {m.ref}: {_short(m.old)} -> {_short(m.new)}")
     lines.append(f"{r.events} new events")

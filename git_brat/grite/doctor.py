@@ -16,7 +16,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 
 class Finding(msgspec.Struct):
-    kind: str          # corrupt | stale-lock | cache-mismatch | unknown-ops | rewrite | deleted-log
+    kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | unknown-ops | rewrite | deleted-log
     subject: str
     detail: str
     fixed: bool = False
@@ -61,13 +61,41 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     if cached is not None and meta.frontier == tips and canonical(cached) != canonical(truth):
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
         if fix:
-            cache.rebuild()
+            cache.rebuild(full=True)   # a snapshot may be what was wrong
             f.fixed = True
         findings.append(f)
     elif fix and cached is None:
-        cache.rebuild()
+        cache.rebuild(full=True)
+    findings += _check_snapshots(g, fix)
     ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
     return Report(ok, len(commits), len(events), tips, findings)
+
+
+def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
+    """Replay what each snapshot covers in full; one that disagrees must not be used."""
+    from git_brat.grite import snapshot
+    from git_brat.grite.cache import CACHE_VERSION
+    findings = []
+    for snap in snapshot.listed(g.store):
+        if snap.meta.version != CACHE_VERSION:
+            continue   # never used by this version
+        stored = snapshot.load(g.store, snap)
+        if stored is None:
+            detail = "its state does not decode"
+        else:
+            reader = LogReader(g.store)
+            commits = reader.new_commits(snap.meta.covers, ())
+            truth = replay([e for _sha, batch in reader.batches(commits) for e in batch.events])
+            if canonical(stored) == canonical(truth):
+                continue
+            detail = (f"written by replica {snap.meta.replica}, differs from a full replay of "
+                      f"the {truth.event_count} events it covers")
+        f = Finding("snapshot-mismatch", snap.ref, detail)
+        if fix:   # deleting it only costs speed; the cache is rebuilt without it
+            f.fixed = g.store.delete_ref_if(snap.ref.encode(), snap.commit.encode())
+            Cache(g.store).rebuild(full=True)
+        findings.append(f)
+    return findings
 
 
 def _clear_lock(path: str, age: float) -> bool:

@@ -15,7 +15,7 @@ import msgspec
 
 from git_brat.grite.errors import CorruptObject, GriteError
 from git_brat.grite.gitstore import Store
-from git_brat.grite.state import State, StoredState
+from git_brat.grite.state import State
 
 PREFIX = b"refs/grite/snapshots/"
 REMOTE_INFIX = b"/grite/snapshots/"
@@ -65,17 +65,23 @@ def settings(store: Store) -> Settings:
     return out
 
 
+def read(store: Store, ref: bytes, sha: bytes | None = None) -> Snapshot | None:
+    """The snapshot a ref points at, or None if there is none or its meta is unreadable."""
+    sha = sha or store.read_ref(ref)
+    if sha is None:
+        return None
+    try:
+        meta = msgspec.msgpack.decode(store.read_record(sha, b"meta")[0], type=SnapshotMeta)
+    except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return Snapshot(ref.decode(), sha.decode(), meta)
+
+
 def listed(store: Store) -> list[Snapshot]:
     """Every snapshot we have (ours, and fetched ones), most events first; unreadable ones skipped."""
     refs = store.refs_under(PREFIX)
     refs.update({n: s for n, s in store.refs_under(b"refs/remotes/").items() if REMOTE_INFIX in n})
-    found = []
-    for name, sha in sorted(refs.items()):
-        try:
-            meta = msgspec.msgpack.decode(store.read_record(sha, b"meta")[0], type=SnapshotMeta)
-        except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        found.append(Snapshot(name.decode(), sha.decode(), meta))
+    found = [snap for name, sha in sorted(refs.items()) if (snap := read(store, name, sha))]
     found.sort(key=lambda s: (-s.meta.events, s.ref))
     return found
 
@@ -96,10 +102,14 @@ def best(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, St
 
 
 def load(store: Store, snap: Snapshot) -> State | None:
-    """The snapshot's state (entities decoded on first use), or None if it does not decode."""
+    """The snapshot's state, or None if it does not decode.
+
+    Decoded and validated whole, unlike the cache: it may come from another replica, and an
+    entity that failed to decode later, on first use, would break a command far from here.
+    """
     try:
         data = store.read_record(snap.commit.encode(), b"state")[0]
-        return msgspec.msgpack.decode(data, type=StoredState).loaded()
+        return msgspec.msgpack.decode(data, type=State)
     except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
         return None
 

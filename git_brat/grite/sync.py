@@ -14,7 +14,7 @@ import subprocess
 
 import msgspec
 
-from git_brat.grite import attic, hooks, identity
+from git_brat.grite import attic, hooks, identity, snapshot
 from git_brat.grite.errors import GriteError, NotFound, UsageError
 from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
@@ -304,6 +304,7 @@ class Publication(msgspec.Struct):
     new: str | None         # what it has now (our refs/grite/wal) when pushed
     status: str             # pushed | up-to-date | nothing | failed
     error: str | None = None
+    snapshot_error: str | None = None   # why the hub refused this replica's snapshot, if it did
 
 
 def _published_path(store: Store) -> str:
@@ -319,7 +320,12 @@ def _load_published(store: Store) -> dict[str, str]:
 
 
 def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
-    """Push refs/grite/wal to refs/grite/replicas/<id> on remote (or its URL `dest`); never forced."""
+    """Push refs/grite/wal to refs/grite/replicas/<id> on remote (or its URL `dest`); never forced.
+
+    This replica's snapshot goes in the same push (written first when one is due), forced: it
+    is replaced, not extended, and only this replica moves it. A hub that refuses it costs
+    others speed only, so that is reported beside a publication that succeeded.
+    """
     store = g.store
     rid = identity.load_replica(store.grite_dir).id   # not the actor: GRITE_ACTOR is irrelevant here
     ref = replica_ref(rid)
@@ -329,25 +335,43 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     if wal is None:
         return Publication(remote, ref, old, old, "nothing")
     wal_s = wal.decode()
+    g.cache.snapshot_if_due()
+    snap_ref = snapshot.own_ref(rid).decode()
+    snap = store.read_ref(snap_ref.encode())
+    snap_s = snap.decode() if snap else None
     published = _load_published(store)
-    if tracked == wal or (dest is not None and published.get(dest) == wal_s):
+    refspecs = []
+    if not (tracked == wal or (dest is not None and published.get(dest) == wal_s)):
+        refspecs.append(f"{WAL}:{ref}")
+    snap_tracked = store.read_ref(f"refs/remotes/{remote}/grite/snapshots/{rid}".encode())
+    if snap and snap != snap_tracked and (dest is None or published.get(f"{dest} snapshot") != snap_s):
+        refspecs.append(f"+{snap_ref}:{snap_ref}")
+    if not refspecs:
         return Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
-    proc = store.push(dest or remote, [f"{WAL}:{ref}"], transport_env(), net_timeout())
-    if proc.returncode != 0:
-        return Publication(remote, ref, old, old, "failed", _push_error(proc, ref))
+    proc = store.push(dest or remote, refspecs, transport_env(), net_timeout())
+    failed = _failed_refs(proc)
+    if ref in failed or (proc.returncode != 0 and not failed):
+        return Publication(remote, ref, old, old, "failed", failed.get(ref) or _git_error(proc))
+    snapshot_error = failed.get(snap_ref)
     if dest is not None:
         published = _load_published(store)
         published[dest] = wal_s
+        if snap_s and snapshot_error is None:
+            published[f"{dest} snapshot"] = snap_s
         atomic_write(_published_path(store), msgspec.json.encode(published))
-    return Publication(remote, ref, old, wal_s, "pushed")
+    status = "pushed" if f"{WAL}:{ref}" in refspecs else "up-to-date"
+    return Publication(remote, ref, old, wal_s, status, snapshot_error=snapshot_error)
 
 
-def _push_error(proc: subprocess.CompletedProcess, ref: str) -> str:
+def _failed_refs(proc: subprocess.CompletedProcess) -> dict[str, str]:
+    """Remote ref -> reason, for each ref `git push --porcelain` reports rejected."""
+    failed = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         flag, _, rest = line.partition("\t")
-        if flag == "!" and rest.split("\t")[0].endswith(":" + ref):
-            return rest.split("\t", 1)[1] if "\t" in rest else rest
-    return _git_error(proc)
+        if flag == "!":
+            spec, _, reason = rest.partition("\t")
+            failed[spec.rpartition(":")[2]] = reason or "rejected"
+    return failed
 
 
 # -- sync -----------------------------------------------------------------------------

@@ -1,0 +1,219 @@
+"""Snapshots: a rebuild or a fresh clone starts from the projected state and replays only the rest."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from git_brat.grite import snapshot
+from git_brat.grite.cache import CACHE_VERSION, Cache
+from git_brat.grite.gitstore import Store
+from git_brat.grite.identity import load
+from git_brat.grite.state import StoredState, canonical, replay
+from helpers import git, grite, grite_json, incremental, status
+from sync_helpers import clone, replica_id, seeded_hub
+from test_replay_crdt import histories
+
+
+def _some_history(repo, n: int = 6) -> list[str]:
+    ids = [grite_json(repo, "issue", "create", f"issue {i}", "-l", "x")["id"] for i in range(n)]
+    grite(repo, "issue", "comment", ids[0], "-m", "first")
+    grite(repo, "issue", "close", ids[1])
+    grite(repo, "dep", "add", ids[2], "--on", ids[3])
+    grite(repo, "issue", "label", ids[4], "--remove", "x", "--add", "y")
+    return ids
+
+
+def _full_state(repo):
+    return canonical(Cache(Store.discover(str(repo))).rebuild(full=True))
+
+
+def test_rebuild_starts_from_the_snapshot_and_replays_only_later_events(grepo):
+    ids = _some_history(grepo)
+    snap = grite_json(grepo, "snapshot")
+    assert snap["written"] and snap["ref"] == f"refs/grite/snapshots/{replica_id(grepo)}"
+    grite(grepo, "issue", "update", ids[0], "--title", "renamed after the snapshot")
+    grite(grepo, "issue", "reopen", ids[1])
+
+    out = grite_json(grepo, "rebuild")
+    assert out["snapshot"] == snap["snapshot"]
+    assert out["replayed"] == 2 and out["events"] == snap["events"] + 2
+    from_snapshot = canonical(Cache(Store.discover(str(grepo))).state())
+    listed = grite(grepo, "issue", "list", "--state", "all", "--json").out
+
+    full = grite_json(grepo, "rebuild", "--full")
+    assert full["snapshot"] is None and full["replayed"] == full["events"] == out["events"]
+    assert canonical(Cache(Store.discover(str(grepo))).state()) == from_snapshot == _full_state(grepo)
+    assert grite(grepo, "issue", "list", "--state", "all", "--json").out == listed
+    assert "renamed after the snapshot" in listed
+    assert status(grepo) == ""
+
+
+def test_snapshot_command_reports_up_to_date_and_works_from_a_subdirectory(grepo):
+    _some_history(grepo, 5)
+    (grepo / "sub").mkdir()
+    first = grite_json(grepo / "sub", "snapshot")
+    again = grite_json(grepo / "sub", "snapshot")
+    assert first["written"] and not again["written"] and again["snapshot"] == first["snapshot"]
+    assert "up to date" in grite(grepo, "snapshot").out
+    commit = first["snapshot"]
+    assert git(grepo, "log", "-1", "--format=%s", commit).startswith("grite: snapshot of")
+    # The commit's parents are the log tips it covers, so it keeps their events reachable.
+    assert git(grepo, "rev-parse", f"{commit}^1") == git(grepo, "rev-parse", "refs/grite/wal")
+    assert git(grepo, "ls-tree", "--name-only", commit).split() == ["meta", "state"]
+    assert status(grepo) == ""
+
+
+def test_snapshot_before_init_is_a_clear_error_and_writes_nothing(repo):
+    proc = grite(repo, "snapshot", check=False)
+    assert proc.returncode == 4 and proc.out == "" and "init" in proc.err
+    assert git(repo, "for-each-ref", "refs/grite/") == ""
+
+
+def test_a_fresh_clone_starts_from_the_snapshot_another_replica_published(tmp_path):
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a")
+    _some_history(a)
+    grite(a, "snapshot")
+    git(a, "push", "-q", "origin", "main")   # the pre-push hook publishes log and snapshot
+    rid = replica_id(a)
+    assert f"refs/grite/snapshots/{rid}" in git(a, "ls-remote", str(hub))
+
+    b = clone(str(hub), tmp_path / "b")
+    out = grite_json(b, "rebuild")
+    assert out["snapshot"] == git(a, "rev-parse", f"refs/grite/snapshots/{rid}")
+    assert out["replayed"] == 1   # only b's own actor record
+    titles = lambda r: sorted(i["title"] for i in grite_json(r, "issue", "list", "--state", "all"))  # noqa: E731
+    assert titles(b) == titles(a)
+    assert canonical(Cache(Store.discover(str(b))).state()) == _full_state(b)
+
+
+def test_a_snapshot_covering_events_our_logs_lack_is_not_used(tmp_path, grepo):
+    other = clone(str(grepo), tmp_path / "other")
+    grite(other, "issue", "create", "only in other")
+    grite(other, "snapshot")
+    rid = replica_id(other)
+    # Fetch the snapshot alone: its parents come along, but no log ref of ours reaches them.
+    git(grepo, "fetch", "-q", str(other), f"refs/grite/snapshots/{rid}:refs/grite/snapshots/{rid}")
+    out = grite_json(grepo, "rebuild")
+    assert out["snapshot"] is None
+    assert "only in other" not in grite(grepo, "issue", "list").out
+
+
+def _write_snapshot(repo, state, version=CACHE_VERSION, encoded=None):
+    store = Store.discover(str(repo))
+    ident = load(store.grite_dir)
+    tips = list(store.log_tips().values())
+    return snapshot.write(store, ident.replica.id, ident.git_author, state,
+                          encoded if encoded is not None else msgspec.msgpack.encode(state),
+                          tips, version)
+
+
+def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo):
+    _some_history(grepo, 5)
+    state = Cache(Store.discover(str(grepo))).state()
+    _write_snapshot(grepo, state, version=CACHE_VERSION + 1)
+    assert grite_json(grepo, "rebuild")["snapshot"] is None
+    _write_snapshot(grepo, state, encoded=b"\xc1 not msgpack")
+    out = grite_json(grepo, "rebuild")
+    assert out["snapshot"] is None and out["replayed"] == out["events"]
+    # Well-formed on the outside, an entity inside that is not one: refused before any use.
+    body = msgspec.msgpack.decode(msgspec.msgpack.encode(state))
+    body["entities"][next(iter(body["entities"]))]["fields"] = {"title": ["no stamp"]}
+    _write_snapshot(grepo, state, encoded=msgspec.msgpack.encode(body))
+    assert grite_json(grepo, "rebuild")["snapshot"] is None
+    assert grite(grepo, "doctor", check=False).returncode == 6   # and doctor names it
+    assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)
+
+
+def test_doctor_reports_a_snapshot_that_disagrees_with_its_events_and_fix_removes_it(grepo):
+    ids = _some_history(grepo, 5)
+    store = Store.discover(str(grepo))
+    state = Cache(store).state()
+    _value, *stamp = state.entities[ids[0]].fields["title"]
+    state.entities[ids[0]].fields["title"] = ("forged", *stamp)
+    snap = _write_snapshot(grepo, state)
+    assert snap is not None
+
+    proc = grite(grepo, "doctor", "--json", check=False)
+    assert proc.returncode == 6
+    found = [f for f in json.loads(proc.out)["findings"] if f["kind"] == "snapshot-mismatch"]
+    assert [f["subject"] for f in found] == [snap.ref] and not found[0]["fixed"]
+
+    fixed = grite(grepo, "doctor", "--fix", "--json", check=False)
+    assert any(f["kind"] == "snapshot-mismatch" and f["fixed"] for f in json.loads(fixed.out)["findings"])
+    assert git(grepo, "for-each-ref", "refs/grite/snapshots/") == ""
+    assert grite(grepo, "doctor").returncode == 0
+    assert "forged" not in grite(grepo, "issue", "list").out
+
+
+def test_a_snapshot_is_written_when_due_and_published_with_the_log(tmp_path):
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a")
+    git(a, "config", "grite.snapshotEvery", "1000")
+    items = [{"title": f"bulk {i}"} for i in range(1100)]
+    (tmp_path / "bulk.json").write_text(json.dumps(items))
+    grite(a, "import", str(tmp_path / "bulk.json"))
+    assert git(a, "for-each-ref", "refs/grite/snapshots/") == ""   # not on every write
+    git(a, "push", "-q", "origin", "main")
+    rid = replica_id(a)
+    on_hub = git(a, "ls-remote", str(hub), f"refs/grite/snapshots/{rid}")
+    assert on_hub and on_hub.split()[0] == git(a, "rev-parse", f"refs/grite/snapshots/{rid}")
+    meta = snapshot.read(Store.discover(str(a)), f"refs/grite/snapshots/{rid}".encode()).meta
+    assert meta.events >= 1100
+
+    # Not due again until another 1000 events: a push publishes nothing new.
+    grite(a, "issue", "create", "one more")
+    before = git(a, "rev-parse", f"refs/grite/snapshots/{rid}")
+    git(a, "push", "-q", "origin", "main")
+    assert git(a, "rev-parse", f"refs/grite/snapshots/{rid}") == before
+
+
+def test_snapshots_can_be_turned_off_and_bad_settings_are_refused(grepo):
+    _some_history(grepo, 5)
+    grite(grepo, "snapshot")
+    git(grepo, "config", "grite.snapshots", "false")
+    assert grite_json(grepo, "rebuild")["snapshot"] is None
+    git(grepo, "config", "grite.snapshots", "maybe")
+    proc = grite(grepo, "rebuild", check=False)
+    assert proc.returncode == 1 and "grite.snapshots must be true or false" in proc.err
+    git(grepo, "config", "grite.snapshots", "true")
+    git(grepo, "config", "grite.snapshotEvery", "10")
+    proc = grite(grepo, "rebuild", check=False)
+    assert proc.returncode == 1 and "at least 1000" in proc.err
+
+
+def test_a_hub_that_refuses_the_snapshot_still_takes_the_log(tmp_path):
+    hub = seeded_hub(tmp_path)
+    (hub / "hooks" / "update").write_text(
+        '#!/bin/sh\ncase "$1" in refs/grite/snapshots/*) echo "no snapshots here" >&2; exit 1;; esac\n')
+    (hub / "hooks" / "update").chmod(0o755)
+    a = clone(str(hub), tmp_path / "a")
+    grite(a, "issue", "create", "first")
+    grite(a, "snapshot")
+    out = grite(a, "sync")
+    assert "refused this replica's snapshot" in out.out and "hook declined" in out.out
+    sync = json.loads(grite(a, "sync", "--json").out)   # tried again, refused again: still ok
+    assert sync["ok"] and sync["remotes"][0]["published"]["snapshot_error"]
+    rid = replica_id(a)
+    assert git(a, "ls-remote", str(hub), f"refs/grite/replicas/{rid}").split()[0] == \
+        git(a, "rev-parse", "refs/grite/wal")
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), events=histories())
+def test_snapshot_then_the_rest_equals_a_full_replay(data, events):
+    """Any prefix projected, stored as a snapshot is, then extended: the full replay's state."""
+    cut = data.draw(st.integers(0, len(events)))
+    order = data.draw(st.permutations(events))
+    head, rest = order[:cut], order[cut:]
+    stored = msgspec.msgpack.decode(msgspec.msgpack.encode(incremental([head])), type=StoredState)
+    state = stored.loaded()
+    for e in rest:
+        if not state.apply(e):
+            state = replay(order)
+            break
+    assert canonical(state) == canonical(replay(events))
