@@ -71,7 +71,7 @@ def bench_fetch_import(events: int, per_batch: int, runs: int) -> None:
             (list_on if hooks else list_off).append(
                 _timed(["git", "grite", "issue", "list", "--json"], work))
             if not hooks:
-                rebuild.append(_timed(["git", "grite", "rebuild"], work))
+                rebuild.append(_timed(["git", "grite", "rebuild", "--full"], work))
             shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     rb = med(rebuild)

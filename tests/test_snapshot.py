@@ -177,6 +177,12 @@ def test_snapshots_can_be_turned_off_and_bad_settings_are_refused(grepo):
     grite(grepo, "snapshot")
     git(grepo, "config", "grite.snapshots", "false")
     assert grite_json(grepo, "rebuild")["snapshot"] is None
+    hub = seeded_hub(grepo.parent)
+    git(grepo, "remote", "add", "hub", str(hub))
+    grite(grepo, "remote", "add-sync", "hub")
+    grite(grepo, "sync")   # the log is published, the snapshot is not
+    assert "refs/grite/replicas/" in git(grepo, "ls-remote", str(hub))
+    assert "refs/grite/snapshots/" not in git(grepo, "ls-remote", str(hub))
     git(grepo, "config", "grite.snapshots", "maybe")
     proc = grite(grepo, "rebuild", check=False)
     assert proc.returncode == 1 and "grite.snapshots must be true or false" in proc.err

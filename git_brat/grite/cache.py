@@ -137,9 +137,8 @@ class Cache:
         with _lock(self._path("lock")):
             return self._update(None, None, self.store.log_tips(), full)[0]
 
-    def snapshot_if_due(self) -> snapshot.Snapshot | None:
+    def snapshot_if_due(self, settings: snapshot.Settings) -> snapshot.Snapshot | None:
         """Write this replica's snapshot if grite.snapshotEvery events came since the last one."""
-        settings = snapshot.settings(self.store)
         if not (settings.enabled and settings.every):
             return None
         state = self.state()

@@ -335,9 +335,10 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     if wal is None:
         return Publication(remote, ref, old, old, "nothing")
     wal_s = wal.decode()
-    g.cache.snapshot_if_due()
+    settings = snapshot.settings(store)
+    g.cache.snapshot_if_due(settings)
     snap_ref = snapshot.own_ref(rid).decode()
-    snap = store.read_ref(snap_ref.encode())
+    snap = store.read_ref(snap_ref.encode()) if settings.enabled else None
     snap_s = snap.decode() if snap else None
     published = _load_published(store)
     refspecs = []
