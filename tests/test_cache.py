@@ -62,9 +62,10 @@ def test_the_cache_is_extended_incrementally_and_matches_a_full_replay(grepo):
 def test_an_unchanged_frontier_loads_the_cache_without_reading_logs(grepo):
     _busy_repo(grepo)
     store = Store.discover(str(grepo))
-    Cache(store).state()
+    Cache(store).issues()
     (grepo / ".git" / "grite" / "cache" / "lock").unlink(missing_ok=True)
     cache = Cache(store)
+    cache.state()
     cache.issues()
     assert not cache.rebuilt
     assert not (grepo / ".git" / "grite" / "cache" / "lock").exists(), \
@@ -83,3 +84,20 @@ def test_a_full_rebuild_reads_events_bigger_than_one_read_from_git(grepo, tmp_pa
     huge = next(i for i in grite_json(grepo, "issue", "list") if i["title"] == "huge")
     assert grite_json(grepo, "issue", "show", huge["id"])["body"] == big
     assert len(grite_json(grepo, "issue", "list")) == 5
+
+
+def test_writes_leave_the_issue_views_to_the_next_list_which_updates_only_those(grepo):
+    a, b = _busy_repo(grepo)
+    grite(grepo, "issue", "list")
+    cache_dir = grepo / ".git" / "grite" / "cache"
+    views_file = (cache_dir / "issues").stat().st_ino
+    grite(grepo, "issue", "update", a, "--title", "Alpha renamed")
+    grite(grepo, "issue", "show", a)   # brings the state up to date, not the views
+    assert (cache_dir / "issues").stat().st_ino == views_file
+    meta = Cache(Store.discover(str(grepo)))._read_meta()
+    assert meta.dirty == [a]
+    listed = {i["id"]: i["title"] for i in grite_json(grepo, "issue", "list", "--state", "all")}
+    assert listed[a] == "Alpha renamed" and listed[b] == "Beta"
+    assert Cache(Store.discover(str(grepo)))._read_meta().dirty == []
+    shutil.rmtree(cache_dir)
+    assert {i["id"]: i["title"] for i in grite_json(grepo, "issue", "list", "--state", "all")} == listed

@@ -42,7 +42,7 @@ def test_cache_that_disagrees_with_the_log_is_reported_and_fixed(grepo):
     grite(grepo, "issue", "list")
     cache = Cache(Store.discover(str(grepo)))
     meta = cache._read_meta()
-    state = cache._read("state", meta, type(cache.state()))
+    state = cache._read("state", meta.generation, type(cache.state()))
     value = list(state.entities[a].fields["title"])
     value[0] = "Lie"
     state.entities[a].fields["title"] = tuple(value)

@@ -1,9 +1,11 @@
 """Materialized view keyed by the frontier (tips read); disposable: deleting it changes no answer.
 
 Files under .git/grite/cache/: `meta` (frontier, generation), `state` (the projection, for
-incremental replay) and `issues` (the issue list, ready to print). All carry the same generation
-so a reader never mixes files from two writers; writers hold a portalocker lock and replace
-each file atomically.
+incremental replay) and `issues` (the issue list, ready to print). `state` carries meta's
+generation and `issues` the stamp meta names for it, so a reader never mixes files from two
+writers; writers hold a portalocker lock and replace each file atomically. Issue views are
+brought up to date only when asked for: a write records which entities it touched, and the next
+list recomputes just those.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
 from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay_stream
 
-# 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events.
+# 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
+# 5: issue views updated lazily (views, dirty).
 # Snapshots carry it too: bump it whenever the same events would give a different State.
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 
 class IssueView(msgspec.Struct):
@@ -44,6 +47,8 @@ class Meta(msgspec.Struct):
     max_lamport: int
     problems: list[Problem] = []
     snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
+    views: str = ""             # stamp of the `issues` file the views are based on ("" none)
+    dirty: list[str] | None = None   # entities touched since those views (None: all of them)
 
 
 class _Stamped(msgspec.Struct, array_like=True):
@@ -69,6 +74,7 @@ class Cache:
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
+        self.views_stamp = ""                 # the issue views the last issues() answer came from
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -81,11 +87,12 @@ class Cache:
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
-    def _read(self, name: str, meta: Meta, typ):
+    def _read(self, name: str, stamp: str, typ):
+        """A cache file's content if it carries `stamp`, else None."""
         try:
             with open(self._path(name), "rb") as f:
                 stamped = msgspec.msgpack.decode(f.read(), type=_Stamped)
-            if stamped.generation != meta.generation:
+            if not stamp or stamped.generation != stamp:
                 return None
             if typ is State:   # entities stay bytes until used: see state.Entities
                 return msgspec.msgpack.decode(stamped.body, type=StoredState).loaded()
@@ -94,16 +101,41 @@ class Cache:
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
+    def _answered(self, meta: Meta) -> None:
+        self.problems, self.frontier, self.generation = meta.problems, meta.frontier, meta.generation
+
     def seen_lamport(self) -> int:
         """Highest Lamport clock the cache has seen, without loading the state (cheap)."""
         meta = self._read_meta()
         return meta.max_lamport if meta else 0
 
     def state(self) -> State:
-        return self._load("state", State)
+        """The projection at the current frontier (a warm call reads one file, takes no lock)."""
+        meta = self._read_meta()
+        if meta is not None and meta.frontier == self.store.log_tips():
+            state = self._read("state", meta.generation, State)
+            if state is not None:
+                self._answered(meta)
+                return state
+        with self._locked():
+            return self._current()[1]
 
     def issues(self) -> list[IssueView]:
-        return self._load("issues", list[IssueView])
+        """Every issue's list view, oldest first; recomputes only what writes touched."""
+        meta = self._read_meta()
+        if meta is not None and meta.dirty == [] and meta.frontier == self.store.log_tips():
+            views = self._read("issues", meta.views, list[IssueView])
+            if views is not None:
+                self._answered(meta)
+                self.views_stamp = meta.views
+                return views
+        with self._locked():
+            meta, state = self._current()
+            views = self._read("issues", meta.views, list[IssueView])
+            if views is None or meta.dirty != []:
+                views = self._refresh_views(meta, state, views)
+            self.views_stamp = meta.views
+            return views
 
     def issue_list_json(self, state_filter: str) -> bytes:
         """`issue list --json` output for open/closed/all, kept pre-encoded beside the views.
@@ -112,13 +144,14 @@ class Cache:
         """
         path = self._path(f"list-{state_filter}.json")
         meta = self._read_meta()
-        if meta is not None and meta.frontier == self.store.log_tips():
+        if meta is not None and meta.dirty == [] and meta.views and \
+                meta.frontier == self.store.log_tips():
             try:
                 with open(path, "rb") as f:
                     data = f.read()
-                head = meta.generation.encode() + b"\n"
+                head = meta.views.encode() + b"\n"
                 if data.startswith(head):
-                    self.problems = meta.problems
+                    self._answered(meta)
                     return data[len(head):]
             except OSError:
                 pass
@@ -126,16 +159,15 @@ class Cache:
         if state_filter != "all":
             views = [v for v in views if v.state == state_filter]
         body = msgspec.json.encode(views) + b"\n"
-        # Stamped with the generation the views came from (not whatever is current by now: a
-        # writer may have moved the cache on meanwhile, and then this file must not match it).
-        atomic_write(path, self.generation.encode() + b"\n" + body)
+        # Stamped with the views it came from (not whatever is current by now: a writer may
+        # have moved the cache on meanwhile, and then this file must not match it).
+        atomic_write(path, self.views_stamp.encode() + b"\n" + body)
         return body
 
     def rebuild(self, full: bool = False) -> State:
         """Rewrite the cache from the logs: from the best snapshot on, or (full) every event."""
-        os.makedirs(self.dir, exist_ok=True)
-        with _lock(self._path("lock")):
-            return self._update(None, None, self.store.log_tips(), full)[0]
+        with self._locked():
+            return self._update(None, None, self.store.log_tips(), full)[1]
 
     def snapshot_if_due(self, settings: snapshot.Settings) -> snapshot.Snapshot | None:
         """Write this replica's snapshot if grite.snapshotEvery events came since the last one."""
@@ -178,35 +210,39 @@ class Cache:
             raise GriteError("another process moved this replica's snapshot meanwhile; try again")
         return snap, True
 
-    def _load(self, part: str, typ):
-        tips = self.store.log_tips()
-        meta = self._read_meta()
-        if meta is not None and meta.frontier == tips:
-            value = self._read(part, meta, typ)
-            if value is not None:
-                self.problems, self.frontier, self.generation = meta.problems, tips, meta.generation
-                return value
+    def _locked(self):
         os.makedirs(self.dir, exist_ok=True)
-        with _lock(self._path("lock")):
-            tips = self.store.log_tips()
-            meta = self._read_meta()   # another process may have caught up meanwhile
-            state = self._read("state", meta, State) if meta else None
-            if state is not None and meta.frontier == tips:
-                value = state if part == "state" else self._read(part, meta, typ)
-                if value is not None:
-                    self.problems, self.frontier, self.generation = meta.problems, tips, meta.generation
-                    return value
-            state, issues = self._update(meta if state is not None else None, state, tips)
-            return state if part == "state" else issues
+        return _lock(self._path("lock"))
+
+    def _current(self) -> tuple[Meta, State]:
+        """Under the lock: meta and state at the current frontier, extending the cache if needed."""
+        tips = self.store.log_tips()
+        meta = self._read_meta()   # another process may have caught up meanwhile
+        state = self._read("state", meta.generation, State) if meta else None
+        if state is not None and meta.frontier == tips:
+            self._answered(meta)
+            return meta, state
+        return self._update(meta if state is not None else None, state, tips)
+
+    def _refresh_views(self, meta: Meta, state: State, old: list[IssueView] | None) -> list[IssueView]:
+        """Under the lock: bring the issue views up to date with state and record them in meta."""
+        touched = set(meta.dirty) if old is not None and meta.dirty is not None else None
+        views = self._issue_views(state, touched, old)
+        meta.views, meta.dirty = os.urandom(8).hex(), []
+        enc = msgspec.msgpack.encode
+        atomic_write(self._path("issues"), enc(_Stamped(meta.views, msgspec.Raw(enc(views)))))
+        atomic_write(self._path("meta"), enc(meta))
+        return views
 
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
-                full: bool = False):
+                full: bool = False) -> tuple[Meta, State]:
         # Replay builds millions of small acyclic objects; a cyclic-GC pass over them (several
         # would run otherwise) costs more than the work itself.
         with no_gc():
             return self._project(meta, state, tips, full)
 
-    def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str], full: bool):
+    def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str],
+                 full: bool) -> tuple[Meta, State]:
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
             attic.keep(self.store, prior.frontier.items(), tips)
@@ -228,21 +264,22 @@ class Cache:
             settings, covered = None, meta.snapshot_events
             state, touched = self._extend(reader, state, meta.frontier, tips)
             problems = _merge_problems(meta.problems, reader.problems)
-        self.problems, self.frontier = problems, tips
-        old = self._read("issues", meta, list[IssueView]) if meta and touched is not None else None
-        issues = self._issue_views(state, touched, old)
-        generation = self.generation = os.urandom(8).hex()
         enc = msgspec.msgpack.encode
         encoded = enc(state)
         if settings is not None and settings.every and state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
             if state.event_count - covered >= settings.every:
                 covered = self._snapshot(state, encoded, tips) or covered
-        atomic_write(self._path("state"), enc(_Stamped(generation, msgspec.Raw(encoded))))
-        atomic_write(self._path("issues"), enc(_Stamped(generation, msgspec.Raw(enc(issues)))))
-        atomic_write(self._path("meta"), enc(Meta(CACHE_VERSION, generation, tips,
-                                                  state.max_lamport, problems, covered)))
-        return state, issues
+        # The issue views stay as they were; what this update touched is owed to them.
+        views, dirty = "", None
+        if meta is not None and touched is not None and meta.dirty is not None:
+            views, dirty = meta.views, sorted(touched.union(meta.dirty))
+        new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, problems, covered,
+                   views, dirty)
+        atomic_write(self._path("state"), enc(_Stamped(new.generation, msgspec.Raw(encoded))))
+        atomic_write(self._path("meta"), enc(new))
+        self._answered(new)
+        return new, state
 
     def _extend(self, reader: LogReader, state: State, frontier: dict[str, str],
                 tips: dict[str, str]) -> tuple[State, set[str] | None]:

@@ -57,7 +57,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
     cache = Cache(g.store)
     meta = cache._read_meta()
-    cached = cache._read("state", meta, type(truth)) if meta else None
+    cached = cache._read("state", meta.generation, type(truth)) if meta else None
     if cached is not None and meta.frontier == tips and canonical(cached) != canonical(truth):
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
         if fix:
