@@ -46,9 +46,33 @@ def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def columns(text: str) -> int:
+    """Terminal columns text takes: wide (CJK) characters two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def cut(text: str, width: int) -> str:
+    """text on one line, shortened with "…" to at most `width` terminal columns."""
     text = text.replace("\n", " ")
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+    if columns(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = columns(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def pad(text: str, width: int) -> str:
+    """ljust by terminal columns."""
+    return text + " " * max(0, width - columns(text))
 
 
 def table(rows: list[list[str]], widths: list[int | None], total: int = 80) -> str:
@@ -60,7 +84,7 @@ def table(rows: list[list[str]], widths: list[int | None], total: int = 80) -> s
         cells = []
         for cell, w in zip(row, widths):
             w = w or flex
-            cells.append(cut(cell, w).ljust(w))
+            cells.append(pad(cut(cell, w), w))
         out.append("  ".join(cells).rstrip())
     return "\n".join(out)
 

@@ -112,3 +112,13 @@ def test_init_is_idempotent_and_reports_identity(repo):
     assert first["created"] is True and second["created"] is False
     assert first["replica"] == second["replica"] and first["actor"] == second["actor"]
     assert wal_tip(repo) == tip
+
+
+def test_listed_lines_fit_80_columns_even_with_wide_characters(grepo):
+    from git_brat.clikit import columns
+    grite(grepo, "issue", "create", "修复解析器在处理长输入时崩溃的问题并且添加回归测试以及文档说明和示例" * 2)
+    grite(grepo, "issue", "create", "Café crème — naïve résumé " * 5)
+    lines = grite(grepo, "issue", "list").out.splitlines()
+    assert len(lines) == 2
+    assert all(columns(line) <= 80 for line in lines), [columns(line) for line in lines]
+    assert all(line.endswith("…") for line in lines)

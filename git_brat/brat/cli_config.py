@@ -65,7 +65,7 @@ def set_(key, value, as_json):
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except FileNotFoundError:
-        text = config.default_text({"refinery.target_branch": store.current_branch() or "main"})
+        text = config.text_for(store)
     new, parsed = config.set_text(text, key, value)
     atomic_write(path, new.encode())
     emit(as_json, {"key": key, "value": parsed, "file": os.path.join(".brat", "config.toml")},

@@ -39,7 +39,7 @@ def init(as_json):
     if exists:
         config.load(top)   # a bad config stops init before anything is written
     else:
-        text = config.default_text({"refinery.target_branch": g.store.current_branch() or "main"})
+        text = config.text_for(g.store)
     result = setup.init(g)
     if not exists:
         atomic_write(path, text.encode())

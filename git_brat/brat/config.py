@@ -313,6 +313,11 @@ def _key_lines(cls, obj, name: str) -> list[str]:
     return _comment(text) + [f"{name} = {show_value(getattr(obj, name))}"]
 
 
+def text_for(store) -> str:
+    """default_text for this repository: work lands on its default branch (see Store)."""
+    return default_text({"refinery.target_branch": store.default_branch()})
+
+
 def default_text(overrides: dict[str, Any] | None = None) -> str:
     """The config file `git brat init` writes: every key, its value and a comment with its default.
 

@@ -293,6 +293,21 @@ class Store:
                        check=False)
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
+    def default_branch(self) -> str:
+        """The branch work lands on: the remote's HEAD (origin first), else main or master
+        if it exists, else the checked-out branch, else "main"."""
+        remotes = self.remotes()
+        for remote in sorted(remotes, key=lambda r: r != "origin"):
+            proc = self._git(["symbolic-ref", "-q", "--short", f"refs/remotes/{remote}/HEAD"],
+                             check=False)
+            name = proc.stdout.decode().strip()
+            if proc.returncode == 0 and name.startswith(f"{remote}/"):
+                return name[len(remote) + 1:]
+        for name in ("main", "master"):
+            if self.read_ref(f"refs/heads/{name}".encode()) is not None:
+                return name
+        return self.current_branch() or "main"
+
     # -- remotes, hooks and transport (sync) ---------------------------------
 
     def _git(self, args: list[str], **kw) -> subprocess.CompletedProcess:

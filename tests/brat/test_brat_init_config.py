@@ -61,11 +61,33 @@ def test_init_is_idempotent_and_never_touches_an_existing_config(repo):
     assert "kept .brat/config.toml" in brat(repo, "init").out
 
 
-def test_init_targets_the_branch_that_is_checked_out(tmp_path):
-    repo = make_repo(tmp_path / "r")
-    git(repo, "checkout", "-q", "-b", "trunk")
+def _target(repo) -> str:
+    return brat_json(repo, "config", "get", "refinery.target_branch")["value"]
+
+
+def test_init_on_a_feature_branch_targets_the_remotes_default_branch(tmp_path):
+    seed = make_repo(tmp_path / "seed")
+    git(seed, "branch", "-m", "trunk")
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(tmp_path / "hub.git"))
+    repo = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(tmp_path / "hub.git"), str(repo))
+    git(repo, "checkout", "-q", "-b", "feature/parser")
     brat(repo, "init")
-    assert brat_json(repo, "config", "get", "refinery.target_branch")["value"] == "trunk"
+    assert _target(repo) == "trunk"
+
+
+def test_init_on_a_feature_branch_without_a_remote_targets_main(tmp_path):
+    repo = make_repo(tmp_path / "r")
+    git(repo, "checkout", "-q", "-b", "feature/parser")
+    brat(repo, "init")
+    assert _target(repo) == "main"
+
+
+def test_init_targets_the_checked_out_branch_when_nothing_else_names_one(tmp_path):
+    repo = make_repo(tmp_path / "r")
+    git(repo, "branch", "-m", "trunk")
+    brat(repo, "init")
+    assert _target(repo) == "trunk"
 
 
 def test_init_in_a_bare_repository_is_refused_and_writes_nothing(repo, tmp_path):
