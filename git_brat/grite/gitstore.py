@@ -88,6 +88,11 @@ class Store:
             from dulwich.repo import Repo
             # Refs and objects live in the common dir; open it directly so linked worktrees work too.
             self._repo = Repo(self.common_dir)
+            store = self._repo.object_store
+            if getattr(store, "loose_compression_level", None) == -1:
+                # Unset in git config: git's own default for loose objects is 1 (best speed);
+                # dulwich would use zlib's 6, five times slower on a large snapshot.
+                store.loose_compression_level = 1
             import atexit
             atexit.register(self._repo.close)   # close packs before interpreter teardown
         return self._repo
