@@ -30,8 +30,10 @@ def _rows(rows: list[list[str]], widths: list[int | None]) -> list[str]:
     return table(rows, widths, WIDTH - 2).splitlines() if rows else []
 
 
-def render(s: st.Status, short: dict[str, str]) -> str:
-    """The human status: sections that each fit in 80 columns."""
+def render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = None) -> str:
+    """The human status: sections that each fit in 80 columns (lease holders by actor name)."""
+    names = names or {}
+
     def sid(i: str) -> str:
         return short.get(i, i[:7])
 
@@ -55,7 +57,7 @@ def render(s: st.Status, short: dict[str, str]) -> str:
         [[f"{m.position}.", sid(m.task), m.status, f"p{m.priority}", m.title] for m in s.merge_queue],
         [3, 7, 12, 2, None]))
     lines += _section("LEASES", _rows(
-        [[_resource(l.resource, sid), l.holder, l.state, f"{l.remaining:.0f}s left" if l.state == "held"
+        [[_resource(l.resource, sid), names.get(l.holder, l.holder), l.state, f"{l.remaining:.0f}s left" if l.state == "held"
           else f"since {when(l.expires_at)}"] for l in s.leases], [None, 14, 7, 22]))
     lines.append("")
     body = []
@@ -76,8 +78,11 @@ def _resource(resource: str, sid) -> str:
 
 def _recovery(r: st.RecoveryReport, sid) -> list[str]:
     out = []
-    if r.rebuilt_from_log:
-        out.append(f"state rebuilt from the log: {r.events} events replayed (no usable cache)")
+    if r.rebuilt_from_log and r.snapshot:
+        out.append(f"state rebuilt (no usable cache): {r.events - r.replayed} events from "
+                   f"snapshot {r.snapshot[:10]}, {r.replayed} replayed from the log")
+    elif r.rebuilt_from_log:
+        out.append(f"state rebuilt from the log: {r.replayed} events replayed (no usable cache)")
     for problem in r.unreadable_leases:
         out.append(cut(f"unreadable lease: {problem}", WIDTH - 2))
     if r.skipped_records:
@@ -96,10 +101,11 @@ def _recovery(r: st.RecoveryReport, sid) -> list[str]:
     return out or ["nothing to recover"]
 
 
-def _snapshot(convoy: str | None) -> tuple[st.Status, dict[str, str]]:
+def _collect(convoy: str | None) -> tuple[st.Status, dict[str, str], dict[str, str]]:
+    from git_brat.grite.cache import actor_names
     g = open_grite()
     b = board(g)
-    return st.build(g, load_config(g), convoy, b), shorts(b)
+    return st.build(g, load_config(g), convoy, b), shorts(b), actor_names(b.state)
 
 
 @click.command()
@@ -114,18 +120,18 @@ def status(convoy_id, watch, interval, as_json):
     With --watch --json, prints one JSON document per line at every refresh.
     """
     if not watch:
-        s, short = _snapshot(convoy_id)
-        emit(as_json, s, lambda: render(s, short))
+        s, short, names = _collect(convoy_id)
+        emit(as_json, s, lambda: render(s, short, names))
         return
     try:
         while True:
-            s, short = _snapshot(convoy_id)
+            s, short, names = _collect(convoy_id)
             if as_json:
                 emit_json(s)
             else:
                 footer = (f"\n\n{when(s.generated_at)}  refreshing every {interval:g}s; "
                           f"Ctrl-C to stop")
-                sys.stdout.write(CLEAR + render(s, short) + footer + "\n")
+                sys.stdout.write(CLEAR + render(s, short, names) + footer + "\n")
                 sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:

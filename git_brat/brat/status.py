@@ -46,8 +46,10 @@ class SurvivedBranch(msgspec.Struct):
 
 class RecoveryReport(msgspec.Struct):
     """What replay and the roles recovered, and what a human should look at."""
-    rebuilt_from_log: bool     # this command replayed every log from scratch (no usable cache)
+    rebuilt_from_log: bool     # this command rebuilt the state from the logs (no usable cache)
     events: int                # events in the projected state
+    snapshot: str | None       # the snapshot commit that rebuild started from, if any
+    replayed: int              # events the rebuild replayed from the logs (0 if none was needed)
     skipped_records: list[Problem]   # unreadable log records replay had to skip
     unreadable_leases: list[str]     # lease refs whose record cannot be read
     rejected_events: int       # writes refused because their lease had moved on (fencing)
@@ -146,9 +148,11 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
             if task is not None and status_of(task) not in model.FINISHED and tid not in review:
                 review.append(tid)
     cache = g.cache
-    return RecoveryReport(cache.rebuilt, board.state.event_count, list(cache.problems),
-                          list(lease_problems), len(board.state.rejected), crashed, survived,
-                          review)
+    snap = cache.from_snapshot
+    replayed = (board.state.event_count - (snap.meta.events if snap else 0)) if cache.rebuilt else 0
+    return RecoveryReport(cache.rebuilt, board.state.event_count, snap.commit if snap else None,
+                          replayed, list(cache.problems), list(lease_problems),
+                          len(board.state.rejected), crashed, survived, review)
 
 
 def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:

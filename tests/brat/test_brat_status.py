@@ -9,7 +9,7 @@ from bratkit import convoy, fail, move, task
 from git_brat.brat import model
 from git_brat.grite import events as ev
 from git_brat.grite.log import Draft
-from helpers import brat, brat_json, grite, run, status, wal_tip
+from helpers import brat, brat_json, grite, grite_json, run, status, wal_tip
 
 SECTIONS = ["CONVOYS", "READY", "SESSIONS", "MERGE QUEUE", "LEASES", "INTERVENTIONS", "RECOVERY"]
 
@@ -86,7 +86,10 @@ def test_interventions_blocked_stalled_stuck_and_needs_human_each_with_its_comma
     assert stuck not in {i["task"] for i in s["interventions"]}
     [lease] = s["leases"]
     assert lease["resource"] == f"task:{stuck}" and lease["state"] == "held"
-    assert f"task:{stuck[:7]}" in brat(brepo, "status").out
+    leases_line = next(line for line in brat(brepo, "status").out.splitlines()
+                       if f"task:{stuck[:7]}" in line)
+    actor = grite_json(brepo, "actor", "show")
+    assert actor["name"] in leases_line and actor["id"] not in leases_line   # by name, not id
     # Each command resolves its intervention.
     for tid in (blocked, waiting):
         run(["sh", "-c", by_task[tid]["command"]], brepo)
@@ -113,8 +116,9 @@ def test_sessions_merge_queue_and_the_recovery_report(brepo):
     assert [(m["task"], m["status"]) for m in s["merge_queue"]] == \
         [(a, "merging"), (b, "needs-review"), (c, "needs-review")]
     rec = s["recovery"]
-    assert set(rec) == {"rebuilt_from_log", "events", "skipped_records", "unreadable_leases",
-                        "rejected_events", "crashed_sessions", "survived_branches", "needs_review"}
+    assert set(rec) == {"rebuilt_from_log", "events", "snapshot", "replayed", "skipped_records",
+                        "unreadable_leases", "rejected_events", "crashed_sessions",
+                        "survived_branches", "needs_review"}
     assert rec["crashed_sessions"] == [] and "nothing to recover" in brat(brepo, "status").out
 
     # Sessions are recorded by the witness (a later issue); status shows what the log holds.
@@ -140,8 +144,17 @@ def test_sessions_merge_queue_and_the_recovery_report(brepo):
     # With no cache, status replays the whole log and says so.
     shutil.rmtree(brepo / ".git" / "grite" / "cache")
     rec = brat_json(brepo, "status")["recovery"]
-    assert rec["rebuilt_from_log"] and rec["events"] > 0
+    assert rec["rebuilt_from_log"] and rec["events"] > 0 and rec["replayed"] == rec["events"]
+    assert rec["snapshot"] is None
     assert not brat_json(brepo, "status")["recovery"]["rebuilt_from_log"]
+    # With a snapshot, it says what came from it and what was replayed.
+    snap = grite_json(brepo, "snapshot")["snapshot"]
+    brat(brepo, "task", "update", a, "--title", "after the snapshot")
+    shutil.rmtree(brepo / ".git" / "grite" / "cache")
+    rec = brat_json(brepo, "status")["recovery"]
+    assert rec["snapshot"] == snap and rec["replayed"] == 1
+    shutil.rmtree(brepo / ".git" / "grite" / "cache")
+    assert f"from snapshot {snap[:10]}, 1 replayed from the log" in brat(brepo, "status").out
 
 
 def test_human_status_fits_80_columns_and_filters_by_convoy(brepo):
