@@ -155,6 +155,17 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
                           len(board.state.rejected), crashed, survived, review)
 
 
+def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
+    """tasks and everything they transitively depend on."""
+    seen, stack = set(tasks), list(tasks)
+    while stack:
+        for p in board.pre.get(stack.pop(), ()):
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen
+
+
 def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
     board = board or Board(g.state())
     lease_list, lease_problems = leases(g)
@@ -169,8 +180,10 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     ready = [board.task_view(t) for t in board.ready(cid)]
     sessions = [s for s in board.sessions() if tasks is None or s.task in tasks]
     queue = [m for m in board.merge_queue() if tasks is None or m.task in tasks]
+    # A convoy can be held up by a task in another convoy it depends on: show that one too.
+    related = None if tasks is None else _with_prerequisites(board, tasks)
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
-            if tasks is None or i.task in tasks]
+            if related is None or i.task in related]
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
                   recovery(g, board, tasks, lease_problems))
 

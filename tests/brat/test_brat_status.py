@@ -183,3 +183,16 @@ def test_human_status_fits_80_columns_and_filters_by_convoy(brepo):
 def test_status_before_init_says_what_to_run(repo):
     code, msg = fail(repo, "status")
     assert code == 4 and "run `git brat init`" in msg
+
+
+def test_a_convoy_held_up_by_another_convoys_task_shows_that_task_when_filtered(brepo):
+    ours, theirs = convoy(brepo, "Ours"), convoy(brepo, "Theirs")
+    schema = task(brepo, theirs, "Migrate the schema")
+    api = task(brepo, ours, "Use the new schema")
+    brat(brepo, "task", "dep", "add", api, "--on", schema)
+    brat(brepo, "task", "update", schema, "--status", "blocked", "-m", "waiting for the DBA")
+    unrelated = task(brepo, theirs, "Unrelated")
+    brat(brepo, "task", "update", unrelated, "--status", "blocked", "-m", "other reasons")
+    s = brat_json(brepo, "status", "--convoy", ours[:7])
+    assert [(i["kind"], i["task"]) for i in s["interventions"]] == [("blocked", schema)]
+    assert "waiting for the DBA" in brat(brepo, "status", "--convoy", ours[:7]).out
