@@ -39,6 +39,7 @@ class Input(msgspec.Struct):
     description: str
     default: str | None        # None: no default (required, or empty when not given)
     required: bool
+    line: int = 1              # where it is declared, for messages
 
 
 class Step(msgspec.Struct):
@@ -63,6 +64,7 @@ class Workflow(msgspec.Struct):
     source: str                # file shown in messages: .brat/workflows/x.yaml or shipped:x.yaml
     shipped: bool
     overrides: bool            # a local template that replaces a shipped one of the same name
+    inputs_line: int = 1       # line of `inputs:` (or 1 without one), for messages
 
 
 class WorkflowInfo(msgspec.Struct):
@@ -228,7 +230,9 @@ def _parse(d: _Doc, root, name: str, source: str, shipped: bool, overrides: bool
                             legs=[s.id for s, _lines in parsed]))
     _check_graph(d, parsed)
     steps = [s for s, _lines in parsed]
-    return Workflow(name, wtype, desc, title, body, inputs, steps, source, shipped, overrides)
+    inputs_line = top["inputs"][0].start_mark.line + 1 if "inputs" in top else 1
+    return Workflow(name, wtype, desc, title, body, inputs, steps, source, shipped, overrides,
+                    inputs_line)
 
 
 def _inputs(d: _Doc, node) -> list[Input]:
@@ -246,7 +250,7 @@ def _inputs(d: _Doc, node) -> list[Input]:
         default = d.text(spec["default"][1], f"input {key!r} default") if "default" in spec else None
         if required and default is not None:
             raise d.fail(spec["default"][0], f"input {key!r} is required, so it cannot have a default")
-        out.append(Input(key, description, default, required))
+        out.append(Input(key, description, default, required, knode.start_mark.line + 1))
     return out
 
 
@@ -489,14 +493,14 @@ def plan(wf: Workflow, given: dict[str, str]) -> Plan:
     for key in given:
         if key not in declared:
             shown = ", ".join(declared) if declared else "it declares no inputs"
-            raise WorkflowError(f"{wf.source}: workflow {wf.name} has no input {key!r} "
-                                f"(declared: {shown})")
+            raise WorkflowError(f"{wf.source}:{wf.inputs_line}: workflow {wf.name} has no input "
+                                f"{key!r} (declared: {shown})")
     values: dict[str, str] = {}
     for inp in wf.inputs:
         if inp.name in given and (given[inp.name].strip() or not inp.required):
             values[inp.name] = given[inp.name]
         elif inp.required:
-            raise WorkflowError(f"{wf.source}: workflow {wf.name} needs input {inp.name!r}"
+            raise WorkflowError(f"{wf.source}:{inp.line}: workflow {wf.name} needs input {inp.name!r}"
                                 f"{' (' + inp.description + ')' if inp.description else ''}: "
                                 f"pass --var {inp.name}=VALUE")
         else:

@@ -220,9 +220,9 @@ def test_every_bad_template_gives_file_and_line_and_creates_nothing(brepo, text,
 
 @pytest.mark.parametrize("args,code,expected", [
     (["--var", "what=x", "--var", "colour=red"], 2,
-     "workflow base has no input 'colour' (declared: what)"),
-    ([], 2, "workflow base needs input 'what': pass --var what=VALUE"),
-    (["--var", "what="], 2, "workflow base needs input 'what'"),
+     ".brat/workflows/base.yaml:2: workflow base has no input 'colour' (declared: what)"),
+    ([], 2, ".brat/workflows/base.yaml:3: workflow base needs input 'what': pass --var what=VALUE"),
+    (["--var", "what="], 2, ".brat/workflows/base.yaml:3: workflow base needs input 'what'"),
     (["--var", "what"], 2, "--var 'what' is not KEY=VALUE"),
     (["--var", "what=a", "--var", "what=b"], 2, "--var what given twice"),
     (["--var", "what=two\nlines"], 2, "the title of step 'a' must be one non-empty line"),
