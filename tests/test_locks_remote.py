@@ -175,3 +175,13 @@ def test_relative_remote_paths_resolve_like_git_and_worktrees_share_leases(tmp_p
           env={"GIT_DIR": str(a / ".git")})
     [shown] = grite_json(tmp_path / "wt", "lock", "status", "task:rel", "--remote", "origin")
     assert shown["state"] == "released"
+
+
+def test_a_remote_path_that_does_not_exist_is_refused_not_used_as_an_outage(tmp_path, hub):
+    (a,) = _clones(tmp_path, str(hub), 1)
+    for typo in ("../hbu.git", str(tmp_path / "nowhere.git"), "file:///nowhere/at/all.git"):
+        proc = grite(a, "lock", "acquire", "task:t-1", "--remote", typo, check=False)
+        assert proc.returncode == 2 and "no such repository" in proc.err and proc.out == ""
+    assert git(a, "for-each-ref", "refs/grite/locks/") == ""          # nothing taken locally
+    proc = grite(a, "lock", "acquire", "task:t-1", "--remote", "nosuchremote", check=False)
+    assert proc.returncode == 2 and "no remote named 'nosuchremote'" in proc.err

@@ -243,12 +243,29 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
     skew_s = seconds("grite.lockSkew", "--skew", skew, DEFAULT_SKEW, 0.0)
     timeout = seconds("grite.lockTimeout", "", None, DEFAULT_REMOTE_TIMEOUT, 0.1)
     name = None if local else (remote or cfg.get("grite.lockremote") or _only_synced_remote(store))
-    if name is not None:
-        looks_like_url = "/" in name or ":" in name or os.path.exists(name)
-        if not looks_like_url and f"remote.{name}.url" not in cfg:
-            src = "--remote" if remote else "git config grite.lockRemote"
-            raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
+    if name is not None and f"remote.{name}.url" not in cfg:
+        src = "--remote" if remote else "git config grite.lockRemote"
+        path = _local_path(name)
+        if path is not None:
+            # Relative to the top of the work tree, as `git push ../hub.git` takes it.
+            path = os.path.join(store.toplevel() or store.git_dir, path)
+            if not os.path.exists(path):
+                if "/" not in name and ":" not in name:
+                    raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
+                # A configured remote whose path is gone is unreachable (an unmounted share)
+                # and falls back; a path given here that does not exist is a mistake.
+                raise UsageError(f"{src} {name!r}: no such repository (the path does not exist)")
     return Settings(name, ttl_s, skew_s, fallback, timeout)
+
+
+def _local_path(url: str) -> str | None:
+    """The filesystem path a git URL names, or None for a network URL (as git tells them apart)."""
+    if "://" in url:
+        return url[len("file://"):] if url.startswith("file://") else None
+    colon, slash = url.find(":"), url.find("/")
+    if colon > 0 and (slash < 0 or colon < slash):
+        return None   # scp-like host:path
+    return url
 
 
 def _only_synced_remote(store: "Store") -> str | None:
