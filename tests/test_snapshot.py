@@ -13,7 +13,7 @@ from git_brat.grite.cache import CACHE_VERSION, Cache
 from git_brat.grite.gitstore import Store
 from git_brat.grite.identity import load
 from git_brat.grite.state import StoredState, canonical, replay
-from helpers import git, grite, grite_json, incremental, status
+from helpers import git, grite, grite_json, incremental, run, status
 from sync_helpers import clone, replica_id, seeded_hub
 from test_replay_crdt import histories
 
@@ -223,3 +223,114 @@ def test_snapshot_then_the_rest_equals_a_full_replay(data, events):
             state = replay(order)
             break
     assert canonical(state) == canonical(replay(events))
+
+
+def _damage_a_blob(repo, rev: str):
+    """Move an events blob out of the object store; returns a function that puts it back."""
+    blob = git(repo, "rev-parse", f"{rev}:events")
+    path = repo / ".git" / "objects" / blob[:2] / blob[2:]
+    aside = path.with_name(path.name + ".aside")
+    path.rename(aside)
+    return lambda: aside.rename(path)
+
+
+def test_no_snapshot_is_taken_while_records_cannot_be_read(grepo):
+    _some_history(grepo, 5)
+    restore = _damage_a_blob(grepo, "refs/grite/wal~3")
+    grite(grepo, "rebuild", "--full")   # warns about the skipped record
+    proc = grite(grepo, "snapshot", check=False)
+    assert proc.returncode == 1 and "could not be read" in proc.err
+    git(grepo, "config", "grite.snapshotEvery", "1000")
+    store = Store.discover(str(grepo))
+    cache = Cache(store)
+    assert cache.snapshot_if_due(snapshot.Settings(True, 1000)) is None
+    assert git(grepo, "for-each-ref", "refs/grite/snapshots/") == ""
+    restore()
+    grite(grepo, "rebuild")
+    assert grite_json(grepo, "snapshot")["written"]
+
+
+def test_a_snapshot_whose_records_became_unreadable_is_kept_by_doctor(grepo):
+    _some_history(grepo, 5)
+    snap = grite_json(grepo, "snapshot")["snapshot"]
+    _damage_a_blob(grepo, "refs/grite/wal~3")
+    report = json.loads(grite(grepo, "doctor", "--fix", "--json", check=False).out)
+    kinds = {f["kind"]: f for f in report["findings"]}
+    assert "corrupt" in kinds and "snapshot-mismatch" not in kinds
+    assert kinds["snapshot-unverified"]["subject"].startswith("refs/grite/snapshots/")
+    assert git(grepo, "rev-parse", f"refs/grite/snapshots/{replica_id(grepo)}") == snap
+
+
+def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo, tmp_path):
+    _some_history(grepo, 5)
+    store = Store.discover(str(grepo))
+    state = Cache(store).state()
+    for covers in (["zz"], ["--output=" + str(tmp_path / "pwned")]):
+        meta = {"version": CACHE_VERSION, "replica": "ffff", "events": 10 ** 6, "entities": 1,
+                "covers": covers}
+        entries = {"meta": msgspec.msgpack.encode(meta), "state": msgspec.msgpack.encode(state)}
+        blobs = {n: run_git_blob(grepo, d) for n, d in entries.items()}
+        tree = git(grepo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
+        git(grepo, "update-ref", "refs/remotes/origin/grite/snapshots/ffff",
+            git(grepo, "commit-tree", tree, "-m", "hostile"))
+        out = grite_json(grepo, "rebuild")
+        assert out["snapshot"] is None
+        assert grite(grepo, "doctor").returncode == 0
+    assert not (tmp_path / "pwned").exists()
+
+
+def run_git_blob(repo, data: bytes) -> str:
+    from helpers import run
+    return run(["git", "hash-object", "-w", "--stdin"], repo, input=data).out.strip()
+
+
+def test_a_snapshot_refused_by_doctor_stays_refused_when_fetched_again(tmp_path):
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a")
+    ids = _some_history(a, 5)
+    state = Cache(Store.discover(str(a))).state()
+    _value, *stamp = state.entities[ids[0]].fields["title"]
+    state.entities[ids[0]].fields["title"] = ("forged", *stamp)
+    _write_snapshot(a, state)
+    git(a, "push", "-q", "origin", "main")
+    b = clone(str(hub), tmp_path / "b")
+    assert "forged" in grite(b, "issue", "list").out            # used, until checked
+    assert grite(b, "doctor", "--fix", check=False).returncode == 0
+    git(b, "fetch", "-q", "origin")                               # brings it back
+    assert git(b, "for-each-ref", "refs/remotes/origin/grite/snapshots/") != ""
+    assert grite_json(b, "rebuild")["snapshot"] is None
+    assert "forged" not in grite(b, "issue", "list").out
+
+
+def test_a_snapshot_is_not_published_to_a_remote_that_lacks_logs_it_covers(tmp_path):
+    public, private = seeded_hub(tmp_path, "public.git"), seeded_hub(tmp_path, "private.git")
+    secret = clone(str(private), tmp_path / "secret")
+    grite(secret, "issue", "create", "SECRET acquisition plan")
+    grite(secret, "sync")
+    a = clone(str(public), tmp_path / "a")
+    git(a, "remote", "add", "private", str(private))
+    grite(a, "remote", "add-sync", "private")
+    grite(a, "issue", "create", "public work")
+    grite(a, "sync")
+    assert "SECRET" in grite(a, "issue", "list").out
+    grite(a, "snapshot")
+    grite(a, "sync", "origin")
+    assert "refs/grite/snapshots/" not in git(a, "ls-remote", str(public))
+    objects = run(["git", "cat-file", "--batch-all-objects", "--batch"], public).stdout
+    assert b"SECRET" not in objects
+    grite(a, "sync", "private")   # the private hub has every log the snapshot covers
+    assert f"refs/grite/snapshots/{replica_id(a)}" in git(a, "ls-remote", str(private))
+
+
+def test_a_hub_whose_pre_receive_refuses_snapshots_still_takes_the_log(tmp_path):
+    hub = seeded_hub(tmp_path)
+    (hub / "hooks" / "pre-receive").write_text(
+        '#!/bin/sh\nwhile read old new ref; do case "$ref" in refs/grite/snapshots/*) exit 1;; esac; done\n')
+    (hub / "hooks" / "pre-receive").chmod(0o755)
+    a = clone(str(hub), tmp_path / "a")
+    grite(a, "issue", "create", "first")
+    grite(a, "snapshot")
+    out = grite(a, "sync")
+    assert "refused this replica's snapshot" in out.out
+    assert git(a, "ls-remote", str(hub), f"refs/grite/replicas/{replica_id(a)}").split()[0] == \
+        git(a, "rev-parse", "refs/grite/wal")

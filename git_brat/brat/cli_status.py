@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import time
@@ -133,6 +134,7 @@ def status(convoy_id, watch, interval, as_json):
                           f"Ctrl-C to stop")
                 sys.stdout.write(CLEAR + render(s, short, names) + footer + "\n")
                 sys.stdout.flush()
+            gc.unfreeze()   # replay froze this round's objects (state.no_gc): let them go
             time.sleep(interval)
     except KeyboardInterrupt:
         # `git brat` forwards the Ctrl-C it got too: a second SIGINT must not interrupt exit.

@@ -174,6 +174,8 @@ class Cache:
         if not (settings.enabled and settings.every):
             return None
         state = self.state()
+        if self.problems:   # a snapshot would hide the skipped records for good
+            return None
         meta = self._read_meta()
         covered = meta.snapshot_events if meta and meta.generation == self.generation else 0
         if state.event_count - max(covered, self._own_snapshot_events()) < settings.every:
@@ -198,6 +200,10 @@ class Cache:
         """
         from git_brat.grite import identity
         state = self.state()
+        if self.problems:
+            raise GriteError(f"{len(self.problems)} log records could not be read, and a snapshot "
+                             f"now would leave their events out for good (see `git grite doctor`; "
+                             f"once repaired, `git grite rebuild`)")
         covers = sorted(set(self.frontier.values()))
         rid = identity.load_replica(self.store.grite_dir).id
         ours = snapshot.read(self.store, snapshot.own_ref(rid))
@@ -266,7 +272,8 @@ class Cache:
             problems = _merge_problems(meta.problems, reader.problems)
         enc = msgspec.msgpack.encode
         encoded = enc(state)
-        if settings is not None and settings.every and state.event_count - covered >= settings.every:
+        if settings is not None and settings.every and not problems and \
+                state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
             if state.event_count - covered >= settings.every:
                 covered = self._snapshot(state, encoded, tips) or covered

@@ -16,7 +16,8 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 
 class Finding(msgspec.Struct):
-    kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | unknown-ops | rewrite | deleted-log
+    kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
+    #            | unknown-ops | rewrite | deleted-log
     subject: str
     detail: str
     fixed: bool = False
@@ -51,8 +52,8 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
     truth = replay(events)
-    if truth.unknown_ops:
-        findings.append(Finding("unknown-ops", "", f"{truth.unknown_ops} events from a newer "
+    if truth.unknown:
+        findings.append(Finding("unknown-ops", "", f"{len(truth.unknown)} events from a newer "
                                 "grite were kept but not replayed; upgrade to see them", True))
 
     cache = Cache(g.store)
@@ -76,9 +77,10 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
     from git_brat.grite import snapshot
     from git_brat.grite.cache import CACHE_VERSION
     findings = []
+    refused = snapshot.rejected(g.store)
     for snap in snapshot.listed(g.store):
-        if snap.meta.version != CACHE_VERSION:
-            continue   # never used by this version
+        if snap.meta.version != CACHE_VERSION or snap.commit in refused:
+            continue   # never used by this version / already refused
         stored = snapshot.load(g.store, snap)
         if stored is None:
             detail = "its state does not decode"
@@ -86,14 +88,21 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             reader = LogReader(g.store)
             commits = reader.new_commits(snap.meta.covers, ())
             truth = replay([e for _sha, batch in reader.batches(commits) for e in batch.events])
+            if reader.problems:   # the snapshot may be the only copy of what cannot be read
+                findings.append(Finding("snapshot-unverified", snap.ref,
+                                        f"{len(reader.problems)} records it covers cannot be read, "
+                                        "so it cannot be checked; it is kept", True))
+                continue
             if canonical(stored) == canonical(truth):
                 continue
             detail = (f"written by replica {snap.meta.replica}, differs from a full replay of "
                       f"the {truth.event_count} events it covers")
         f = Finding("snapshot-mismatch", snap.ref, detail)
-        if fix:   # deleting it only costs speed; the cache is rebuilt without it
-            f.fixed = g.store.delete_ref_if(snap.ref.encode(), snap.commit.encode())
+        if fix:   # only speed is lost; refused for good, even if a fetch brings it back
+            snapshot.reject(g.store, snap.commit)
+            g.store.delete_ref_if(snap.ref.encode(), snap.commit.encode())
             Cache(g.store).rebuild(full=True)
+            f.fixed = True
         findings.append(f)
     return findings
 

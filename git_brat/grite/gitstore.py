@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from typing import Iterable, Iterator
+from typing import Generator, Iterable, Iterator
 
 from git_brat.grite.errors import GriteError, NotARepository, RefLocked, RemoteUnreachable
 
@@ -193,7 +193,10 @@ class Store:
             raise CorruptObject(commit.sha.decode(), f"events blob unreadable: {exc or type(exc).__name__}") from exc
 
     def has_object(self, sha: bytes) -> bool:
-        return sha in self.repo.object_store
+        try:
+            return sha in self.repo.object_store
+        except ValueError:   # not an object id at all
+            return False
 
     def rev_list(self, include: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
         """Commits reachable from include but not exclude, oldest first (git rev-list)."""
@@ -201,9 +204,9 @@ class Store:
         if not include:
             return []
         exclude = [e for e in exclude if self.has_object(e.encode())]
-        args = ["rev-list", "--reverse", "--topo-order", *include]
-        if exclude:
-            args += ["--not", *exclude]
+        # Ids only after --end-of-options (never read as options), excludes as ^id.
+        args = ["rev-list", "--reverse", "--topo-order", "--end-of-options", *include,
+                *(f"^{e}" for e in exclude)]
         proc = run_git(["--git-dir", self.git_dir, *args])
         return proc.stdout.decode().split()
 
@@ -211,10 +214,18 @@ class Store:
         """(commit, events blob bytes or None if unreadable) for many commits via cat-file --batch.
 
         Streams: blobs are yielded while git is still producing the rest, so decoding and
-        replay in this process overlap with git's work on the other core.
+        replay in this process overlap with git's work on the other core. A damaged object
+        makes cat-file exit; a fresh one reads the rest, so it costs only its own record.
         """
-        if not commits:
-            return
+        start = 0
+        while start < len(commits):
+            answered = yield from self._cat_some(commits[start:])
+            if start + answered < len(commits):
+                yield commits[start + answered], None   # the record git stopped at
+            start += answered + 1
+
+    def _cat_some(self, commits: list[str]) -> Generator[tuple[str, memoryview | None], None, int]:
+        """One cat-file for as many of commits as it answers; returns how many that was."""
         import threading
         proc = subprocess.Popen(["git", "--git-dir", self.git_dir, "cat-file",
                                  "--batch=%(objecttype) %(objectsize)"],
@@ -231,7 +242,7 @@ class Store:
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         try:
-            yield from _parse_batch_output(proc.stdout, commits)
+            return (yield from _parse_batch_output(proc.stdout, commits))
         finally:   # also when the consumer stops early: never leave git running
             proc.stdout.close()
             if proc.poll() is None:
@@ -245,18 +256,19 @@ class Store:
         `git rev-list --objects --filter=object:type=blob | git cat-file --batch`, no Python in
         between: the walk names the blobs itself, so git never resolves `<commit>:events`
         through a tree per commit (twice as fast), and this process decodes while git reads.
-        Blobs come unnamed and in no useful order. Raises GriteError, after yielding what it
-        could, if git failed or an object is missing: the caller then takes the careful,
-        per-commit path, which can name what is broken.
+        Blobs come without their commit and in no useful order. Raises GriteError, after
+        yielding what it could, if git failed, an object is missing, or a log tree holds
+        anything but `events`: the caller then takes the careful, per-commit path, which reads
+        exactly what incremental updates read and can name what is broken.
         """
         if not tips:
             return
         git = ["git", "--git-dir", self.git_dir]
-        walk = subprocess.Popen([*git, "rev-list", "--objects", "--no-object-names",
-                                 "--filter=object:type=blob", "--filter-provided-objects", *tips],
+        walk = subprocess.Popen([*git, "rev-list", "--objects", "--filter=object:type=blob",
+                                 "--filter-provided-objects", "--end-of-options", *tips],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        cat = subprocess.Popen([*git, "cat-file", "--batch=%(objectsize)"], stdin=walk.stdout,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        cat = subprocess.Popen([*git, "cat-file", "--batch=%(objectsize) %(rest)"],
+                               stdin=walk.stdout, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         walk.stdout.close()   # cat-file now owns the pipe; it ends when rev-list does
         complete = False
         try:
@@ -482,11 +494,13 @@ def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
     return lines[0] if lines else f"git {what} exited {proc.returncode}"
 
 
-def _parse_batch_output(out, commits: list[str]) -> Iterator[tuple[str, memoryview | None]]:
+def _parse_batch_output(out, commits: list[str]) -> Generator[tuple[str, memoryview | None],
+                                                               None, int]:
     """Parse `git cat-file --batch='%(objecttype) %(objectsize)'` output as it arrives.
 
     Record i belongs to commits[i]. Reads large immutable chunks and yields zero-copy views
     into them (decoders take any buffer), so per-record cost stays a few attribute lookups.
+    Returns how many records were complete before the output ended.
     """
     data, pos = b"", 0
 
@@ -499,15 +513,12 @@ def _parse_batch_output(out, commits: list[str]) -> Iterator[tuple[str, memoryvi
         data, pos = data[pos:] + chunk, 0
         return True
 
-    for c in commits:
+    for n, c in enumerate(commits):
         eol = data.find(b"\n", pos)
         while eol < 0:
             if not more():
-                break
+                return n
             eol = data.find(b"\n", pos)
-        if eol < 0:
-            yield c, None
-            continue
         header = data[pos:eol]
         pos = eol + 1
         if not header.startswith(b"blob "):   # "<name> missing", or not a blob
@@ -516,20 +527,18 @@ def _parse_batch_output(out, commits: list[str]) -> Iterator[tuple[str, memoryvi
         size = int(header[5:])
         while len(data) - pos < size + 1:
             if not more(size + 1 - (len(data) - pos)):
-                break
-        if len(data) - pos < size + 1:
-            yield c, None
-            continue
+                return n   # cut short: git died inside this object
         yield c, memoryview(data)[pos:pos + size]
         pos += size + 1
+    return len(commits)
 
 
 def _blob_chunks(out) -> Iterator[list[memoryview]]:
-    """Parse `git cat-file --batch='%(objectsize)'` output into lists of zero-copy blob views.
+    """Parse `git cat-file --batch='%(objectsize) %(rest)'` output (rest: the blob's path in
+    its tree) into lists of zero-copy blob views, one list per read from the pipe.
 
-    One list per read from the pipe, so the per-blob cost is a find, an int() and a slice.
-    Stops (the caller sees an incomplete stream) at a header that is not a size, i.e.
-    "<id> missing".
+    Raises GriteError at a header that is not "<size> events" ("<id> missing", or a tree
+    entry that is not an events blob).
     """
     data, pos = b"", 0
     while True:
@@ -543,11 +552,12 @@ def _blob_chunks(out) -> Iterator[list[memoryview]]:
             if eol < 0:
                 break
             header = data[pos:eol]
-            if not header.isdigit():
+            size, _, name = header.partition(b" ")
+            if name != b"events" or not size.isdigit():
                 if views:
                     yield views
                 raise GriteError(f"git cat-file: {header.decode('utf-8', 'replace')}")
-            end = eol + 1 + int(header)
+            end = eol + 1 + int(size)
             if end >= n:   # this blob (or its newline) is still in the pipe
                 if end - pos > (1 << 20):   # a blob bigger than a chunk: read the rest at once
                     rest = out.read(end + 1 - n)

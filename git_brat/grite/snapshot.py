@@ -9,11 +9,14 @@ not have; `git grite doctor` replays each one in full and reports any that disag
 
 from __future__ import annotations
 
+import os
 import time
+from typing import Annotated
 
 import msgspec
 
 from git_brat.grite.errors import CorruptObject, GriteError
+from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
 from git_brat.grite.state import State
 
@@ -23,12 +26,17 @@ DEFAULT_EVERY = 10000   # events a replica replays past its last snapshot before
 MIN_EVERY = 1000
 
 
+# Fetched snapshots are anyone's writing: what reaches git's command line or a terminal is checked.
+ObjectId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}([0-9a-f]{24})?$")]
+ReplicaId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{1,64}$")]
+
+
 class SnapshotMeta(msgspec.Struct):
     version: int          # cache format of `state`; snapshots in any other format are ignored
-    replica: str          # the replica that wrote it
-    events: int           # events replayed into it
-    entities: int
-    covers: list[str]     # log tips whose whole history it includes (also the commit's parents)
+    replica: ReplicaId    # the replica that wrote it
+    events: Annotated[int, msgspec.Meta(ge=0)]       # events replayed into it
+    entities: Annotated[int, msgspec.Meta(ge=0)]
+    covers: list[ObjectId]   # log tips whose whole history it includes (also the commit's parents)
 
 
 class Snapshot(msgspec.Struct):
@@ -88,7 +96,7 @@ def listed(store: Store) -> list[Snapshot]:
 
 def best(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, State] | None:
     """The snapshot covering the most events that our logs fully contain, and its state."""
-    seen: set[str] = set()
+    seen = rejected(store)
     for snap in listed(store):
         if snap.meta.version != version or snap.commit in seen:
             continue
@@ -128,3 +136,21 @@ def write(store: Store, replica_id: str, author: bytes, state: State, encoded: b
     if not store.cas_ref(ref, old, commit, b"grite: snapshot"):
         return None
     return Snapshot(ref.decode(), commit.decode(), meta)
+
+
+def _rejected_path(store: Store) -> str:
+    return os.path.join(store.grite_dir, "snapshots-rejected")
+
+
+def rejected(store: Store) -> set[str]:
+    """Snapshot commits doctor found wrong: never used again, even if a fetch brings them back."""
+    try:
+        with open(_rejected_path(store), encoding="ascii") as f:
+            return set(f.read().split())
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def reject(store: Store, commit: str) -> None:
+    atomic_write(_rejected_path(store), "".join(f"{c}\n" for c in sorted(rejected(store) | {commit}))
+                 .encode())

@@ -88,7 +88,9 @@ class State(msgspec.Struct):
     # resource -> token -> latest ts among applied events fenced with that token
     fenced_at: dict[str, dict[int, int]] = {}
     rejected: dict[str, Rejection] = {}
-    unknown_ops: int = 0
+    # Events whose operation this version does not know (from a newer writer), by id: a set,
+    # so reading one blob twice (two commits may share it) does not count it twice.
+    unknown: dict[str, None] = {}
     event_count: int = 0
 
     def apply(self, e: ev.Event) -> bool:
@@ -121,7 +123,7 @@ class State(msgspec.Struct):
                 seen[tok] = e.ts
         apply = _APPLY.get(kind)
         if apply is None:   # UnknownOp: an operation from a newer writer
-            self.unknown_ops += 1
+            self.unknown[e.id] = None
             return True
         ent = self.entities.get(e.entity)
         if ent is None:
@@ -247,7 +249,8 @@ class no_gc:
 
     On exit the survivors are frozen out of the collector's generations: otherwise the first
     collection after re-enabling walks all of them (over 100 ms at 100k events) to find nothing.
-    Reference counting still frees them as usual.
+    Reference counting still frees them as usual, but cyclic garbage that exists at that moment
+    is never collected: a long-running loop calls gc.unfreeze() between rounds.
     """
 
     def __enter__(self):
@@ -290,7 +293,7 @@ def canonical(state: State) -> bytes:
     body = {
         "entities": {k: ent_key(state.entities[k]) for k in state.entities},
         "max_lamport": state.max_lamport, "fences": state.fences,
-        "rejected": state.rejected, "unknown_ops": state.unknown_ops,
+        "rejected": state.rejected, "unknown": sorted(state.unknown),
     }
     return msgspec.msgpack.encode(body, order="sorted")
 

@@ -322,9 +322,9 @@ def _load_published(store: Store) -> dict[str, str]:
 def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     """Push refs/grite/wal to refs/grite/replicas/<id> on remote (or its URL `dest`); never forced.
 
-    This replica's snapshot goes in the same push (written first when one is due), forced: it
-    is replaced, not extended, and only this replica moves it. A hub that refuses it costs
-    others speed only, so that is reported beside a publication that succeeded.
+    Then this replica's snapshot (written first when one is due), in a push of its own so a
+    hub that refuses it cannot hold up the log; forced, since a snapshot is replaced, not
+    extended, and only this replica moves it. A refusal is reported, not a failure.
     """
     store = g.store
     rid = identity.load_replica(store.grite_dir).id   # not the actor: GRITE_ACTOR is irrelevant here
@@ -335,33 +335,56 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     if wal is None:
         return Publication(remote, ref, old, old, "nothing")
     wal_s = wal.decode()
-    settings = snapshot.settings(store)
-    g.cache.snapshot_if_due(settings)
-    snap_ref = snapshot.own_ref(rid).decode()
-    snap = store.read_ref(snap_ref.encode()) if settings.enabled else None
-    snap_s = snap.decode() if snap else None
     published = _load_published(store)
-    refspecs = []
-    if not (tracked == wal or (dest is not None and published.get(dest) == wal_s)):
-        refspecs.append(f"{WAL}:{ref}")
-    snap_tracked = store.read_ref(f"refs/remotes/{remote}/grite/snapshots/{rid}".encode())
-    if snap and snap != snap_tracked and (dest is None or published.get(f"{dest} snapshot") != snap_s):
-        refspecs.append(f"+{snap_ref}:{snap_ref}")
-    if not refspecs:
-        return Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
-    proc = store.push(dest or remote, refspecs, transport_env(), net_timeout())
-    failed = _failed_refs(proc)
-    if ref in failed or (proc.returncode != 0 and not failed):
-        return Publication(remote, ref, old, old, "failed", failed.get(ref) or _git_error(proc))
-    snapshot_error = failed.get(snap_ref)
-    if dest is not None:
-        published = _load_published(store)
-        published[dest] = wal_s
-        if snap_s and snapshot_error is None:
-            published[f"{dest} snapshot"] = snap_s
-        atomic_write(_published_path(store), msgspec.json.encode(published))
-    status = "pushed" if f"{WAL}:{ref}" in refspecs else "up-to-date"
-    return Publication(remote, ref, old, wal_s, status, snapshot_error=snapshot_error)
+    if tracked == wal or (dest is not None and published.get(dest) == wal_s):
+        pub = Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
+    else:
+        proc = store.push(dest or remote, [f"{WAL}:{ref}"], transport_env(), net_timeout())
+        if proc.returncode != 0:
+            return Publication(remote, ref, old, old, "failed",
+                               _failed_refs(proc).get(ref) or _git_error(proc))
+        _remember(store, dest, wal_s)
+        pub = Publication(remote, ref, old, wal_s, "pushed")
+    pub.snapshot_error = _publish_snapshot(g, rid, remote, dest, wal_s)
+    return pub
+
+
+def _publish_snapshot(g: Grite, rid: str, remote: str, dest: str | None, wal: str) -> str | None:
+    """Push this replica's snapshot if the remote lacks it; why the remote refused it, if it did.
+
+    Only a snapshot whose events the remote already has is pushed: one that covers logs from
+    another remote would hand this remote their events.
+    """
+    store = g.store
+    settings = snapshot.settings(store)
+    if not settings.enabled:
+        return None
+    g.cache.snapshot_if_due(settings)
+    ours = snapshot.read(store, snapshot.own_ref(rid))
+    if ours is None:
+        return None
+    key = f"{dest} snapshot"
+    if store.read_ref(f"refs/remotes/{remote}/grite/snapshots/{rid}".encode()) == \
+            ours.commit.encode() or (dest is not None and _load_published(store).get(key) == ours.commit):
+        return None
+    remote_logs = [sha for name, sha in store.log_tips().items()
+                   if name.startswith(f"refs/remotes/{remote}/grite/")]
+    if store.unreachable(ours.meta.covers, [wal, *remote_logs]):
+        return None   # it covers logs this remote does not have
+    proc = store.push(dest or remote, [f"+{ours.ref}:{ours.ref}"], transport_env(), net_timeout())
+    if proc.returncode != 0:
+        return _failed_refs(proc).get(ours.ref) or _git_error(proc)
+    _remember(store, dest, ours.commit, key)
+    return None
+
+
+def _remember(store: Store, dest: str | None, sha: str, key: str | None = None) -> None:
+    """Record what a push to a URL (not a remote with tracking refs) published there."""
+    if dest is None:
+        return
+    published = _load_published(store)
+    published[key or dest] = sha
+    atomic_write(_published_path(store), msgspec.json.encode(published))
 
 
 def _failed_refs(proc: subprocess.CompletedProcess) -> dict[str, str]:
