@@ -263,25 +263,30 @@ class Store:
         """
         if not tips:
             return
+        import tempfile
         git = ["git", "--git-dir", self.git_dir]
-        walk = subprocess.Popen([*git, "rev-list", "--objects", "--filter=object:type=blob",
-                                 "--filter-provided-objects", "--end-of-options", *tips],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        cat = subprocess.Popen([*git, "cat-file", "--batch=%(objectsize) %(rest)"],
-                               stdin=walk.stdout, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        walk.stdout.close()   # cat-file now owns the pipe; it ends when rev-list does
-        complete = False
-        try:
-            yield from _blob_chunks(cat.stdout)
-            complete = True
-        finally:
-            cat.stdout.close()
-            for proc in (cat, walk):
-                if proc.poll() is None:
-                    proc.kill()   # the consumer stopped early, or an object was missing
-                proc.wait()
-            err = walk.stderr.read().decode("utf-8", "replace").strip()
-            walk.stderr.close()
+        # rev-list's complaints go to a file: a pipe nobody reads until the end could fill
+        # up (a badly damaged repository) and stall the whole pipeline.
+        with tempfile.TemporaryFile() as errors:
+            walk = subprocess.Popen([*git, "rev-list", "--objects", "--filter=object:type=blob",
+                                     "--filter-provided-objects", "--end-of-options", *tips],
+                                    stdout=subprocess.PIPE, stderr=errors)
+            cat = subprocess.Popen([*git, "cat-file", "--batch=%(objectsize) %(rest)"],
+                                   stdin=walk.stdout, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+            walk.stdout.close()   # cat-file now owns the pipe; it ends when rev-list does
+            complete = False
+            try:
+                yield from _blob_chunks(cat.stdout)
+                complete = True
+            finally:
+                cat.stdout.close()
+                for proc in (cat, walk):
+                    if proc.poll() is None:
+                        proc.kill()   # the consumer stopped early, or an object was missing
+                    proc.wait()
+                errors.seek(0)
+                err = errors.read().decode("utf-8", "replace").strip()
         if not complete or walk.returncode != 0 or cat.returncode != 0:
             raise GriteError(f"git could not read every log object: "
                              f"{err.splitlines()[-1] if err else 'an object is missing'}")
