@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -192,23 +193,6 @@ def test_snapshots_can_be_turned_off_and_bad_settings_are_refused(grepo):
     assert proc.returncode == 1 and "at least 1000" in proc.err
 
 
-def test_a_hub_that_refuses_the_snapshot_still_takes_the_log(tmp_path):
-    hub = seeded_hub(tmp_path)
-    (hub / "hooks" / "update").write_text(
-        '#!/bin/sh\ncase "$1" in refs/grite/snapshots/*) echo "no snapshots here" >&2; exit 1;; esac\n')
-    (hub / "hooks" / "update").chmod(0o755)
-    a = clone(str(hub), tmp_path / "a")
-    grite(a, "issue", "create", "first")
-    grite(a, "snapshot")
-    out = grite(a, "sync")
-    assert "refused this replica's snapshot" in out.out and "hook declined" in out.out
-    sync = json.loads(grite(a, "sync", "--json").out)   # tried again, refused again: still ok
-    assert sync["ok"] and sync["remotes"][0]["published"]["snapshot_error"]
-    rid = replica_id(a)
-    assert git(a, "ls-remote", str(hub), f"refs/grite/replicas/{rid}").split()[0] == \
-        git(a, "rev-parse", "refs/grite/wal")
-
-
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), events=histories())
 def test_snapshot_then_the_rest_equals_a_full_replay(data, events):
@@ -322,15 +306,26 @@ def test_a_snapshot_is_not_published_to_a_remote_that_lacks_logs_it_covers(tmp_p
     assert f"refs/grite/snapshots/{replica_id(a)}" in git(a, "ls-remote", str(private))
 
 
-def test_a_hub_whose_pre_receive_refuses_snapshots_still_takes_the_log(tmp_path):
+REFUSING_HOOKS = {
+    # per ref: only the snapshot's update is refused
+    "update": 'case "$1" in refs/grite/snapshots/*) echo "no snapshots here" >&2; exit 1;; esac',
+    # whole push: refused if it has a snapshot in it
+    "pre-receive": 'while read old new ref; do case "$ref" in refs/grite/snapshots/*) exit 1;; '
+                   'esac; done',
+}
+
+
+@pytest.mark.parametrize("hook", sorted(REFUSING_HOOKS))
+def test_a_hub_that_refuses_the_snapshot_still_takes_the_log(tmp_path, hook):
     hub = seeded_hub(tmp_path)
-    (hub / "hooks" / "pre-receive").write_text(
-        '#!/bin/sh\nwhile read old new ref; do case "$ref" in refs/grite/snapshots/*) exit 1;; esac; done\n')
-    (hub / "hooks" / "pre-receive").chmod(0o755)
+    (hub / "hooks" / hook).write_text(f"#!/bin/sh\n{REFUSING_HOOKS[hook]}\n")
+    (hub / "hooks" / hook).chmod(0o755)
     a = clone(str(hub), tmp_path / "a")
     grite(a, "issue", "create", "first")
     grite(a, "snapshot")
     out = grite(a, "sync")
-    assert "refused this replica's snapshot" in out.out
+    assert "refused this replica's snapshot" in out.out and "hook declined" in out.out
+    sync = json.loads(grite(a, "sync", "--json").out)   # tried again, refused again: still ok
+    assert sync["ok"] and sync["remotes"][0]["published"]["snapshot_error"]
     assert git(a, "ls-remote", str(hub), f"refs/grite/replicas/{replica_id(a)}").split()[0] == \
         git(a, "rev-parse", "refs/grite/wal")
