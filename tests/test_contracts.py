@@ -26,7 +26,7 @@ def test_every_command_prints_bare_json_and_leaves_git_status_alone(grepo, tmp_p
         ["issue", "assign", a, "--add", "me"], ["issue", "close", b], ["issue", "reopen", b],
         ["dep", "add", a, "--on", b], ["dep", "list", a], ["dep", "topo"], ["ready"],
         ["dep", "remove", a, "--on", b], ["log"], ["import", str(f)], ["doctor"], ["rebuild"],
-        ["actor", "list"], ["actor", "show"], ["actor", "new", "bot"], ["actor", "use", "bot"],
+        ["snapshot"], ["rebuild"], ["rebuild", "--full"], ["actor", "list"], ["actor", "show"], ["actor", "new", "bot"], ["actor", "use", "bot"],
     ]
     for cmd in commands:
         proc = grite(grepo, *cmd, "--json")

@@ -63,6 +63,9 @@ def test_commands_work_from_a_subdirectory_and_a_linked_worktree(grepo, tmp_path
     assert [i["id"] for i in grite_json(wt, "issue", "list")] == [iid]
     other = grite(wt, "issue", "create", "From a worktree").out.strip()
     assert [i["id"] for i in grite_json(sub, "issue", "list")] == [iid, other]
+    # A snapshot taken in the worktree is the repository's, and a rebuild anywhere uses it.
+    snap = grite_json(wt, "snapshot")["snapshot"]
+    assert grite_json(sub, "rebuild")["snapshot"] == snap
     assert status(wt) == "" and status(grepo) == ""
 
 
