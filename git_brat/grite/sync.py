@@ -278,6 +278,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     tips = store.log_tips()
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     g.state(refresh=True)
+    g.cache.issues()   # views too: the next `issue list` after a fetch is then a warm read
     stamp = store.ref_lines(STAMP_PATTERNS)
     atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
     base = before if before is not None else last
