@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -23,6 +24,15 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+# Control characters (but newline and tab) shown as U+FFFD: titles, names and messages come
+# from any replica's log, and must not drive the terminal (escape sequences, carriage returns).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    return _UNPRINTABLE.sub("\ufffd", text)
+
+
 def emit(as_json: bool, obj: Any, human: Callable[[], str | None]) -> None:
     """Print obj as JSON, or the human rendering."""
     if as_json:
@@ -30,11 +40,11 @@ def emit(as_json: bool, obj: Any, human: Callable[[], str | None]) -> None:
     else:
         text = human()
         if text:
-            click.echo(text)
+            click.echo(printable(text))
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    click.echo(printable(f"warning: {message}"), err=True)
 
 
 def when(dt: datetime) -> str:
@@ -95,7 +105,7 @@ def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
         group.main(args=argv, prog_name=prog, standalone_mode=False)
         return 0
     except GriteError as exc:
-        click.echo(f"{prog}: error: {exc.message}", err=True)
+        click.echo(printable(f"{prog}: error: {exc.message}"), err=True)
         return exc.exit_code
     except _NO_ARGS_IS_HELP:   # bare group: click printed the help
         return 0

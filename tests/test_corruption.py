@@ -179,3 +179,31 @@ def test_a_log_tree_with_more_than_events_is_read_the_same_by_every_path(grepo, 
     assert [i["title"] for i in grite_json(grepo, "issue", "list")] == incremental
     assert "Only events counts" in incremental and "Hidden in an extra entry" not in incremental
     assert grite_json(grepo, "doctor")["ok"]
+
+
+def test_a_tree_where_events_should_be_costs_only_its_own_record(grepo, tmp_path):
+    # A peer's log of 80 commits (enough to be streamed through one git cat-file) where one
+    # commit's `events` is a tree: git prints the tree's content, which must be stepped over.
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(grepo), str(other))
+    grite(other, "init")
+    _bulk(other)
+    git(grepo, "fetch", "-q", str(other), "refs/grite/wal:refs/tmp/peer")
+    commits = git(grepo, "rev-list", "--reverse", "refs/tmp/peer").split()[-80:]
+    git(grepo, "update-ref", "-d", "refs/tmp/peer")
+    parent = None
+    for n, c in enumerate(commits):
+        if n == 40:
+            events = git(grepo, "mktree", input=f"100644 blob {git(grepo, 'rev-parse', f'{c}:events')}\tx\n")
+            entry = f"040000 tree {events}\tevents\n"
+        else:
+            entry = f"100644 blob {git(grepo, 'rev-parse', f'{c}:events')}\tevents\n"
+        tree = git(grepo, "mktree", input=entry)
+        parent = git(grepo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", f"peer {n}")
+        if n == 40:
+            odd = parent
+    git(grepo, "update-ref", "refs/grite/replicas/peer", parent)
+    proc = _fresh_list(grepo)
+    titles = {i["title"] for i in msgspec.json.decode(proc.stdout)}
+    assert len([t for t in titles if t.startswith("bulk ")]) == 79
+    assert odd in proc.err and proc.err.count("skipped") == 1, proc.err

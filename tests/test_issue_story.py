@@ -125,3 +125,19 @@ def test_listed_lines_fit_80_columns_even_with_wide_characters(grepo):
     assert len(lines) == 2
     assert all(columns(line) <= 80 for line in lines), [columns(line) for line in lines]
     assert all(line.endswith("…") for line in lines)
+
+
+def test_control_characters_from_the_log_never_reach_the_terminal(grepo):
+    # Another replica's grite need not validate what it writes: the title arrives as is.
+    from git_brat.grite import events as ev
+    from git_brat.grite.log import Draft
+    from git_brat.grite.repo import Grite
+    title = "Fix \x1b[31mred\x1b[0m text\rand bell\x07"
+    iid = grite_json(grepo, "issue", "create", "Plain")["id"]
+    g = Grite.open(str(grepo))
+    g.append([Draft(iid, ev.SetFields({"title": title})), Draft(iid, ev.Comment("see \x1b]0;owned\x07"))],
+             "grite: from a careless peer")
+    for out in (grite(grepo, "issue", "list").out, grite(grepo, "issue", "show", iid).out,
+                grite(grepo, "log").out):
+        assert not any(ord(c) < 32 and c not in "\n\t" for c in out), repr(out)
+    assert grite_json(grepo, "issue", "show", iid)["title"] == title   # JSON keeps the exact text

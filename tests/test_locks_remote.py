@@ -185,3 +185,10 @@ def test_a_remote_path_that_does_not_exist_is_refused_not_used_as_an_outage(tmp_
     assert git(a, "for-each-ref", "refs/grite/locks/") == ""          # nothing taken locally
     proc = grite(a, "lock", "acquire", "task:t-1", "--remote", "nosuchremote", check=False)
     assert proc.returncode == 2 and "no remote named 'nosuchremote'" in proc.err
+
+
+def test_a_configured_lock_remote_path_that_vanished_falls_back_like_an_outage(tmp_path, hub):
+    (a,) = _clones(tmp_path, str(hub), 1)
+    git(a, "config", "grite.lockRemote", str(tmp_path / "unmounted" / "hub.git"))
+    got = grite_json(a, "lock", "acquire", "task:t-7", "--holder", "alice")
+    assert got["mode"] == "local" and "unreachable" in got["note"]

@@ -12,7 +12,7 @@ import click
 from git_brat.brat import status as st
 from git_brat.brat.cli_common import board, load_config, open_grite, shorts
 from git_brat.brat.model import STATES
-from git_brat.clikit import cut, emit, emit_json, json_option, table, when
+from git_brat.clikit import cut, emit, emit_json, json_option, printable, table, when
 
 WIDTH = 80
 # Column headings for task counts per state (4 characters each, so a convoy fits on one line).
@@ -132,7 +132,7 @@ def status(convoy_id, watch, interval, as_json):
             else:
                 footer = (f"\n\n{when(s.generated_at)}  refreshing every {interval:g}s; "
                           f"Ctrl-C to stop")
-                sys.stdout.write(CLEAR + render(s, short, names) + footer + "\n")
+                sys.stdout.write(CLEAR + printable(render(s, short, names)) + footer + "\n")
                 sys.stdout.flush()
             gc.unfreeze()   # replay froze this round's objects (state.no_gc): let them go
             time.sleep(interval)

@@ -50,7 +50,7 @@ def _done(g, tid: str, as_json: bool, message: str) -> None:
     if as_json:
         emit(True, _detail(g, tid), lambda: None)
     else:
-        click.echo(message)
+        emit(False, None, lambda: message)
 
 
 @click.group()

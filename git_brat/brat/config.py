@@ -256,9 +256,7 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         raise ConfigError(f"{where}: witness.engine = \"shell\" needs engines.shell.command "
                           f"(the argv to run)")
     branch = cfg.refinery.target_branch
-    if (branch.startswith(("-", "/")) or branch.endswith(("/", ".lock", "."))
-            or any(s in branch for s in ("..", "@{", "//")) or branch == "@"
-            or any(c.isspace() or c in "~^:?*[\\" or ord(c) < 32 for c in branch)):
+    if not valid_branch(branch):
         raise ConfigError(f"{where}: refinery.target_branch = {show_value(branch)} is not allowed: "
                           f"expected a valid branch name")
     return cfg
@@ -313,9 +311,17 @@ def _key_lines(cls, obj, name: str) -> list[str]:
     return _comment(text) + [f"{name} = {show_value(getattr(obj, name))}"]
 
 
+def valid_branch(name: str) -> bool:
+    """A name git accepts for a branch (the rules of git check-ref-format --branch)."""
+    return not (name.startswith(("-", "/")) or name.endswith(("/", ".lock", "."))
+                or any(s in name for s in ("..", "@{", "//")) or name == "@" or not name
+                or any(c.isspace() or c in "~^:?*[\\" or ord(c) < 32 for c in name))
+
+
 def text_for(store) -> str:
     """default_text for this repository: work lands on its default branch (see Store)."""
-    return default_text({"refinery.target_branch": store.default_branch()})
+    branch = next(b for b in store.default_branch_candidates() if valid_branch(b))
+    return default_text({"refinery.target_branch": branch})
 
 
 def default_text(overrides: dict[str, Any] | None = None) -> str:

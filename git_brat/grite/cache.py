@@ -23,9 +23,9 @@ from git_brat.grite.log import LogReader, LogUnreadable, Problem
 from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay_stream
 
 # 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
-# 5: issue views updated lazily (views, dirty).
+# 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id.
 # Snapshots carry it too: bump it whenever the same events would give a different State.
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 
 
 class IssueView(msgspec.Struct):
@@ -72,6 +72,7 @@ class Cache:
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
+        self.from_snapshot_events = 0                          # and how many events that gave it
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
         self.views_stamp = ""                 # the issue views the last issues() answer came from
@@ -262,9 +263,13 @@ class Cache:
                 state, covered = self._full(reader, tips), 0
             else:
                 self.from_snapshot, state = start
-                self.rebuilt, covered = True, self.from_snapshot.meta.events
+                # Counted from its state, not taken from its meta (anyone's writing).
+                self.rebuilt, covered = True, state.event_count
+                self.from_snapshot_events = covered
                 covers = {c: c for c in self.from_snapshot.meta.covers}
-                state, _ = self._extend(reader, state, covers, tips)
+                state, extended = self._extend(reader, state, covers, tips)
+                if extended is None:   # a fence moved: replayed in full after all
+                    self.from_snapshot, self.from_snapshot_events, covered = None, 0, 0
             problems = reader.problems
         else:
             settings, covered = None, meta.snapshot_events

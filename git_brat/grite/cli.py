@@ -153,12 +153,12 @@ def rebuild(full, as_json):
     snap = g.cache.from_snapshot
     out = {"entities": live, "events": state.event_count, "problems": g.cache.problems,
            "snapshot": snap.commit if snap else None,
-           "replayed": state.event_count - (snap.meta.events if snap else 0)}
+           "replayed": state.event_count - g.cache.from_snapshot_events}
 
     def human():
         line = f"rebuilt cache: {live} entities from {state.event_count} events"
         if snap:
-            line += (f" ({snap.meta.events} from snapshot {snap.commit[:10]} of replica "
+            line += (f" ({g.cache.from_snapshot_events} from snapshot {snap.commit[:10]} of replica "
                      f"{snap.meta.replica[:10]}, {out['replayed']} replayed)")
         return line
     emit(as_json, out, human)

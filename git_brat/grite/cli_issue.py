@@ -98,7 +98,7 @@ def _done(g: Grite, ent_id: str, as_json: bool, message: str) -> None:
     if as_json:
         emit(True, issues.detail(g.state(), g.resolve(ent_id, issues.KIND)), lambda: None)
     else:
-        click.echo(message)
+        emit(False, None, lambda: message)
 
 
 @issue.command()

@@ -78,9 +78,11 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
     from git_brat.grite.cache import CACHE_VERSION
     findings = []
     refused = snapshot.rejected(g.store)
+    tips = g.store.log_tips().values()
     for snap in snapshot.listed(g.store):
-        if snap.meta.version != CACHE_VERSION or snap.commit in refused:
-            continue   # never used by this version / already refused
+        if snap.meta.version != CACHE_VERSION or snap.commit in refused or \
+                g.store.unreachable(snap.meta.covers, tips):
+            continue   # never used: another version's, refused, or not contained in our logs
         stored = snapshot.load(g.store, snap)
         if stored is None:
             detail = "its state does not decode"

@@ -195,7 +195,7 @@ class Store:
     def has_object(self, sha: bytes) -> bool:
         try:
             return sha in self.repo.object_store
-        except ValueError:   # not an object id at all
+        except Exception:   # not an object id this repository can hold (dulwich asserts on some)
             return False
 
     def rev_list(self, include: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
@@ -217,12 +217,25 @@ class Store:
         replay in this process overlap with git's work on the other core. A damaged object
         makes cat-file exit; a fresh one reads the rest, so it costs only its own record.
         """
-        start = 0
+        start, stuck = 0, 0
         while start < len(commits):
+            if stuck >= 8:   # git keeps dying at once (not one bad object): read in-process
+                for c in commits[start:]:
+                    yield c, self.events_blob(c)
+                return
             answered = yield from self._cat_some(commits[start:])
             if start + answered < len(commits):
                 yield commits[start + answered], None   # the record git stopped at
+            stuck = stuck + 1 if answered == 0 else 0
             start += answered + 1
+
+    def events_blob(self, commit: str) -> bytes | None:
+        """The events blob of one log commit, read in-process; None if anything is unreadable."""
+        from git_brat.grite.errors import CorruptObject
+        try:
+            return self.read_log_blob(self.read_commit(commit.encode()))
+        except CorruptObject:
+            return None
 
     def _cat_some(self, commits: list[str]) -> Generator[tuple[str, memoryview | None], None, int]:
         """One cat-file for as many of commits as it answers; returns how many that was."""
@@ -315,20 +328,20 @@ class Store:
                        check=False)
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
-    def default_branch(self) -> str:
-        """The branch work lands on: the remote's HEAD (origin first), else main or master
-        if it exists, else the checked-out branch, else "main"."""
-        remotes = self.remotes()
-        for remote in sorted(remotes, key=lambda r: r != "origin"):
+    def default_branch_candidates(self) -> list[str]:
+        """Where work lands, most likely first: the remotes' HEAD (origin first), main or
+        master if it exists, the checked-out branch, "main". Remote names are the remote's
+        word: callers check them."""
+        out = []
+        for remote in sorted(self.remotes(), key=lambda r: r != "origin"):
             proc = self._git(["symbolic-ref", "-q", "--short", f"refs/remotes/{remote}/HEAD"],
                              check=False)
-            name = proc.stdout.decode().strip()
+            name = proc.stdout.decode("utf-8", "replace").strip()
             if proc.returncode == 0 and name.startswith(f"{remote}/"):
-                return name[len(remote) + 1:]
-        for name in ("main", "master"):
-            if self.read_ref(f"refs/heads/{name}".encode()) is not None:
-                return name
-        return self.current_branch() or "main"
+                out.append(name[len(remote) + 1:])
+        out += [n for n in ("main", "master") if self.read_ref(f"refs/heads/{n}".encode())]
+        out += [self.current_branch() or "main", "main"]
+        return out
 
     # -- remotes, hooks and transport (sync) ---------------------------------
 
@@ -526,14 +539,19 @@ def _parse_batch_output(out, commits: list[str]) -> Generator[tuple[str, memoryv
             eol = data.find(b"\n", pos)
         header = data[pos:eol]
         pos = eol + 1
-        if not header.startswith(b"blob "):   # "<name> missing", or not a blob
+        if header.endswith((b" missing", b" ambiguous")):   # no content follows
             yield c, None
             continue
-        size = int(header[5:])
+        kind, _, size_text = header.partition(b" ")
+        if not size_text.isdigit():
+            return n   # not a header git writes: stop; the caller restarts after this record
+        size = int(size_text)
         while len(data) - pos < size + 1:
             if not more(size + 1 - (len(data) - pos)):
                 return n   # cut short: git died inside this object
-        yield c, memoryview(data)[pos:pos + size]
+        # `<commit>:events` that is a tree (or anything but a blob) is unreadable as a batch,
+        # but its content is still there to step over.
+        yield c, memoryview(data)[pos:pos + size] if kind == b"blob" else None
         pos += size + 1
     return len(commits)
 

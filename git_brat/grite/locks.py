@@ -246,14 +246,14 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
     if name is not None and f"remote.{name}.url" not in cfg:
         src = "--remote" if remote else "git config grite.lockRemote"
         path = _local_path(name)
-        if path is not None:
-            # Relative to the top of the work tree, as `git push ../hub.git` takes it.
-            path = os.path.join(store.toplevel() or store.git_dir, path)
-            if not os.path.exists(path):
-                if "/" not in name and ":" not in name:
-                    raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
-                # A configured remote whose path is gone is unreachable (an unmounted share)
-                # and falls back; a path given here that does not exist is a mistake.
+        # Relative to the top of the work tree, as `git push ../hub.git` takes it.
+        if path is not None and not os.path.exists(os.path.join(store.toplevel() or store.git_dir,
+                                                                path)):
+            if "/" not in name and ":" not in name:
+                raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
+            # A configured path that is gone is unreachable (an unmounted share) and falls
+            # back; a path typed on this command line that does not exist is a mistake.
+            if remote:
                 raise UsageError(f"{src} {name!r}: no such repository (the path does not exist)")
     return Settings(name, ttl_s, skew_s, fallback, timeout)
 

@@ -173,10 +173,7 @@ class LogReader:
                 self._note(sha, f"events blob does not decode ({exc})")
 
     def _read_one(self, sha: str) -> tuple[str, bytes | None]:
-        try:
-            return sha, self.store.read_log_blob(self.store.read_commit(sha.encode()))
-        except CorruptObject:
-            return sha, None
+        return sha, self.store.events_blob(sha)
 
     def _note(self, sha: str, detail: str) -> None:
         if not any(p.sha == sha for p in self.problems):

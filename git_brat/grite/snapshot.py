@@ -27,8 +27,9 @@ MIN_EVERY = 1000
 
 
 # Fetched snapshots are anyone's writing: what reaches git's command line or a terminal is checked.
-ObjectId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}([0-9a-f]{24})?$")]
-ReplicaId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{1,64}$")]
+# (\Z, not $: $ also matches before a final newline.)
+ObjectId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}([0-9a-f]{24})?\\Z")]
+ReplicaId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{1,64}\\Z")]
 
 
 class SnapshotMeta(msgspec.Struct):

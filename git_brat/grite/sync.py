@@ -372,7 +372,10 @@ def _publish_snapshot(g: Grite, rid: str, remote: str, dest: str | None, wal: st
                    if name.startswith(f"refs/remotes/{remote}/grite/")]
     if store.unreachable(ours.meta.covers, [wal, *remote_logs]):
         return None   # it covers logs this remote does not have
-    proc = store.push(dest or remote, [f"+{ours.ref}:{ours.ref}"], transport_env(), net_timeout())
+    # The commit that was checked, not whatever the ref holds by now (another process may
+    # have written a newer snapshot that covers more).
+    proc = store.push(dest or remote, [f"+{ours.commit}:{ours.ref}"], transport_env(),
+                      net_timeout())
     if proc.returncode != 0:
         return _failed_refs(proc).get(ours.ref) or _git_error(proc)
     _remember(store, dest, ours.commit, key)

@@ -205,3 +205,17 @@ def test_config_works_from_a_subdirectory(brepo):
     brat(sub, "config", "set", "witness.concurrency", "3")
     assert brat_json(sub, "config", "get", "witness.concurrency")["value"] == 3
     assert not (sub / ".brat").exists()
+
+
+def test_init_ignores_a_remote_head_that_is_no_valid_branch_name(tmp_path):
+    seed = make_repo(tmp_path / "seed")
+    hub = tmp_path / "hub.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(hub))
+    git(hub, "update-ref", "refs/heads/-x", "main")
+    git(hub, "symbolic-ref", "HEAD", "refs/heads/-x")
+    repo = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(hub), str(repo))
+    git(repo, "checkout", "-q", "-b", "main", "origin/main")
+    brat(repo, "init")
+    assert _target(repo) == "main"
+    brat(repo, "status")   # the config it wrote is one every command accepts
