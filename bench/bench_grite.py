@@ -42,10 +42,17 @@ def bench_list(sizes: list[int], runs: int, base: float) -> dict[int, float]:
         from_snap = time_cmd(cmd, repo, max(3, runs // 3), before=lambda: shutil.rmtree(cache, True))
         time_cmd(cmd, repo, 1)
         warm[n] = time_cmd(cmd, repo, runs)
+        # A write, then a read that needs the state: what an agent's every step costs at this size.
+        first = json.loads(subprocess.run(cmd, cwd=repo, env=env(), check=True,
+                                          stdout=subprocess.PIPE).stdout)[0]["id"]
+        step = time_cmd(["sh", "-c", f"git grite issue comment {first} -m step >/dev/null && "
+                                     f"git grite issue show {first} --json"], repo, runs)
         report(f"issue list --json, {n} issues, cold cache", cold, note=f"{cold / base:.2f}x floor")
         report(f"issue list --json, {n} issues, cold cache, from a snapshot", from_snap,
                note=f"{from_snap / base:.2f}x floor")
         report(f"issue list --json, {n} issues, warm cache", warm[n], note=f"{warm[n] / base:.2f}x floor")
+        report(f"comment + show --json, {n} issues (two processes)", step,
+               note=f"{step / (2 * base):.2f}x two floors")
         shutil.rmtree(repo, ignore_errors=True)
     return warm
 
