@@ -207,3 +207,17 @@ def test_a_tree_where_events_should_be_costs_only_its_own_record(grepo, tmp_path
     titles = {i["title"] for i in msgspec.json.decode(proc.stdout)}
     assert len([t for t in titles if t.startswith("bulk ")]) == 79
     assert odd in proc.err and proc.err.count("skipped") == 1, proc.err
+
+
+def test_when_git_keeps_dying_every_record_is_still_read(grepo, tmp_path):
+    grite(grepo, "issue", "list")   # the cache is warm; what follows is an incremental update
+    _bulk(grepo)
+    # A git whose per-commit reader dies at once, every time: grite must still read everything.
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *"cat-file --batch=%(objecttype)"*) exit 1;; esac\n'
+                       f'exec {shutil.which("git")} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = run(["git-grite", "issue", "list", "--json"], grepo, env=env)
+    assert len(msgspec.json.decode(proc.stdout)) == 150 and proc.err == ""

@@ -138,6 +138,6 @@ def test_control_characters_from_the_log_never_reach_the_terminal(grepo):
     g.append([Draft(iid, ev.SetFields({"title": title})), Draft(iid, ev.Comment("see \x1b]0;owned\x07"))],
              "grite: from a careless peer")
     for out in (grite(grepo, "issue", "list").out, grite(grepo, "issue", "show", iid).out,
-                grite(grepo, "log").out):
+                grite(grepo, "log").out, grite(grepo, "export", "--format", "md").out):
         assert not any(ord(c) < 32 and c not in "\n\t" for c in out), repr(out)
     assert grite_json(grepo, "issue", "show", iid)["title"] == title   # JSON keeps the exact text

@@ -269,24 +269,41 @@ def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_snapshot_claiming_more_events_than_it_holds_is_counted_by_its_state(grepo):
-    _some_history(grepo, 5)
-    store = Store.discover(str(grepo))
+def _forge_counts(repo, meta_events: int, state_events: int):
+    """Our snapshot, re-committed with its event counts replaced (what a peer could publish)."""
+    store = Store.discover(str(repo))
     state = Cache(store).state()
     ident = load(store.grite_dir)
     snap = snapshot.write(store, ident.replica.id, ident.git_author, state,
                           msgspec.msgpack.encode(state), list(store.log_tips().values()),
                           CACHE_VERSION)
-    meta = msgspec.structs.replace(snap.meta, events=10 ** 6)   # what a peer could claim
-    blobs = {"meta": run_git_blob(grepo, msgspec.msgpack.encode(meta)),
-             "state": git(grepo, "rev-parse", f"{snap.commit}:state")}
-    tree = git(grepo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
+    state.event_count = state_events
+    meta = msgspec.structs.replace(snap.meta, events=meta_events)
+    blobs = {"meta": run_git_blob(repo, msgspec.msgpack.encode(meta)),
+             "state": run_git_blob(repo, msgspec.msgpack.encode(state))}
+    tree = git(repo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
     parents = [a for c in meta.covers for a in ("-p", c)]
-    git(grepo, "update-ref", snap.ref, git(grepo, "commit-tree", tree, *parents, "-m", "inflated"))
+    commit = git(repo, "commit-tree", tree, *parents, "-m", "forged counts")
+    git(repo, "update-ref", snap.ref, commit)
+    return commit
+
+
+def test_a_snapshot_whose_counts_are_impossible_is_not_used_and_doctor_catches_the_rest(grepo):
+    _some_history(grepo, 5)
+    real = Cache(Store.discover(str(grepo))).state().event_count
+    for meta_events, state_events in ((10 ** 6, real), (real, -1000)):   # disagree / negative
+        _forge_counts(grepo, meta_events, state_events)
+        out = grite_json(grepo, "rebuild")
+        assert out["snapshot"] is None and out["events"] == real
+    # Consistent but inflated: it is used (nothing cheap can tell), the numbers shown stay sane,
+    # and doctor, which replays what it covers, refuses it.
+    forged = _forge_counts(grepo, 10 ** 6, 10 ** 6)
     grite(grepo, "issue", "create", "after")
     out = grite_json(grepo, "rebuild")
-    assert out["snapshot"] and out["replayed"] == 1 and out["events"] == state.event_count + 1
-    assert "-9" not in grite(grepo, "rebuild").out
+    assert out["snapshot"] == forged and out["replayed"] >= 0
+    report = json.loads(grite(grepo, "doctor", "--fix", "--json", check=False).out)
+    assert [f["kind"] for f in report["findings"]] == ["snapshot-mismatch"] and report["ok"]
+    assert grite_json(grepo, "rebuild")["snapshot"] is None
 
 
 def run_git_blob(repo, data: bytes) -> str:
@@ -355,3 +372,18 @@ def test_a_hub_that_refuses_the_snapshot_still_takes_the_log(tmp_path, hook):
     assert sync["ok"] and sync["remotes"][0]["published"]["snapshot_error"]
     assert git(a, "ls-remote", str(hub), f"refs/grite/replicas/{replica_id(a)}").split()[0] == \
         git(a, "rev-parse", "refs/grite/wal")
+
+
+def test_doctor_reports_a_damaged_log_commit_even_with_snapshots_around(grepo):
+    _some_history(grepo, 5)
+    grite(grepo, "snapshot")
+    victim = git(grepo, "rev-parse", "refs/grite/wal~3")
+    path = grepo / ".git" / "objects" / victim[:2] / victim[2:]
+    path.chmod(0o644)
+    path.write_bytes(path.read_bytes()[:10])   # truncated: git itself now refuses the walk
+    proc = grite(grepo, "doctor", "--json", check=False)
+    assert proc.returncode == 6, proc.err
+    assert "corrupt" in {f["kind"] for f in json.loads(proc.out)["findings"]}
+    shutil.rmtree(grepo / ".git" / "grite" / "cache")
+    listed = grite(grepo, "issue", "list", "--state", "all", check=False)   # no traceback either
+    assert listed.returncode == 0 and "Traceback" not in listed.err

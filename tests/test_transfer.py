@@ -65,3 +65,13 @@ def test_export_to_a_file(grepo, tmp_path):
     grite(grepo, "issue", "create", "Parser")
     grite(grepo, "export", "-o", str(tmp_path / "out.json"))
     assert json.loads((tmp_path / "out.json").read_text())["issues"][0]["title"] == "Parser"
+
+
+def test_import_refuses_an_id_that_is_not_exactly_32_hex_digits(grepo, tmp_path):
+    tip = wal_tip(grepo)
+    for bad in ("0123456789abcdef0123456789abcdef\n", "0123456789ABCDEF0123456789ABCDEF", "12"):
+        f = tmp_path / "bad.json"
+        f.write_text(json.dumps([{"id": bad, "title": "x"}]))
+        proc = grite(grepo, "import", str(f), check=False)
+        assert proc.returncode == 2 and proc.out == "", (bad, proc.err)
+    assert wal_tip(grepo) == tip

@@ -149,7 +149,7 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
                 review.append(tid)
     cache = g.cache
     snap = cache.from_snapshot
-    replayed = board.state.event_count - cache.from_snapshot_events if cache.rebuilt else 0
+    replayed = max(0, board.state.event_count - cache.from_snapshot_events) if cache.rebuilt else 0
     return RecoveryReport(cache.rebuilt, board.state.event_count, snap.commit if snap else None,
                           replayed, list(cache.problems), list(lease_problems),
                           len(board.state.rejected), crashed, survived, review)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from git_brat import __version__
-from git_brat.clikit import emit, json_option, run, warn, when
+from git_brat.clikit import emit, json_option, printable, run, warn, when
 from git_brat.grite.repo import Grite
 
 
@@ -84,7 +84,7 @@ def export(fmt, output):
     if fmt == "json":
         data = msgspec.json.format(msgspec.json.encode(transfer.export(state)), indent=2) + b"\n"
     else:
-        data = transfer.export_markdown(state).encode()
+        data = printable(transfer.export_markdown(state)).encode()   # a document for people
     if output:
         from git_brat.grite.errors import GriteError
         try:
@@ -153,7 +153,7 @@ def rebuild(full, as_json):
     snap = g.cache.from_snapshot
     out = {"entities": live, "events": state.event_count, "problems": g.cache.problems,
            "snapshot": snap.commit if snap else None,
-           "replayed": state.event_count - g.cache.from_snapshot_events}
+           "replayed": max(0, state.event_count - g.cache.from_snapshot_events)}
 
     def human():
         line = f"rebuilt cache: {live} entities from {state.event_count} events"

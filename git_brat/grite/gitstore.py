@@ -33,7 +33,8 @@ def run_git(args: list[str], cwd: str | None = None, input: bytes | None = None,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if check and proc.returncode != 0:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GriteError(f"git {args[0]} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
+        what = args[2] if args[:1] == ["--git-dir"] and len(args) > 2 else args[0]
+        raise GriteError(f"git {what} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
     return proc
 
 
@@ -192,6 +193,12 @@ class Store:
         except Exception as exc:
             raise CorruptObject(commit.sha.decode(), f"events blob unreadable: {exc or type(exc).__name__}") from exc
 
+    def is_commit(self, sha: str) -> bool:
+        try:
+            return self.repo.object_store[sha.encode()].type_name == b"commit"
+        except Exception:   # absent, unreadable, or not an object id
+            return False
+
     def has_object(self, sha: bytes) -> bool:
         try:
             return sha in self.repo.object_store
@@ -224,8 +231,8 @@ class Store:
                     yield c, self.events_blob(c)
                 return
             answered = yield from self._cat_some(commits[start:])
-            if start + answered < len(commits):
-                yield commits[start + answered], None   # the record git stopped at
+            if start + answered < len(commits):   # the record git stopped at: try it here
+                yield commits[start + answered], self.events_blob(commits[start + answered])
             stuck = stuck + 1 if answered == 0 else 0
             start += answered + 1
 

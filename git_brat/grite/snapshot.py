@@ -102,12 +102,23 @@ def best(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, St
         if snap.meta.version != version or snap.commit in seen:
             continue
         seen.add(snap.commit)
-        if store.unreachable(snap.meta.covers, tips.values()):
+        if not contained(store, snap, tips.values()):
             continue   # it has events our logs do not reach: using it would invent them
         state = load(store, snap)
         if state is not None:
             return snap, state
     return None
+
+
+def contained(store: Store, snap: Snapshot, tips) -> bool:
+    """Whether every tip the snapshot covers is a commit our logs reach (no if git cannot tell)."""
+    covers = snap.meta.covers
+    if not covers or not all(store.is_commit(c) for c in covers):
+        return False
+    try:
+        return not store.unreachable(covers, tips)
+    except GriteError:   # a damaged commit on the way: not provably contained
+        return False
 
 
 def load(store: Store, snap: Snapshot) -> State | None:
@@ -118,9 +129,13 @@ def load(store: Store, snap: Snapshot) -> State | None:
     """
     try:
         data = store.read_record(snap.commit.encode(), b"state")[0]
-        return msgspec.msgpack.decode(data, type=State)
+        state = msgspec.msgpack.decode(data, type=State)
     except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
         return None
+    # Its counts are its writer's word too: impossible ones disqualify it (doctor checks the rest).
+    if state.event_count < 0 or state.event_count != snap.meta.events or state.max_lamport < 0:
+        return None
+    return state
 
 
 def write(store: Store, replica_id: str, author: bytes, state: State, encoded: bytes,

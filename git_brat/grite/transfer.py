@@ -14,7 +14,7 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.state import State
 
 EXPORT_FORMAT = "grite-export"
-_FULL_ID = re.compile(r"^[0-9a-f]{32}$")
+_FULL_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class ImportComment(msgspec.Struct):
@@ -99,7 +99,7 @@ def parse(data: bytes, source: str) -> list[ImportIssue]:
             raise UsageError(f"{where}: {exc.message}")
         if it.state not in issues.STATES:
             raise UsageError(f"{where}: state must be open or closed, not {it.state!r}")
-        if it.id is not None and not _FULL_ID.match(it.id):
+        if it.id is not None and not _FULL_ID.fullmatch(it.id):
             raise UsageError(f"{where}: id must be 32 hex digits, not {it.id!r}")
     return parsed
 
