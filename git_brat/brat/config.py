@@ -11,11 +11,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from git_brat.brat.engines import PRESET_NAMES
 from git_brat.grite.errors import NotFound, UsageError
 
 CONFIG_PATH = os.path.join(".brat", "config.toml")
 # Engine presets the witness knows; [engines.<name>] may override them or define new ones.
-ENGINE_PRESETS = ("claude", "aider", "opencode", "codex", "cn", "gemini", "copilot", "shell")
+ENGINE_PRESETS = PRESET_NAMES
 MERGE_POLICIES = ("rebase", "squash", "merge")
 
 
@@ -51,6 +52,13 @@ class Witness(_Section):
     backoff: _d(float, "Delay before the first retry, in seconds; doubles on every retry.",
                 ge=0) = 30
     backoff_max: _d(float, "Longest delay between retries, in seconds.", ge=0) = 600
+    setup: _d(str, "Command run with `sh -c` in each new session worktree before the engine "
+                   "starts (e.g. \"npm ci\"); a failure ends the session as failed; empty: "
+                   "none.") = ""
+    allow_empty_done: _d(bool, "A session that reports `task done` without any commit sends "
+                               "the task to review (true) or fails it (false).") = False
+    poll: _d(float, "Seconds between looks for ready tasks when running without --once.",
+             gt=0) = 5
 
 
 class Refinery(_Section):
@@ -92,6 +100,9 @@ class Engine(_Section):
     env: _d(dict[str, str], "Environment variables set for the engine.") = {}
     timeout: _d(float | None, "Session timeout for this engine, in seconds "
                               "(default: witness.timeout).", gt=0) = None
+    resume: _d(list[str] | None, "argv template that continues a conversation whose id is "
+                                 "{resume_id}; unset: the engine cannot resume.",
+               min_length=1) = None
 
 
 class Config(_Section):
@@ -348,7 +359,8 @@ def default_text(overrides: dict[str, Any] | None = None) -> str:
     for f in msgspec.inspect.type_info(Engine).fields:
         example = {"command": ["claude", "-p", "{prompt}"], "prompt": "arg", "result": "json",
                    "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
-                   "timeout": 3600}[f.name]
+                   "timeout": 3600,
+                   "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"]}[f.name]
         out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
         out.append(f"# {f.name} = {show_value(example)}")
     return "\n".join(out) + "\n"
