@@ -13,7 +13,7 @@ The replies are scripted from the request itself. The task text holds a line
 
     FAKE-EDIT: greeting.txt: hello from ENGINE
 
-(optionally `FAKE-COMMIT: message`). Counting the tool results already in the conversation
+(optionally `FAKE-COMMIT: message`; a request naming FAKE-FAIL gets a 400 error instead). Counting the tool results already in the conversation
 since the last message naming FAKE-EDIT, the server answers with
 
   turn 1  a tool call that reads the file (a read tool found by name, else the shell: cat),
@@ -24,7 +24,7 @@ since the last message naming FAKE-EDIT, the server answers with
 Arguments are filled from each tool's own JSON schema (file_path/filePath/path..., content/
 file_text..., command/cmd...). Absolute paths are made from the working directory that the
 engine's system prompt names: any absolute path in the request that is a directory holding a
-`.git` (the deepest one wins). Requests without tools get plain text: aider's edit turn a
+`.git` (the deepest one wins), else the `workdir` given to FakeModel. Requests without tools get plain text: aider's edit turn a
 SEARCH/REPLACE (or whole-file) block, its commit-message turn a one-line message, anything else
 (titles, summaries) a short text; a JSON-schema request (gemini's next-speaker check) JSON.
 
@@ -283,8 +283,10 @@ def _now() -> int:
 class FakeModel:
     """`with FakeModel() as fm:` serves on fm.url (http://127.0.0.1:PORT) in a thread."""
 
-    def __init__(self, log_path: str | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, log_path: str | None = None, host: str = "127.0.0.1", port: int = 0,
+                 workdir: str = ""):
         self.log_path = log_path
+        self.workdir = workdir          # used when a request names no work tree (aider's)
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._host, self._port = host, port
@@ -434,6 +436,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._body()
         path = self.path.split("?")[0]
+        if any("FAKE-FAIL" in s for s in strings(body)):
+            # A task asking for a refusal: a non-retryable 400 in every API's error shape.
+            self._log("refused", body)
+            self._send_json({"type": "error", "error": {
+                "type": "invalid_request_error", "code": 400, "status": "INVALID_ARGUMENT",
+                "message": "fake model: this request is refused (FAKE-FAIL)"}}, 400)
+            return
         try:
             if path.endswith("/messages/count_tokens"):
                 self._log("other", body)
@@ -522,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
         start = _last_directive_index(msgs)
         done = sum(1 for m in msgs[start + 1 if start >= 0 else 0:] if m.get("role") == "tool")
         directive = find_directive(msgs[start]) if start >= 0 else None
-        workdir = find_workdir(body)
+        workdir = find_workdir(body) or self.fake.workdir
         if tools:
             plan = plan_turn(tools, done, directive, workdir)
         elif directive and _is_aider_edit(body):

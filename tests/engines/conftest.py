@@ -74,8 +74,8 @@ def _free_port() -> int:
 @dataclass
 class Run:
     rc: int
-    out: str
-    err: str
+    out: str            # the engine's stdout and stderr together, as the witness reads them
+    err: str            # pair.py's own complaints
     requests: list[dict]
     argv: list[str] = field(default_factory=list)
     prompt: str = ""
@@ -85,7 +85,7 @@ class Run:
 
     def show(self) -> str:
         paths = [f"{r['method']} {r['path']}" for r in self.requests]
-        return (f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-4000:]}"
+        return (f"exit {self.rc}\n--- output\n{self.out[-6000:]}\n--- pair.py\n{self.err[-2000:]}"
                 f"\n--- requests\n" + "\n".join(paths[-40:]))
 
 
@@ -114,10 +114,10 @@ class Sandbox:
         self.runs += 1
         n = self.runs
         log = self.root / f"requests-{n}.jsonl"
-        out, err = self.root / f"stdout-{n}", self.root / f"stderr-{n}"
+        out = self.root / f"output-{n}"
         log.write_text("")
         cmd = [sys.executable, str(PAIR), "--port", str(self.port), "--log", str(log),
-               "--timeout", str(timeout), "--stdout", str(out), "--stderr", str(err),
+               "--timeout", str(timeout), "--output", str(out),
                "--cwd", str(cwd)]
         if stdin:
             cmd += ["--stdin", stdin]
@@ -130,7 +130,7 @@ class Sandbox:
                               capture_output=True)
         requests = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         text = out.read_text(errors="replace")
-        errtext = err.read_text(errors="replace") + proc.stderr.decode(errors="replace")
+        errtext = proc.stderr.decode(errors="replace")
         return Run(proc.returncode, text, errtext, requests, list(argv))
 
 
@@ -218,7 +218,7 @@ def configure(name: str, root: Path) -> Sandbox:
             "input_cost_per_token": 0, "output_cost_per_token": 0,
             "litellm_provider": "openai", "mode": "chat"}}))
         box.extra_args = ["--model-metadata-file", str(meta), "--edit-format", "diff",
-                          "--no-pretty", "--no-fancy-input", "--no-detect-urls"]
+                         ]
         env.update({"OPENAI_API_BASE": f"{url}/v1", "OPENAI_API_KEY": "fake-key",
                     "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     box.env = env

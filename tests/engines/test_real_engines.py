@@ -21,7 +21,7 @@ from conftest import ENGINES, Sandbox
 from helpers import git, make_repo
 from git_brat.brat import engines
 
-RESUMES = ("claude", "codex", "opencode", "gemini", "copilot")
+RESUMES = ("claude", "codex", "opencode", "gemini", "copilot", "aider")
 
 
 def task_text(name: str, line: str) -> str:
@@ -91,6 +91,10 @@ def test_engine_resumes_its_conversation(name, sandbox_for, tmp_path):
                           session_uuid=sid)
     assert first.rc == 0, first.show()
     conv = res.session_id or (sid if p.new_session_args else "")
+    if name == "aider":
+        # No conversation id: its chat history file is the conversation, and the resume
+        # template reads it from the earlier session's directory, passed as {resume_id}.
+        conv = str(tmp_path / "s1")
     assert conv, (res, first.show())
     p, second, res2 = drive(box, repo, tmp_path / "s2", task_text(name, "second words"),
                             resume_id=conv)
@@ -102,3 +106,22 @@ def test_engine_resumes_its_conversation(name, sandbox_for, tmp_path):
     assert (repo / "greeting.txt").read_text() == "second words\n", second.show()
     if res2.session_id:
         assert res2.session_id == conv or p.name == "opencode", (res2, conv)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_engine_reports_a_failing_model(name, sandbox_for, tmp_path):
+    """A model that refuses every request: the run must not read as a success."""
+    box = sandbox_for(name)
+    repo = make_repo(tmp_path / "repo")
+    p, run, res = drive(box, repo, tmp_path / "session",
+                        "Greet the world\n\nFAKE-FAIL\nFAKE-EDIT: greeting.txt: never\n",
+                        session_uuid=str(uuid.uuid4()))
+    print(f"\n{name}: exit {run.rc} result={res}")
+    assert any(r.get("kind") == "refused" for r in run.requests), run.show()
+    if name == "aider":
+        # Known: aider --message prints the model's error and exits 0 all the same, so a
+        # refused run reads as a success that made no commit.
+        assert run.rc == 0 and "FAKE-FAIL" in run.out, run.show()
+    else:
+        assert run.rc != 0 or res.is_error, run.show()
+    assert not (repo / "greeting.txt").exists()
