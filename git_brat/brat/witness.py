@@ -266,12 +266,19 @@ class Witness:
         sid = ev.new_entity_id()
         holder = locks.holder_for(self.g, ss.holder_id(sid), sid)
         res = ss.resource(tid)
+        known = self.g.state().fences.get(res, 0)
         try:
-            locks.acquire(self.g, res, self.st, holder)
+            lease = locks.acquire(self.g, res, self.st, holder)
         except locks.LeaseHeld:
             return False
         except GriteError as exc:
             self.say(f"warning: could not lease task {tid[:7]}: {exc.message}")
+            return False
+        if lease.action == "acquire" and lease.token - 1 > known and not self._caught_up(res, lease.token):
+            # Someone held this task and let it go cleanly, and we have not seen what they
+            # wrote: their work may have moved it on. Never run it on an old view.
+            self.say(f"task {tid[:7]}: another clone worked on it; waiting until its log arrives")
+            self._release(res, holder)
             return False
         target = self.cfg.refinery.target_branch
         branch = ss.branch_for(tid)
@@ -316,6 +323,27 @@ class Witness:
             _log_line(live.log, f"could not start: {live.setup_failed}")
             self._finish(live, None)
         return True
+
+    def _caught_up(self, res: str, token: int) -> bool:
+        """Fetch the lock remote's logs; whether we now know every earlier grant of `res`."""
+        from git_brat.grite import sync
+        if self.st.remote in sync.synced_remotes(self.g.store):
+            try:
+                sync.sync(self.g, self.st.remote, push=False)
+            except GriteError as exc:
+                self.say(f"warning: could not fetch from {self.st.remote}: {exc.message}")
+        return self.g.state(refresh=True).fences.get(res, 0) >= token - 1
+
+    def _publish(self) -> None:
+        """Publish our log before letting a lease go, so whoever takes the task next sees it."""
+        from git_brat.grite import sync
+        if self.st.remote in sync.synced_remotes(self.g.store):
+            try:
+                pub = sync.publish(self.g, self.st.remote)
+                if pub.status == "failed":
+                    self.say(f"warning: could not publish to {self.st.remote}: {pub.error}")
+            except GriteError as exc:
+                self.say(f"warning: could not publish to {self.st.remote}: {exc.message}")
 
     def _prepare(self, live: _Live, info: dict) -> None:
         g, tid = self.g, live.tid
@@ -608,6 +636,7 @@ class Witness:
             # The lease moved on: the task is no longer ours to move; record the session alone.
             live.stop_reason = "lease-lost"
             self.g.append(lambda: build()[:1], text)
+        self._publish()
         self._release(res, live.holder)
         if kept_all and live.worktree and os.path.isdir(live.worktree):
             store.worktree_remove(live.worktree)
