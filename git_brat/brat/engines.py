@@ -56,13 +56,17 @@ _TOOLS = ["Bash", "Read", "Write", "Edit", "Glob", "Grep"]
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         name="claude", package="npm @anthropic-ai/claude-code",
+        # Not acceptEdits: it refuses every write under .git/ ("a sensitive file"), and the
+        # session work trees live in .git/brat/worktrees/. Skipping permissions needs
+        # IS_SANDBOX=1 when running as root.
         argv=["claude", "-p", "{prompt}", "--output-format", "json",
-              "--permission-mode", "acceptEdits", "--allowedTools", *_TOOLS],
+              "--dangerously-skip-permissions"],
         result="json", model_args=["--model", "{model}"],
-        env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
+        env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+             "IS_SANDBOX": "1"},
         new_session_args=["--session-id", "{session_uuid}"],
         resume=["claude", "-p", "{prompt}", "--resume", "{resume_id}", "--output-format", "json",
-                "--permission-mode", "acceptEdits", "--allowedTools", *_TOOLS],
+                "--dangerously-skip-permissions"],
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True}),
     Preset(
         name="aider", package="pypi aider-chat",
@@ -74,7 +78,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         model_args=["--model", "{model}"], env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         resume=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
                 "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
-                "--no-detect-urls", "--restore-chat-history", "--chat-history-file", "{resume_id}/aider.chat.md",
+                "--no-detect-urls", "--restore-chat-history",
+                "--chat-history-file", "{resume_id}/aider.chat.md",
                 "--input-history-file", "{resume_id}/aider.input.history"]),
     Preset(
         name="codex", package="npm @openai/codex",

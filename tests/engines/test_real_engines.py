@@ -125,3 +125,60 @@ def test_engine_reports_a_failing_model(name, sandbox_for, tmp_path):
     else:
         assert run.rc != 0 or res.is_error, run.show()
     assert not (repo / "greeting.txt").exists()
+
+
+# -- the witness, end to end -----------------------------------------------------------------
+
+def _witness_available() -> str | None:
+    from helpers import run
+    proc = run(["git", "brat", "witness", "--help"], ".", check=False, timeout=60)
+    return None if proc.returncode == 0 else "witness not available"
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
+    """`git brat witness run --once --engine NAME`: the engine's commit on brat/<task>, the task
+    waiting for review, the session recorded with the engine's own conversation id."""
+    why = _witness_available()
+    if why:
+        pytest.skip(why)
+    box = sandbox_for(name)
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")   # see the direct test
+    env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}  # the witness's own
+
+    def brat(*args, check=True):
+        from helpers import run
+        return run(["git", "brat", *args], repo, env=env, check=check, timeout=60)
+
+    brat("init")
+    p = preset_for(box)
+    if box.model:
+        brat("config", "set", f"engines.{name}.model", box.model)
+    if box.extra_args:
+        brat("config", "set", f"engines.{name}.extra_args", json.dumps(box.extra_args))
+    brat("config", "set", "witness.max_retries", "0")
+    convoy = brat("convoy", "create", "Greetings").out.strip()
+    tid = brat("task", "create", "--convoy", convoy, "Greet the world", "-b",
+               f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
+               f"FAKE-COMMIT: greeting from {name}\n").out.strip()
+    run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
+                   "--timeout", "120"], repo, env=env, timeout=150)
+    assert run.rc == 0, run.show()
+    assert run.model_requests(), run.show()
+    branch = f"brat/{tid}"
+    assert git(repo, "show", f"{branch}:greeting.txt") == f"hello from {name}", run.show()
+    subjects = git(repo, "log", "--format=%s|%an", f"main..{branch}").splitlines()
+    assert f"greeting from {name}|{name} agent (git-brat)" in subjects or \
+        (name == "aider" and any(s.endswith(f"|{name} agent (git-brat)") for s in subjects)), \
+        (subjects, run.show())
+    files = git(repo, "diff", "--name-only", f"main...{branch}").splitlines()
+    assert files == ["greeting.txt"], files
+    assert json.loads(brat("task", "show", tid, "--json").out)["status"] == "needs-review"
+    [s] = [s for s in json.loads(brat("session", "list", "--all", "--json").out)
+           if s["task"] == tid]
+    assert s["engine"] == name
+    d = json.loads(brat("session", "show", s["id"], "--json").out)
+    assert d["exit_code"] == 0, d
+    if p.session_keys or p.new_session_args:
+        assert d["engine_session"], d
