@@ -109,7 +109,7 @@ class Sandbox:
         return self.root / "home"
 
     def run(self, argv: list[str], cwd: Path, env: dict | None = None,
-            stdin: str | None = None, timeout: float = 120) -> Run:
+            stdin: str | None = None, timeout: float = 120, hang_marker: str = "") -> Run:
         """Start the fake server and `argv` together (in a loopback-only netns where we can)."""
         self.runs += 1
         n = self.runs
@@ -121,6 +121,8 @@ class Sandbox:
                "--cwd", str(cwd)]
         if stdin:
             cmd += ["--stdin", stdin]
+        if hang_marker:
+            cmd += ["--hang-marker", hang_marker]
         if NETNS:
             cmd = ["unshare", "-n", *cmd, "--lo-up"]
         full = {**os.environ, **self.env, **(env or {})}
