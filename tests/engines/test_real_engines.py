@@ -248,3 +248,30 @@ def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, san
     assert resumed and resumed[0]["tool_results"] >= 1, shown
     assert git(repo, "show", f"brat/{tid}:greeting.txt") == f"hello from {name}", shown
     assert json.loads(brat("task", "show", tid, "--json").out)["status"] == "needs-review"
+
+
+def test_engine_list_finds_the_installed_engines_at_their_pinned_versions(tmp_path):
+    """`git brat engine list` (the presets' binaries and version_args) on what
+    scripts/install-engines put in place: each installed engine found, at its pinned version."""
+    from conftest import ENGINES_DIR, NETNS, NETNS_PORT, engine_missing, require_isolation
+    require_isolation()
+    installed = [n for n in ENGINES if not engine_missing(n)]
+    if not installed:
+        pytest.skip("no engine installed (run scripts/install-engines)")
+    pins = {}
+    for stamp in (ENGINES_DIR / "stamps").iterdir():
+        name, _, version = stamp.name.partition("-")
+        pins[name] = version
+    root = tmp_path / "box"
+    root.mkdir()
+    box = Sandbox("list", root, NETNS_PORT if NETNS else 0,
+                  env={"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")})
+    repo = make_repo(tmp_path / "repo")
+    from helpers import brat
+    brat(repo, "init")
+    run = box.run(["git", "brat", "engine", "list", "--json"], repo, timeout=120)
+    assert run.rc == 0, run.show()
+    found = {e["name"]: e for e in json.loads(run.out)}
+    for name in installed:
+        assert found[name]["path"], (name, found[name])
+        assert pins[name] in found[name]["version"], (name, pins[name], found[name])
