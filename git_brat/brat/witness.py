@@ -481,7 +481,8 @@ class Witness:
         if here in trees:
             if trees[here] == live.branch:
                 salvage(store, path, f"work left in {live.branch}'s work tree", live.env or
-                        agent_env(self.g, self.preset, live.sid, live.tid, path))
+                        agent_env(self.g, self.preset, live.sid, live.tid, path),
+                        self.preset.scratch)
             else:
                 store.worktree_remove(path)
                 trees.pop(here)
@@ -644,7 +645,8 @@ class Witness:
         if live.worktree and os.path.isdir(live.worktree) and live.env:
             try:
                 salvaged = salvage(store, live.worktree, f"uncommitted work of session "
-                                   f"{live.sid[:7]} ({self.preset.name})", live.env) or ""
+                                   f"{live.sid[:7]} ({self.preset.name})", live.env,
+                                   self.preset.scratch) or ""
             except GriteError as exc:
                 kept_all = False   # keep the work tree: its files are the only copy
                 _log_line(live.log, f"could not commit what the agent left: {exc.message}")
@@ -786,11 +788,11 @@ def _failed_tasks(ended: list[SessionEnd]) -> int:
     return sum(1 for e in last.values() if e.status in ss.FAILED or e.task_status == "failed")
 
 
-def salvage(store, worktree: str, what: str, env: dict) -> str | None:
+def salvage(store, worktree: str, what: str, env: dict, skip: list[str] = ()) -> str | None:
     """Commit whatever an agent left uncommitted, so no work is lost; its sha, or None."""
     if not os.path.isdir(worktree):
         return None
-    return store.commit_all(worktree, f"brat: {what}", env)
+    return store.commit_all(worktree, f"brat: {what}", env, skip)
 
 
 # -- crash recovery ------------------------------------------------------------------
@@ -854,7 +856,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
             env = agent_env(g, preset, s.id, tid, worktree)
             try:
                 salvaged = salvage(g.store, worktree, f"work left by crashed session {s.id[:7]}",
-                                   env) or ""
+                                   env, preset.scratch) or ""
             except GriteError:
                 salvaged = ""
         if not engine_session:

@@ -545,12 +545,15 @@ class Store:
                 out[path] = line[len("branch refs/heads/"):]
         return out
 
-    def commit_all(self, cwd: str, message: str, env: dict) -> str | None:
-        """Commit everything uncommitted in the work tree at cwd; the new sha, or None."""
-        st = self._in_tree(cwd, ["status", "--porcelain", "--untracked-files=all"], env)
+    def commit_all(self, cwd: str, message: str, env: dict, skip: list[str] = ()) -> str | None:
+        """Commit everything uncommitted in the work tree at cwd, but paths matching `skip`
+        (globs at the top); the new sha, or None."""
+        spec = [".", *(f":(exclude,glob){g}" for p in skip
+                       for g in (p.rstrip("/"), p.rstrip("/") + "/**"))] if skip else []
+        st = self._in_tree(cwd, ["status", "--porcelain", "--untracked-files=all", "--", *spec], env)
         if not st.stdout.strip():
             return None   # the common case: the agent committed its work itself
-        self._in_tree(cwd, ["add", "-A"], env)
+        self._in_tree(cwd, ["add", "-A", "--", *spec], env)
         if self._in_tree(cwd, ["diff", "--cached", "--quiet"], env, check=False).returncode == 0:
             return None   # only ignored or unchanged files
         self._in_tree(cwd, ["commit", "-q", "--no-verify", "-m", message], env)

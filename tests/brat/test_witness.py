@@ -60,6 +60,14 @@ def test_work_the_agent_left_uncommitted_is_committed_by_the_witness(bench, repo
     assert bench.session(s["id"])["salvaged"]
 
 
+def test_an_engines_scratch_files_are_never_committed_for_it(bench, repo):
+    bench.config(engines__fake__scratch='[".agent-cache*"]')
+    t = bench.task(bench.convoy(), "Caches", "write .agent-cache.v4/tags x", "write real.txt y")
+    bench.brat("witness", "run", "--once")
+    files = git(repo, "ls-tree", "-r", "--name-only", f"brat/{t}").split()
+    assert "real.txt" in files and not any(f.startswith(".agent-cache") for f in files)
+
+
 def test_a_hung_agent_is_killed_at_the_timeout_with_its_whole_process_group(bench, tmp_path):
     bench.config(witness__max_retries="0")
     t = bench.task(bench.convoy(), "Hang", "hang")
