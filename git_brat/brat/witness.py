@@ -58,6 +58,16 @@ class SessionEnd(msgspec.Struct):
     seconds: float
 
 
+class LiveRow(msgspec.Struct):
+    session: str
+    task: str
+    title: str
+    engine: str
+    phase: str                 # starting, setup, engine
+    elapsed: float
+    last_line: str
+
+
 class Recovered(msgspec.Struct):
     session: str
     task: str
@@ -200,6 +210,8 @@ class Witness:
         self._version: str | None = None
         self._next_state = 0.0
         self._last_sync = 0.0
+        self.on_tick: Callable[[list[LiveRow]], None] | None = None   # a terminal's live view
+        self._next_tick = 0.0
 
     @property
     def g(self) -> Grite:
@@ -533,11 +545,22 @@ class Witness:
 
     # -- supervising ------------------------------------------------------------------------
 
+    def rows(self) -> list["LiveRow"]:
+        """The live sessions as a terminal shows them: engine, task, elapsed, last output line."""
+        now = time.monotonic()
+        return [LiveRow(l.sid, l.tid, l.title, self.preset.name,
+                        "starting" if not l.claimed or l.popen is None else l.phase,
+                        now - l.started, runner.tail(l.log, 1) if l.popen else "")
+                for l in self.live.values()]
+
     def supervise(self) -> None:
         now = time.monotonic()
         if now >= self._next_state and self.live:
             self._next_state = now + STATE_EVERY
             self._watch_log()
+        if self.on_tick is not None and now >= self._next_tick:
+            self._next_tick = now + 0.5
+            self.on_tick(self.rows())
         self._collect()
         for live in list(self.live.values()):
             if live.busy or live.popen is None:
