@@ -223,3 +223,14 @@ def test_in_a_terminal_the_witness_shows_each_live_session_and_its_last_line(ben
     # In a pipe there is none of it: just the summary.
     out = bench.brat("witness", "run", "--once").err
     assert "\x1b[" not in out
+
+
+def test_a_human_requeue_of_a_failed_task_gives_it_fresh_attempts(bench):
+    bench.config(witness__max_retries="0")
+    t = bench.task(bench.convoy(), "Fails once", "fail-first", "write a.txt x", "commit a")
+    bench.brat("witness", "run", "--once", check=False)
+    assert bench.show(t)["status"] == "failed"
+    bench.brat("task", "update", t, "--status", "queued", "-m", "try again")
+    bench.brat("witness", "run", "--once")
+    assert bench.show(t)["status"] == "needs-review"
+    assert "previous attempt failed" not in bench.runs()[-1]["prompt"]
