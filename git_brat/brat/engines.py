@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -131,8 +132,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         error_when={"type": "session.error"}),
     # Any command: [engines.shell] command = [...] in .brat/config.toml.
     Preset(name="shell", argv=[], version_args=[]),
+    # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.
+    Preset(name="demo", package="ships with git-brat (a scripted agent, not an AI)",
+           argv=[sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "demo_agent.py"), "{prompt}"],
+           version_args=[]),
 )}
-# "demo", the scripted agent of `git brat demo`, joins these when it ships.
 PRESET_NAMES = tuple(PRESETS)
 
 
