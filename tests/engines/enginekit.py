@@ -1,4 +1,4 @@
-"""Fixtures for driving the seven real coding-agent CLIs offline against tests/fakemodel.py.
+"""Helpers for driving the seven real coding-agent CLIs offline against tests/fakemodel.py.
 
 The engines come from `scripts/install-engines` (a cache outside the work tree; a missing one
 makes its tests skip with the reason). Each run starts the engine and a fake model server
@@ -175,7 +175,7 @@ def configure(name: str, root: Path) -> Sandbox:
         off = ("plugins", "remote_plugin", "plugin_sharing", "apps", "enable_request_compression",
                "daemon_auto_start", "in_app_updates", "unbounded_connection_retries",
                "api_key_model_discovery", "shell_snapshot", "computer_use", "browser_use",
-               "image_generation", "skill_mcp_dependency_install", "multi_agent")
+               "image_generation", "skill_mcp_dependency_install")
         (codex_home / "config.toml").write_text(
             'model = "fake-model"\nmodel_provider = "fake"\n'
             'check_for_update_on_startup = false\n'
@@ -237,12 +237,3 @@ def configure(name: str, root: Path) -> Sandbox:
     box.env = env
     return box
 
-
-@pytest.fixture
-def sandbox_for(tmp_path):
-    def make(name: str) -> Sandbox:
-        require_engine(name)
-        root = tmp_path / f"engine-{name}"
-        root.mkdir()
-        return configure(name, root)
-    return make

@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from conftest import ENGINES, Sandbox
+from enginekit import ENGINES, Sandbox
 from helpers import git, make_repo
 from git_brat.brat import engines
 
@@ -253,7 +253,7 @@ def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, san
 def test_engine_list_finds_the_installed_engines_at_their_pinned_versions(tmp_path):
     """`git brat engine list` (the presets' binaries and version_args) on what
     scripts/install-engines put in place: each installed engine found, at its pinned version."""
-    from conftest import ENGINES_DIR, NETNS, NETNS_PORT, engine_missing, require_isolation
+    from enginekit import ENGINES_DIR, NETNS, NETNS_PORT, engine_missing, require_isolation
     require_isolation()
     installed = [n for n in ENGINES if not engine_missing(n)]
     if not installed:
