@@ -183,12 +183,45 @@ def test_the_prompt_carries_the_convoy_and_the_repositorys_agent_instructions(be
     git(repo, "add", "AGENTS.md")
     git(repo, "commit", "-qm", "instructions")
     c = bench.brat("convoy", "create", "Big refactor", "-b", "Split the parser module").out.strip()
-    bench.task(c, "Step one", "write a x", "commit a")
+    t = bench.task(c, "Step one", "write a x", "commit a")
+    bench.brat("task", "comment", t, "-m", "Mind the Windows line endings")
     bench.brat("witness", "run", "--once")
     p = bench.runs()[0]["prompt"]
+    base = git(repo, "rev-parse", "main")[:12]
     for needle in ("Big refactor", "Split the parser module", "Always run make lint.",
+                   "Mind the Windows line endings", f"brat/{t}", base,
                    "git brat task done", "git brat task block", "git brat task comment"):
         assert needle in p
+
+
+def test_the_users_environment_and_the_engines_env_reach_the_agent(bench):
+    bench.config(engines__fake__env='{FAKE_PRESET_ENV = "from-config"}')
+    bench.task(bench.convoy(), "Env", "write a x", "commit a")
+    bench.brat("witness", "run", "--once", env={"FAKE_API_KEY": "sk-users-own"})
+    run = bench.runs()[0]
+    assert run["api_key"] == "sk-users-own" and run["preset_env"] == "from-config"
+
+
+def test_a_preset_overridden_in_the_config(bench):
+    bench.config(engines__claude__model="opus", engines__claude__timeout="7",
+                 engines__claude__extra_args='["--max-turns", "3"]',
+                 engines__claude__env='{ANTHROPIC_BASE_URL = "http://127.0.0.1:9"}')
+    info = bench.json("engine", "show", "claude")
+    argv = info["argv"]
+    assert argv[0] == "claude" and argv[argv.index("--model") + 1] == "opus"
+    assert argv[-2:] == ["--max-turns", "3"] and info["timeout"] == 7
+    assert info["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert info["env"]["DISABLE_AUTOUPDATER"] == "1"      # the preset's own env stays
+    names = [e["name"] for e in bench.json("engine", "list")]
+    assert names[:7] == ["claude", "aider", "codex", "opencode", "gemini", "cn", "copilot"]
+    assert "fake" in names and "shell" in names
+
+
+def test_an_engines_own_timeout_applies(bench, tmp_path):
+    bench.config(engines__fake__timeout="1", witness__max_retries="0")
+    t = bench.task(bench.convoy(), "Hang", "hang")
+    bench.brat("witness", "run", "--once", check=False)
+    assert "timed out after 1s" in bench.show(t)["reason"]
 
 
 def test_an_engine_json_error_is_a_failed_attempt(bench):

@@ -32,7 +32,9 @@ if record:
         f.write(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "pid": os.getpid(),
                             "pgid": os.getpgid(0), "session": os.environ.get("BRAT_SESSION"),
                             "task": os.environ.get("BRAT_TASK"), "prompt": prompt,
-                            "author": os.environ.get("GIT_AUTHOR_NAME")}) + "\n")
+                            "author": os.environ.get("GIT_AUTHOR_NAME"),
+                            "api_key": os.environ.get("FAKE_API_KEY"),
+                            "preset_env": os.environ.get("FAKE_PRESET_ENV")}) + "\n")
 
 state = os.environ.get("FAKE_STATE", os.path.join(os.path.dirname(record or "."), "fake-state"))
 rc = 0
