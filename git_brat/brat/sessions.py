@@ -193,6 +193,7 @@ def report_block(g: Grite, sess: Entity, message: str) -> None:
         old = status_of(board.tasks[tid])
         model.check_transition(board, tid, old, "blocked", False)
         return [Draft(tid, ev.SetFields({"status": "blocked", "status_from": old,
+                                         "blocked_by": sess.id,
                                          "reason": message.strip().splitlines()[0][:200]})),
                 Draft(tid, ev.Comment(f"blocked: {message}"))]
     fenced(g, sess, build, summary("task.block", tid))

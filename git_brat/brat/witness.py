@@ -598,8 +598,11 @@ class Witness:
             if sess is not None and sess.get("stop_requested"):
                 self._stop(live, "stop-requested")
             elif task is None or status_of(task) != "running" or task.get("session") != live.sid:
-                self._stop(live, "blocked" if task is not None and status_of(task) == "blocked"
-                           else "moved", grace=DONE_GRACE)
+                # The agent blocked its task: let it finish talking. Someone else moved it: stop.
+                blocked = task is not None and status_of(task) == "blocked" and \
+                    task.get("blocked_by") == live.sid
+                self._stop(live, "blocked" if blocked else "moved",
+                           grace=DONE_GRACE if blocked else 0.0)
             elif task.get("done_by") == live.sid:
                 self._stop(live, "done", grace=DONE_GRACE)
 

@@ -267,3 +267,21 @@ def test_a_human_requeue_of_a_failed_task_gives_it_fresh_attempts(bench):
     bench.brat("witness", "run", "--once")
     assert bench.show(t)["status"] == "needs-review"
     assert "previous attempt failed" not in bench.runs()[-1]["prompt"]
+
+
+def test_a_task_dropped_by_hand_stops_its_session_at_once(bench, tmp_path):
+    t = bench.task(bench.convoy(), "Drop me", "write a.txt x", "hang")
+    w = bench.start_witness("--once")
+    try:
+        bench.wait_for(lambda: (tmp_path / "record.jsonl.pids").exists(), 60)
+        started = time.monotonic()
+        bench.brat("task", "update", t, "--status", "dropped", "-m", "not needed")
+        assert w.wait(timeout=30) == 0
+        assert time.monotonic() - started < 8      # not the done grace: stopped right away
+    finally:
+        from witnesskit import kill_group
+        kill_group(w)
+    [s] = bench.sessions(t)
+    assert s["status"] == "ended" and "moved to dropped" in s["reason"]
+    assert bench.show(t)["status"] == "dropped"
+    assert git(bench.repo, "show", f"brat/{t}:a.txt") == "x"     # its work is kept
