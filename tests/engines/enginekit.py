@@ -136,7 +136,10 @@ class Sandbox:
             cmd += ["--hang-marker", hang_marker]
         if NETNS:
             cmd = ["unshare", "-n", *cmd, "--lo-up"]
-        full = {**os.environ, **self.env, **(env or {})}
+        full = {k: v for k, v in os.environ.items()
+                if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+        full.update({**self.env, **(env or {}), "NO_PROXY": "127.0.0.1,localhost",
+                     "no_proxy": "127.0.0.1,localhost"})
         full["PATH"] = f"{ENGINES_BIN}{os.pathsep}{full.get('PATH', '')}"
         proc = subprocess.run([*cmd, "--", *argv], env=full, cwd=str(cwd),
                               stdin=subprocess.DEVNULL, timeout=timeout + 60,
