@@ -8,7 +8,7 @@ import click
 
 from git_brat.brat import mayor as m
 from git_brat.brat.cli_common import load_config, open_grite
-from git_brat.clikit import cut, emit, json_option, printable, when
+from git_brat.clikit import cut, emit, json_option, printable, warn, when
 from git_brat.grite.errors import UsageError
 
 
@@ -59,6 +59,10 @@ def ask(question, dry_run, yes, as_json):
     g = open_grite()
     cfg = load_config(g)
     ans = m.consult(g, cfg, m.current(g.state()), question)
+    if ans.touched:
+        warn(f"the engine changed the work tree although it was asked not to: "
+             f"{', '.join(line[3:] for line in ans.touched[:5])}"
+             f"{' …' if len(ans.touched) > 5 else ''} (see `git status`)")
     if dry_run:
         r = m.result(ans, dry_run=True)
         emit(as_json, r, lambda: _plan_text(r))

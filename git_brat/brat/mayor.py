@@ -29,6 +29,7 @@ EXCHANGE = "x:"            # field prefix: one field per exchange, so concurrent
 RECORD_CHARS = 16000       # answer text kept in the log (the whole answer stays in <n>.txt)
 BOARD_LINES = 120          # open convoys and tasks listed in the context
 GIT_TIMEOUT = 60
+ARG_MAX = 120 * 1024       # Linux takes at most 128 KiB in one argument
 
 
 class MayorError(GriteError):
@@ -61,6 +62,7 @@ class Answer(msgspec.Struct):
     title: str
     body: str
     tasks: list[PlannedTask]
+    touched: list[str] = []    # `git status` lines the engine changed (it was asked not to)
 
 
 class AskResult(msgspec.Struct):
@@ -80,6 +82,7 @@ class AskResult(msgspec.Struct):
     dry_run: bool = False
     created: bool = False
     declined: bool = False
+    touched: list[str] = []
 
 
 class Created(msgspec.Struct):
@@ -180,6 +183,15 @@ def exchanges(conv: Entity) -> list[tuple[dict, int, str, str]]:
 
 
 # -- the context -----------------------------------------------------------------------
+
+def work_tree_status(top: str) -> list[str]:
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=top,
+                              capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return []
+    return proc.stdout.decode("utf-8", "replace").splitlines()
+
 
 def tracked_files(top: str) -> list[str]:
     try:
@@ -342,6 +354,11 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     resume_id = conv.get("session_id", "") if conv is not None and p.resumes else ""
     session_uuid = "" if resume_id else str(uuid.uuid4())
     text = prompt(g, cfg, conv, question, resumed=bool(resume_id))
+    if p.prompt == "arg" and len(text.encode()) > ARG_MAX:
+        raise UsageError(f"the mayor's prompt is {len(text.encode()) // 1024} KiB, more than one "
+                         f"argument may hold: lower mayor.context_files or mayor.excerpt_chars, "
+                         f"or set engines.{p.name}.prompt = \"stdin\"")
+    before = work_tree_status(top)
     n, sdir = run_dir(g)
     atomic_write(os.path.join(sdir, "prompt.txt"), text.encode())
     inv = engines.invocation(p, text, top, sdir, resume_id=resume_id, session_uuid=session_uuid)
@@ -377,8 +394,10 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
         session = session_uuid
     else:   # the engine resumes from files it keeps in its session dir (aider)
         session = sdir if p.resumes else ""
+    after = work_tree_status(top)
     ans = Answer(conv.id if conv is not None else None, n, where, p.name, session, inv.resumed,
-                 question, answer, "", None, {}, "", "", [])
+                 question, answer, "", None, {}, "", "", [],
+                 [line for line in after if line not in before])
     try:
         _fill(g, ans, plan)
     except PlanError as exc:
@@ -408,7 +427,7 @@ def result(ans: Answer, dry_run: bool = False, declined: bool = False,
            convoy: str | None = None) -> AskResult:
     return AskResult(ans.conversation, ans.exchange, ans.answer_file, ans.engine, ans.session_id,
                      ans.resumed, ans.kind, ans.workflow, ans.vars, convoy, ans.title, ans.body,
-                     ans.tasks, dry_run, convoy is not None, declined)
+                     ans.tasks, dry_run, convoy is not None, declined, ans.touched)
 
 
 def create(g: Grite, ans: Answer) -> AskResult:

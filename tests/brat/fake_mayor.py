@@ -58,6 +58,10 @@ def main() -> int:
         print("thinking...", flush=True)
         time.sleep(600)
         return 0
+    if mode == "edit":          # disobeys: writes a file, then answers
+        with open("scratch.txt", "w") as f:
+            f.write("notes\n")
+        mode = "plan"
     if mode == "fail":
         print("model unavailable", flush=True)
         return 3

@@ -4,57 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from bratkit import fail, log_commits
-from git_brat.brat import config
 from helpers import brat, brat_json, git, status, wal_tip
-
-FAKE = str(Path(__file__).with_name("fake_mayor.py"))
-MODES = ("plan", "prose", "fenced", "malformed", "cycle", "unknown-need", "empty-title",
-         "priority", "many", "hang", "fail", "workflow", "no-workflow", "prose-only")
-
-
-def _argv(mode: str, record: Path, *extra: str) -> str:
-    return json.dumps([sys.executable, FAKE, mode, str(record), *extra, "{prompt}"])
-
-
-@pytest.fixture
-def record(tmp_path) -> Path:
-    return tmp_path / "record"
-
-
-@pytest.fixture
-def mrepo(brepo, record):
-    """A repository whose config defines one fake engine per answer (committed: status clean)."""
-    path = brepo / ".brat" / "config.toml"
-    text = path.read_text()
-    settings = {"mayor.engine": "plan", "mayor.max_tasks": "4", "mayor.timeout": "30"}
-    for mode in MODES:
-        settings[f"engines.{mode}.command"] = _argv(mode, record)
-    # A claude-shaped fake: a JSON result with session_id, and a resume template.
-    settings["engines.claude.command"] = _argv("claude-json", record)
-    settings["engines.claude.resume"] = _argv("claude-json", record, "--resume", "{resume_id}")
-    for key, value in settings.items():
-        text = config.set_text(text, key, value)[0]
-    path.write_text(text)
-    (brepo / "src").mkdir()
-    (brepo / "src" / "parser.py").write_text("def parse(s):\n    return s.split(' ')\n")
-    (brepo / "AGENTS.md").write_text("Agents: run `make test` before committing.\n")
-    git(brepo, "add", "-A")
-    git(brepo, "commit", "-q", "-m", "brat config with fake engines")
-    assert status(brepo) == ""
-    return brepo
-
-
-def runs(record: Path) -> list[dict]:
-    if not record.exists():
-        return []
-    return [json.loads((record / f"run-{k}.json").read_text())
-            for k in range(1, len(os.listdir(record)) + 1)]
+from mayorkit import mrepo, record, runs  # noqa: F401  (fixtures)
 
 
 def test_a_valid_plan_becomes_a_convoy_and_its_tasks_in_one_batch(mrepo, record):
@@ -251,3 +207,12 @@ def test_ask_works_from_a_linked_worktree(mrepo, tmp_path):
     assert Path(out["answer_file"]).is_file()
     assert brat_json(mrepo, "convoy", "show", out["convoy"])["total"] == 3
     assert status(wt) == "" and status(mrepo) == ""
+
+
+def test_an_engine_that_edits_files_anyway_is_reported(mrepo):
+    brat(mrepo, "mayor", "start", "--engine", "edit")
+    proc = brat(mrepo, "mayor", "ask", "Plan", "--yes", "--json")
+    out = json.loads(proc.out)
+    assert out["created"] and out["touched"] == ["?? scratch.txt"]
+    assert "warning: the engine changed the work tree although it was asked not to: " \
+           "scratch.txt" in proc.err
