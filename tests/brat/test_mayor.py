@@ -216,3 +216,41 @@ def test_an_engine_that_edits_files_anyway_is_reported(mrepo):
     assert out["created"] and out["touched"] == ["?? scratch.txt"]
     assert "warning: the engine changed the work tree although it was asked not to: " \
            "scratch.txt" in proc.err
+
+
+def test_an_engine_that_resumes_but_reports_no_id_resumes_from_its_session_directory(mrepo, record):
+    brat(mrepo, "mayor", "start", "--engine", "dirs")
+    first = brat_json(mrepo, "mayor", "ask", "Plan", "--yes")
+    assert first["session_id"].endswith(os.path.join(".git", "brat", "mayor",
+                                                     str(first["exchange"])))
+    brat(mrepo, "mayor", "ask", "More", "--yes")
+    argv = runs(record)[1]["argv"]
+    assert argv[argv.index("--resume") + 1] == first["session_id"]
+
+
+def test_every_mayor_command_prints_bare_json_and_leaves_git_status_alone(mrepo, tmp_path):
+    (mrepo / "untracked.txt").write_text("the user's own file\n")
+    (mrepo / "README").write_text("the user's unstaged edit\n")
+    before = status(mrepo)
+    for cmd in (["mayor", "status"], ["mayor", "log"], ["mayor", "start", "-m", "brief"],
+                ["mayor", "ask", "Plan", "--dry-run"], ["mayor", "ask", "Plan", "--yes"],
+                ["mayor", "status"], ["mayor", "log", "-n", "1"], ["mayor", "stop"]):
+        proc = brat(mrepo, *cmd, "--json")
+        json.loads(proc.out)
+        assert proc.err == "", (cmd, proc.err)
+        assert status(mrepo) == before, f"`git brat {' '.join(cmd)}` changed git status"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    out = brat_json(outside, "mayor", "log", env={"GIT_DIR": str(mrepo / ".git")})
+    assert [x["question"] for x in out] == ["Plan"]
+    assert "mayor" in brat(mrepo, "--help").out
+    for name in ("start", "ask", "status", "log", "stop"):
+        assert f"  {name}" in brat(mrepo, "mayor", "--help").out
+
+
+def test_bad_input_writes_nothing(mrepo, record):
+    tip = wal_tip(mrepo)
+    assert fail(mrepo, "mayor", "ask", "   ", "--yes")[0] == 2
+    assert fail(mrepo, "mayor", "log", "-n", "0")[0] == 2
+    assert fail(mrepo, "mayor", "start", "--engine", "shell")[0] == 2
+    assert wal_tip(mrepo) == tip and runs(record) == []
