@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bratkit import fail, log_commits
-from helpers import brat, brat_json, git, status, wal_tip
+from helpers import brat, brat_json, git, grite, status, wal_tip
 from mayorkit import mrepo, record, runs  # noqa: F401  (fixtures)
 
 
@@ -254,3 +254,34 @@ def test_bad_input_writes_nothing(mrepo, record):
     assert fail(mrepo, "mayor", "log", "-n", "0")[0] == 2
     assert fail(mrepo, "mayor", "start", "--engine", "shell")[0] == 2
     assert wal_tip(mrepo) == tip and runs(record) == []
+
+
+def test_the_conversation_syncs_and_a_second_clone_continues_it(mrepo, record, tmp_path):
+    hub = tmp_path / "hub.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(hub))
+    git(mrepo, "remote", "add", "origin", str(hub))
+    grite(mrepo, "remote", "add-sync", "origin")
+    git(mrepo, "push", "-q", "origin", "main")
+    brat(mrepo, "mayor", "start", "--engine", "claude")
+    first = brat_json(mrepo, "mayor", "ask", "Plan the tab fix", "--yes")
+    grite(mrepo, "sync", "origin")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(hub), str(other))
+    brat(other, "init")
+    grite(other, "sync", "origin")
+    st = brat_json(other, "mayor", "status")["conversation"]
+    assert st["id"] == first["conversation"] and st["session_id"] == "sess-1"
+    # Both clones ask at once: each exchange is kept, none overwrites the other.
+    here = brat_json(mrepo, "mayor", "ask", "From the first clone", "--yes")
+    there = brat_json(other, "mayor", "ask", "From the second clone", "--yes")
+    assert there["resumed"] and there["conversation"] == first["conversation"]
+    argv = runs(record)[-1]["argv"]
+    assert argv[argv.index("--resume") + 1] == "sess-1"
+    for repo in (other, mrepo, other):
+        grite(repo, "sync", "origin")
+    for repo in (mrepo, other):
+        questions = sorted(x["question"] for x in brat_json(repo, "mayor", "log"))
+        assert questions == ["From the first clone", "From the second clone", "Plan the tab fix"]
+        assert len(brat_json(repo, "convoy", "list")) == 3
+        assert brat_json(repo, "mayor", "status")["conversation"]["exchanges"] == 3
+    assert here["convoy"] != there["convoy"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fake_mayor import PLAN, plan_with
-from git_brat.brat import mayor, mayor_plan
+from git_brat.brat import mayor_context as mayor, mayor_plan
 from git_brat.brat.mayor_plan import PlanError, TasksPlan, WorkflowPlan
 
 
