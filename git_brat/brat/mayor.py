@@ -219,14 +219,19 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     atomic_write(raw, run.output.encode())
     where = shown_path(g, raw)
     tail = f"; the answer is in {where}; nothing was created"
+    if inv.resumed:
+        hint = (f" (resuming the engine's conversation {resume_id}; if it no longer has it, "
+                f"`git brat mayor stop` starts afresh)")
+    else:
+        hint = ""
     if run.timed_out:
         raise MayorError(f"engine {p.name} gave no answer within {cfg.mayor.timeout:g} s "
                          f"(mayor.timeout) and was stopped{tail}")
     if run.exit_code != 0:
-        raise MayorError(f"engine {p.name} exited with {run.exit_code}{tail}")
+        raise MayorError(f"engine {p.name} exited with {run.exit_code}{hint}{tail}")
     if run.result.is_error:
         raise MayorError(f"engine {p.name} reported an error: "
-                         f"{run.result.message[:200]!r}{tail}")
+                         f"{run.result.message[:200]!r}{hint}{tail}")
     answer = run.result.message if p.result == "json" and run.result.json_found else run.output
     try:
         plan = parse(answer, cfg.mayor.max_tasks)

@@ -105,7 +105,8 @@ def workflow_lines(g: Grite) -> list[str]:
         wf = workflows.find(g.store, info.name)
         ins = [f"{i.name} ({'required' if i.required else 'optional'})"
                + (f": {i.description}" if i.description else "") for i in wf.inputs]
-        out.append(f"- {wf.name} ({wf.type}, {len(wf.steps)} tasks): {wf.description}"
+        out.append(f"- {wf.name} ({wf.type}, {len(wf.steps)} tasks): "
+                   f"{wf.description.strip().rstrip('.')}"
                    + (f"; inputs: {'; '.join(ins)}" if ins else ""))
     return out or ["(none)"]
 
@@ -148,7 +149,8 @@ def prompt(g: Grite, cfg: Config, conv: Entity | None, question: str, resumed: b
         if name and text.strip():
             parts.append(f"## {name} (excerpt)\n{text.rstrip()}")
     state = g.state()
-    parts.append("## Open convoys and tasks\n" + "\n".join(board_lines(state)))
+    parts.append("## Open convoys and tasks (already planned: do not plan them again)\n"
+                 + "\n".join(board_lines(state)))
     parts.append("## Workflows\n" + "\n".join(workflow_lines(g)))
     if conv is not None and conv.get("brief"):
         parts.append("## Standing instructions for this conversation\n" + conv.get("brief"))

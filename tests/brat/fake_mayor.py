@@ -71,6 +71,10 @@ def main() -> int:
         print(json.dumps({"type": "result", "is_error": False, "session_id": sid,
                           "result": answer("prose")}))
         return 0
+    if mode == "claude-error":  # what claude prints when the model API keeps failing
+        print(json.dumps({"type": "result", "is_error": True, "session_id": "sess-x",
+                          "result": "API Error: 529 overloaded"}))
+        return 0
     print(answer(mode))
     return 0
 

@@ -285,3 +285,16 @@ def test_the_conversation_syncs_and_a_second_clone_continues_it(mrepo, record, t
         assert len(brat_json(repo, "convoy", "list")) == 3
         assert brat_json(repo, "mayor", "status")["conversation"]["exchanges"] == 3
     assert here["convoy"] != there["convoy"]
+
+
+def test_an_engine_reporting_an_error_while_resuming_names_the_way_out(mrepo, record):
+    brat(mrepo, "mayor", "start", "--engine", "claude")
+    brat(mrepo, "mayor", "ask", "Plan the tab fix", "--yes")
+    fake = brat_json(mrepo, "config", "get", "engines.claude.resume")["value"]
+    fake[fake.index("claude-json")] = "claude-error"
+    brat(mrepo, "config", "set", "engines.claude.resume", json.dumps(fake))
+    tip = wal_tip(mrepo)
+    code, message = fail(mrepo, "mayor", "ask", "And now?", "--yes")
+    assert code == 1 and "engine claude reported an error: 'API Error: 529 overloaded'" in message
+    assert "resuming the engine's conversation sess-1" in message and "mayor stop" in message
+    assert wal_tip(mrepo) == tip
