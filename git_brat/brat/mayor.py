@@ -127,10 +127,6 @@ def current(state: State) -> Entity | None:
     return live[-1] if live else None
 
 
-def latest(state: State) -> Entity | None:
-    return current(state) or (conversations(state) or [None])[-1]
-
-
 def engine_name(cfg: Config, wanted: str | None = None) -> str:
     return wanted or cfg.mayor.engine or cfg.witness.engine
 
@@ -358,4 +354,4 @@ def log(state: State, limit: int | None = None) -> list[ExchangeView]:
 
 
 __all__ = ["MayorError", "Answer", "AskResult", "ConversationView", "ExchangeView", "start",
-           "stop", "current", "latest", "consult", "create", "result", "view", "log", "preset"]
+           "stop", "current", "consult", "create", "result", "view", "log", "preset"]
