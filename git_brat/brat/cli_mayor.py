@@ -68,8 +68,10 @@ def ask(question, dry_run, yes, as_json):
         emit(as_json, r, lambda: _plan_text(r))
         return
     if not yes:
-        click.echo(printable(_plan_text(m.result(ans))), err=as_json)
-        if not click.confirm(f"Create this convoy and its {len(ans.tasks)} tasks?",
+        # On stderr, with the question: stdout may be a pipe, the person is at the terminal.
+        click.echo(printable(_plan_text(m.result(ans))), err=True)
+        n = len(ans.tasks)
+        if not click.confirm(f"Create this convoy and its {n} task{'s' if n != 1 else ''}?",
                              default=False, err=True):
             r = m.result(ans, declined=True)
             emit(as_json, r, lambda: f"nothing created (the answer is in {ans.answer_file})")
