@@ -52,8 +52,10 @@ def main() -> int:
     mode, record = sys.argv[1], sys.argv[2]
     os.makedirs(record, exist_ok=True)
     k = len(os.listdir(record)) + 1
+    prompt = sys.stdin.read() if mode == "stdin" else sys.argv[-1]
     with open(os.path.join(record, f"run-{k}.json"), "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "prompt": sys.argv[-1]}, f)
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "prompt": prompt}, f)
+    mode = "plan" if mode == "stdin" else mode
     if mode == "hang":
         print("thinking...", flush=True)
         time.sleep(600)

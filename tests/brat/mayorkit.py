@@ -37,6 +37,8 @@ def mrepo(brepo, record):
     # A claude-shaped fake: a JSON result with session_id, and a resume template.
     settings["engines.claude.command"] = _argv("claude-json", record)
     settings["engines.claude.resume"] = _argv("claude-json", record, "--resume", "{resume_id}")
+    settings["engines.stdin.command"] = json.dumps([sys.executable, FAKE, "stdin", str(record)])
+    settings["engines.stdin.prompt"] = "stdin"
     # Resumes, but reports no id (as aider): its session directory is the conversation's id.
     settings["engines.dirs.command"] = _argv("plan", record)
     settings["engines.dirs.resume"] = _argv("plan", record, "--resume", "{resume_id}")

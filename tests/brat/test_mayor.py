@@ -298,3 +298,11 @@ def test_an_engine_reporting_an_error_while_resuming_names_the_way_out(mrepo, re
     assert code == 1 and "engine claude reported an error: 'API Error: 529 overloaded'" in message
     assert "resuming the engine's conversation sess-1" in message and "mayor stop" in message
     assert wal_tip(mrepo) == tip
+
+
+def test_an_engine_reading_its_prompt_on_stdin_gets_it_there(mrepo, record):
+    brat(mrepo, "mayor", "start", "--engine", "stdin")
+    assert brat_json(mrepo, "mayor", "ask", "Plan via stdin", "--yes")["created"]
+    (run,) = runs(record)
+    assert run["prompt"].rstrip().endswith("Plan via stdin")
+    assert "Plan via stdin" not in " ".join(run["argv"])
