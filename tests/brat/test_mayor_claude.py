@@ -1,16 +1,15 @@
 """The real `claude` as the mayor, against the tests' fake model server on 127.0.0.1.
 
-Skipped (with the reason) until both exist here: `claude` on PATH (npm @anthropic-ai/claude-code)
-and tests/fakemodel.py, expected to offer `serve(reply=TEXT)`: a context manager that serves the
-Anthropic Messages API (SSE and not) on 127.0.0.1, answers every request with TEXT as the final
-text (no tool call), and yields an object with `url` (for ANTHROPIC_BASE_URL) and `requests`
-(what it was sent, one decoded JSON body each).
+Skipped (with the reason) until both are there: `claude` on PATH (npm @anthropic-ai/claude-code)
+and a tests/fakemodel.py whose FakeModel takes `reply=TEXT`: the final text it gives a request
+that holds no FAKE-EDIT task (where it now says "OK"), so the mayor's answer can be scripted.
+The server must also keep `url` and `requests` (each with its decoded JSON `body`).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-import re
 import shutil
 import uuid
 
@@ -30,15 +29,21 @@ ANSWER = ("I looked at the repository. Here is the plan:\n\n```json\n"
           + json.dumps(PLAN, indent=2) + "\n```\n")
 
 
-def test_claude_answers_a_plan_that_becomes_a_convoy_and_resumes_its_conversation(brepo):
+def _fake_model(**kw):
     fakemodel = pytest.importorskip("fakemodel")
-    if not hasattr(fakemodel, "serve"):
-        pytest.skip("tests/fakemodel.py has no serve(reply=TEXT) (see this file's docstring)")
+    cls = getattr(fakemodel, "FakeModel", None)
+    if cls is None or "reply" not in inspect.signature(cls).parameters:
+        pytest.skip("tests/fakemodel.py cannot script a final answer: FakeModel(reply=TEXT) is "
+                    "missing (see this file's docstring)")
+    return cls(**kw)
+
+
+def test_claude_answers_a_plan_that_becomes_a_convoy_and_resumes_its_conversation(brepo):
     brat(brepo, "config", "set", "mayor.engine", "claude")
     brat(brepo, "config", "set", "mayor.timeout", "120")
     git(brepo, "add", "-A")
     git(brepo, "commit", "-q", "-m", "mayor: claude")
-    with fakemodel.serve(reply=ANSWER) as server:
+    with _fake_model(reply=ANSWER) as server:
         env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-test-not-real"}
         first = brat_json(brepo, "mayor", "ask", "Analyze src/ and create tasks", "--yes",
                           env=env, timeout=300)
@@ -47,10 +52,11 @@ def test_claude_answers_a_plan_that_becomes_a_convoy_and_resumes_its_conversatio
         assert uuid.UUID(first["session_id"])          # claude's own conversation id
         c = brat_json(brepo, "convoy", "show", first["convoy"])
         assert c["title"] == "Fix the parser" and c["total"] == 3
+        seen = len(server.requests)
         second = brat_json(brepo, "mayor", "ask", "And the docs?", "--yes", env=env,
                            timeout=300)
         assert second["resumed"] and second["conversation"] == first["conversation"]
-        # The resumed request carries the first exchange (claude kept the conversation).
-        last = json.dumps(server.requests[-1])
-        assert re.search("Analyze src/ and create tasks", last)
+        # claude kept the conversation: the resumed request carries the first question too.
+        sent = [json.dumps(r.get("body", r)) for r in server.requests[seen:]]
+        assert any("Analyze src/ and create tasks" in b and "And the docs?" in b for b in sent)
     assert status(brepo) == ""
