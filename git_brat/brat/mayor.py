@@ -228,16 +228,7 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     if run.result.is_error:
         raise MayorError(f"engine {p.name} reported an error: "
                          f"{run.result.message[:200]!r}{hint}{tail}")
-    answer = run.result.message if p.result == "json" and run.result.json_found else run.output
-    try:
-        plan = parse(answer, cfg.mayor.max_tasks)
-    except PlanError as exc:
-        if answer == run.output:
-            raise MayorError(f"{exc.message}{tail}") from None
-        try:
-            plan = parse(run.output, cfg.mayor.max_tasks)
-        except PlanError:
-            raise MayorError(f"{exc.message}{tail}") from None
+    answer, plan = _plan_in(p, run, cfg.mayor.max_tasks, tail)
     if run.result.session_id:
         session = run.result.session_id
     elif inv.resumed:
@@ -255,6 +246,36 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     except PlanError as exc:
         raise MayorError(f"{exc.message}{tail}") from None
     return ans
+
+
+def _texts(p: engines.Preset, run: runner.Run) -> list[str]:
+    """Where the answer may be: the final message, every message part joined (engines that
+    stream their answer in pieces, one JSON line each), then the whole output."""
+    out = []
+    if p.result == "json" and run.result.json_found:
+        out.append(run.result.message)
+        parts = []
+        for obj in engines.json_objects(run.output):
+            for key in p.message_keys:
+                value: object = obj
+                for part in key.split("."):
+                    value = value.get(part) if isinstance(value, dict) else None
+                if isinstance(value, str):
+                    parts.append(value)
+        out.append("".join(parts))
+    out.append(run.output)
+    return list(dict.fromkeys(t for t in out if t.strip())) or [run.output]
+
+
+def _plan_in(p: engines.Preset, run: runner.Run, max_tasks: int, tail: str) -> tuple[str, Plan]:
+    """(the answer text, its plan); the first text's error is the one reported."""
+    first: PlanError | None = None
+    for text in _texts(p, run):
+        try:
+            return text, parse(text, max_tasks)
+        except PlanError as exc:
+            first = first or exc
+    raise MayorError(f"{first.message}{tail}")
 
 
 def _fill(g: Grite, ans: Answer, plan: Plan) -> None:

@@ -46,12 +46,15 @@ class WorkflowPlan(msgspec.Struct, forbid_unknown_fields=True):
 
 Plan = TasksPlan | WorkflowPlan
 
+# Shown to the engine; deliberately not valid JSON (… and NAME), so a prompt echoed back in an
+# answer can never be taken for the plan.
 SCHEMA = """\
 {"convoy": {"title": "one line", "body": "what and why"},
  "tasks": [{"key": "short-unique-name", "title": "one line", "body": "instructions for the agent",
-            "paths": ["src/file.py"], "priority": 2, "needs": ["key-of-another-task"]}]}"""
+            "paths": ["src/file.py", …], "priority": 2, "needs": ["key-of-another-task", …]},
+           …]}"""
 
-WORKFLOW_SCHEMA = '{"workflow": "NAME", "vars": {"INPUT": "value"}}'
+WORKFLOW_SCHEMA = '{"workflow": NAME, "vars": {"INPUT": "value", …}}'
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
 _PLAN_KEYS = {"convoy", "tasks", "workflow"}

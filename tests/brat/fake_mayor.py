@@ -73,6 +73,18 @@ def main() -> int:
         print(json.dumps({"type": "result", "is_error": False, "session_id": sid,
                           "result": answer("prose")}))
         return 0
+    if mode == "gemini-stream":  # stream-json: the prompt echoed, then the answer in pieces
+        text = answer("prose")
+        lines = [{"type": "init", "session_id": "g-1"},
+                 {"type": "message", "role": "user", "content": prompt}]
+        lines += [{"type": "message", "role": "assistant", "content": text[i:i + 40],
+                   "delta": True} for i in range(0, len(text), 40)]
+        lines.append({"type": "result", "status": "success"})
+        print("\n".join(json.dumps(line) for line in lines))
+        return 0
+    if mode == "echo":          # prints the prompt back, and no plan of its own
+        print(prompt)
+        return 0
     if mode == "claude-error":  # what claude prints when the model API keeps failing
         print(json.dumps({"type": "result", "is_error": True, "session_id": "sess-x",
                           "result": "API Error: 529 overloaded"}))

@@ -14,7 +14,7 @@ from helpers import git, status
 
 FAKE = str(Path(__file__).with_name("fake_mayor.py"))
 MODES = ("plan", "prose", "fenced", "malformed", "cycle", "unknown-need", "empty-title",
-         "priority", "many", "hang", "fail", "workflow", "no-workflow", "prose-only", "edit")
+         "priority", "many", "hang", "fail", "workflow", "no-workflow", "prose-only", "edit", "echo")
 
 
 def _argv(mode: str, record: Path, *extra: str) -> str:
@@ -37,6 +37,7 @@ def mrepo(brepo, record):
     # A claude-shaped fake: a JSON result with session_id, and a resume template.
     settings["engines.claude.command"] = _argv("claude-json", record)
     settings["engines.claude.resume"] = _argv("claude-json", record, "--resume", "{resume_id}")
+    settings["engines.gemini.command"] = _argv("gemini-stream", record)
     settings["engines.stdin.command"] = json.dumps([sys.executable, FAKE, "stdin", str(record)])
     settings["engines.stdin.prompt"] = "stdin"
     # Resumes, but reports no id (as aider): its session directory is the conversation's id.

@@ -69,6 +69,7 @@ FAILURES = {
     "fail": "engine fail exited with 3",
     "no-workflow": "the plan runs workflow 'nosuch': no workflow named 'nosuch'",
     "prose-only": "no JSON plan in the answer",
+    "echo": "JSON plan in the answer",   # the prompt's schema example is never a plan
 }
 
 
@@ -306,3 +307,10 @@ def test_an_engine_reading_its_prompt_on_stdin_gets_it_there(mrepo, record):
     (run,) = runs(record)
     assert run["prompt"].rstrip().endswith("Plan via stdin")
     assert "Plan via stdin" not in " ".join(run["argv"])
+
+
+def test_an_answer_streamed_in_pieces_is_put_back_together(mrepo, record):
+    brat(mrepo, "mayor", "start", "--engine", "gemini")
+    out = brat_json(mrepo, "mayor", "ask", "Plan the tab fix", "--yes")
+    assert out["created"] and [t["key"] for t in out["tasks"]] == ["tabs", "tests", "docs"]
+    assert out["session_id"] == "g-1"

@@ -91,3 +91,10 @@ def test_layout_lists_every_path_when_it_fits_and_summarizes_directories_when_no
     assert mayor.layout(deeper, 5) == ["README.md", "docs/a/ (1 file)", "setup.py",
                                        "src/pkg/ (50 files)"]
     assert mayor.layout(files, 3) == [f"({len(files)} files; too many top-level entries to list)"]
+
+
+def test_the_schema_shown_to_the_engine_is_never_taken_for_a_plan():
+    for text in (mayor_plan.SCHEMA, mayor_plan.WORKFLOW_SCHEMA,
+                 mayor_plan.SCHEMA + "\n" + mayor_plan.WORKFLOW_SCHEMA):
+        with pytest.raises(PlanError):
+            mayor_plan.find_json(text)
