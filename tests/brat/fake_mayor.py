@@ -54,7 +54,8 @@ def main() -> int:
     k = len(os.listdir(record)) + 1
     prompt = sys.stdin.read() if mode == "stdin" else sys.argv[-1]
     with open(os.path.join(record, f"run-{k}.json"), "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "prompt": prompt}, f)
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "prompt": prompt,
+                   "pid": os.getpid()}, f)
     mode = "plan" if mode == "stdin" else mode
     if mode == "hang":
         print("thinking...", flush=True)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pexpect
 import pytest
 
-from helpers import brat_json, status, wal_tip
-from mayorkit import mrepo, record  # noqa: F401  (fixtures)
+from helpers import brat, brat_json, status, wal_tip
+from mayorkit import mrepo, record, runs  # noqa: F401  (fixtures)
 
 QUESTION = "Create this convoy and its 3 tasks? [y/N]"
 
@@ -67,3 +68,23 @@ def test_yes_skips_the_question_at_a_terminal(mrepo):
     finally:
         child.close(force=True)
     assert len(brat_json(mrepo, "convoy", "list")) == 1
+
+
+def test_ctrl_c_while_the_engine_thinks_stops_it_and_creates_nothing(mrepo, record):
+    brat(mrepo, "mayor", "start", "--engine", "hang")
+    tip = wal_tip(mrepo)
+    child = _ask(mrepo, "--yes")
+    try:
+        deadline = time.monotonic() + 30
+        while not runs(record) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (run,) = runs(record)
+        child.sendintr()
+        child.expect(pexpect.EOF)
+        child.close()
+        assert "interrupted" in child.before and "Traceback" not in child.before
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 130
+    assert not os.path.exists(f"/proc/{run['pid']}"), "the engine outlived the mayor"
+    assert wal_tip(mrepo) == tip and brat_json(mrepo, "convoy", "list") == []
