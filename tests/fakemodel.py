@@ -13,8 +13,10 @@ The replies are scripted from the request itself. The task text holds a line
 
     FAKE-EDIT: greeting.txt: hello from ENGINE
 
-(optionally `FAKE-COMMIT: message`; a request naming FAKE-FAIL gets a 400 error instead). Counting the tool results already in the conversation
-since the last message naming FAKE-EDIT, the server answers with
+(optionally `FAKE-COMMIT: message`; a request naming FAKE-FAIL gets a 400 error instead;
+with FAKE-HANG the first request after the read is never answered, see FakeModel). Counting
+the tool calls already answered in the conversation since the last message naming FAKE-EDIT
+(calls, not results: a resumed gemini conversation repeats a result), the server answers with
 
   turn 1  a tool call that reads the file (a read tool found by name, else the shell: cat),
   turn 2  a tool call that writes "hello from ENGINE\\n" to it (a write tool, else the shell),
@@ -38,6 +40,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import threading
 import time
 import uuid
@@ -100,6 +103,19 @@ def find_workdir(body: Any) -> str:
                     break
                 path = parent
     return best
+
+
+def count_tool_results(obj: Any) -> int:
+    """Tool results anywhere in a request, in any of the four API shapes."""
+    if isinstance(obj, list):
+        return sum(count_tool_results(v) for v in obj)
+    if not isinstance(obj, dict):
+        return 0
+    here = int(obj.get("type") == "tool_result" or obj.get("role") == "tool"
+               or str(obj.get("type", "")).endswith("call_output")
+               or "functionResponse" in obj)
+    return here + sum(count_tool_results(v) for v in obj.values()
+                      if isinstance(v, (dict, list)))
 
 
 def _norm(name: str) -> str:
@@ -284,9 +300,14 @@ class FakeModel:
     """`with FakeModel() as fm:` serves on fm.url (http://127.0.0.1:PORT) in a thread."""
 
     def __init__(self, log_path: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 workdir: str = ""):
+                 workdir: str = "", hang_marker: str = ""):
         self.log_path = log_path
         self.workdir = workdir          # used when a request names no work tree (aider's)
+        # FAKE-HANG in the task: the first request after the read gets no answer until its
+        # client goes away; hang_marker (a path) is created when that happens.
+        self.hang_marker = hang_marker
+        self.hung = False
+        self._stopping = threading.Event()
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._host, self._port = host, port
@@ -304,6 +325,7 @@ class FakeModel:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
@@ -333,6 +355,16 @@ class FakeModel:
             if self.log_path:
                 with open(self.log_path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(entry) + "\n")
+
+    def should_hang(self, body: Any, done: int) -> bool:
+        with self._lock:
+            if self.hung or done != 1 or not any("FAKE-HANG" in s for s in strings(body)):
+                return False
+            self.hung = True
+        if self.hang_marker:
+            with open(self.hang_marker, "w") as f:
+                f.write("hung\n")
+        return True
 
     def model_requests(self) -> list[dict]:
         """The requests that asked for a completion (not HEAD, lists or token counts)."""
@@ -405,7 +437,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _log(self, kind: str, body: Any) -> None:
         self.fake.record({"t": time.time(), "method": self.command, "path": self.path,
-                          "kind": kind, "headers": dict(self.headers.items()), "body": body})
+                          "kind": kind, "headers": dict(self.headers.items()),
+                          "tool_results": count_tool_results(body), "body": body})
+
+    def _hang_if_asked(self, body: Any, done: int) -> None:
+        """Answer nothing (FAKE-HANG) until the client hangs up or the server stops."""
+        if not self.fake.should_hang(body, done):
+            return
+        import select
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not self.fake._stopping.is_set():
+            ready, _, _ = select.select([self.connection], [], [], 0.2)
+            if ready:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        break           # the client is gone
+                except OSError:
+                    break
+        self.close_connection = True
+        raise ConnectionResetError("hung up")
 
     # methods
     def do_HEAD(self) -> None:
@@ -477,10 +527,12 @@ class _Handler(BaseHTTPRequestHandler):
         start = _last_directive_index(msgs)
         done = 0
         for m in msgs[start + 1 if start >= 0 else 0:]:
-            if m.get("role") == "user" and isinstance(m.get("content"), list):
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list):
                 done += sum(1 for c in m["content"]
-                            if isinstance(c, dict) and c.get("type") == "tool_result")
+                            if isinstance(c, dict) and c.get("type") == "tool_use")
         directive = find_directive(msgs[start]) if start >= 0 else None
+        if tools:
+            self._hang_if_asked(body, done)
         plan = plan_turn(tools, done, directive, find_workdir(body)) if tools else \
             Plan(text=_plain_text(body, directive))
         model = body.get("model") or "claude-fake"
@@ -529,10 +581,12 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(fn, dict) and fn.get("name"):
                 tools[fn["name"]] = fn.get("parameters") or {}
         start = _last_directive_index(msgs)
-        done = sum(1 for m in msgs[start + 1 if start >= 0 else 0:] if m.get("role") == "tool")
+        done = sum(len(m.get("tool_calls") or []) for m in msgs[start + 1 if start >= 0 else 0:]
+                   if m.get("role") == "assistant")
         directive = find_directive(msgs[start]) if start >= 0 else None
         workdir = find_workdir(body) or self.fake.workdir
         if tools:
+            self._hang_if_asked(body, done)
             plan = plan_turn(tools, done, directive, workdir)
         elif directive and _is_aider_edit(body):
             plan = Plan(text=aider_reply(body, directive, workdir))
@@ -590,8 +644,11 @@ class _Handler(BaseHTTPRequestHandler):
                 tools["local_shell"] = {"properties": {"command": {"type": "array"}}}
         start = _last_directive_index(items)
         done = sum(1 for it in items[start + 1 if start >= 0 else 0:]
-                   if isinstance(it, dict) and str(it.get("type", "")).endswith("call_output"))
+                   if isinstance(it, dict) and str(it.get("type", "")).endswith("call")
+                   and it.get("type") != "web_search_call")
         directive = find_directive(items[start]) if start >= 0 else None
+        if tools:
+            self._hang_if_asked(body, done)
         plan = plan_turn(tools, done, directive, find_workdir(body)) if tools else \
             Plan(text=_plain_text(body, directive))
         rid = "resp_" + uuid.uuid4().hex[:24]
@@ -664,8 +721,8 @@ class _Handler(BaseHTTPRequestHandler):
         done = 0
         for c in contents[start + 1 if start >= 0 else 0:]:
             for part in c.get("parts") or []:
-                if isinstance(part, dict) and ("functionResponse" in part
-                                               or "function_response" in part):
+                if isinstance(part, dict) and ("functionCall" in part
+                                               or "function_call" in part):
                     done += 1
         directive = find_directive(contents[start]) if start >= 0 else None
         gen = body.get("generationConfig") or body.get("generation_config") or {}
@@ -676,6 +733,7 @@ class _Handler(BaseHTTPRequestHandler):
                                          "complexity_reasoning": "simple",
                                          "complexity_score": 1}))
         elif tools:
+            self._hang_if_asked(body, done)
             plan = plan_turn(tools, done, directive, find_workdir(body))
         else:
             plan = Plan(text=_plain_text(body, directive))

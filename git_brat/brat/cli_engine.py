@@ -35,7 +35,7 @@ def list_(as_json):
         rows = [[i.name, i.binary or "-", "yes" if i.path else "no", i.version or "-",
                  shlex.join(i.argv) if i.argv else "(set engines.shell.command)"] for i in infos]
         return table([["ENGINE", "BINARY", "ON PATH", "VERSION", "ARGV"], *rows],
-                     [9, 8, 7, 14, None], 200)
+                     [9, 8, 7, 14, None])
     emit(as_json, infos, human)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import click
@@ -11,7 +12,7 @@ import msgspec
 from git_brat.brat import daemon
 from git_brat.brat import witness as wit
 from git_brat.brat.cli_common import board, load_config, open_grite, shorts
-from git_brat.clikit import emit, json_option, table, when
+from git_brat.clikit import cut, emit, json_option, printable, table, when
 from git_brat.grite.state import iso
 
 
@@ -69,9 +70,15 @@ def run(once, engine, max_sessions, timeout, lease_ttl, convoy_id, detach, as_js
         emit(as_json, pf, lambda: f"witness running in the background (pid {pf.pid}); log: {pf.log}")
         return
     w.say = (lambda _l: None) if as_json else (lambda line: click.echo(line, err=True))
+    view = None
+    if not as_json and sys.stderr.isatty():
+        view = LiveView()
+        w.say, w.on_tick = view.say, view.draw
     try:
         result = w.run()
     finally:
+        if view is not None:
+            view.clear()
         if os.environ.get("BRAT_DETACHED") == "witness":
             daemon.forget(g.store.brat_dir, "witness")
     emit(as_json, result, lambda: _summary_text(result))
@@ -79,6 +86,36 @@ def run(once, engine, max_sessions, timeout, lease_ttl, convoy_id, detach, as_js
         sys.exit(130)
     if result.failed:
         sys.exit(1)
+
+
+class LiveView:
+    """The witness's live sessions, redrawn in place on a terminal (stderr); never in a pipe."""
+
+    def __init__(self):
+        self.drawn = 0
+
+    def clear(self) -> None:
+        if self.drawn:
+            sys.stderr.write(f"\x1b[{self.drawn}F\x1b[J")
+            self.drawn = 0
+        sys.stderr.flush()
+
+    def say(self, line: str) -> None:
+        self.clear()
+        sys.stderr.write(printable(line) + "\n")
+        sys.stderr.flush()
+
+    def draw(self, rows: list[wit.LiveRow]) -> None:
+        width = shutil.get_terminal_size((80, 24)).columns
+        lines = [f"{r.session[:7]}  {r.task[:7]}  {r.engine:<8} {r.phase:<8} "
+                 f"{int(r.elapsed) // 60:>2}:{int(r.elapsed) % 60:02d}  " for r in rows]
+        lines = [cut(printable(head + r.last_line.strip()), width - 1)
+                 for head, r in zip(lines, rows)]
+        self.clear()
+        if lines:
+            sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+        self.drawn = len(lines)
 
 
 class WitnessStatus(msgspec.Struct):

@@ -116,6 +116,8 @@ class Engine(_Section):
     env: _d(dict[str, str], "Environment variables set for the engine.") = {}
     timeout: _d(float | None, "Session timeout for this engine, in seconds "
                               "(default: witness.timeout).", gt=0) = None
+    scratch: _d(list[str] | None, "Globs of files the engine leaves in the work tree that "
+                                  "are not work (its caches): never committed for it.") = None
     resume: _d(list[str] | None, "argv template that continues a conversation whose id is "
                                  "{resume_id}; unset: the engine cannot resume.",
                min_length=1) = None
@@ -378,7 +380,8 @@ def default_text(overrides: dict[str, Any] | None = None) -> str:
         example = {"command": ["claude", "-p", "{prompt}"], "prompt": "arg", "result": "json",
                    "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
                    "timeout": 3600,
-                   "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"]}[f.name]
+                   "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"],
+                   "scratch": [".cache-of-my-agent/"]}[f.name]
         out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
         out.append(f"# {f.name} = {show_value(example)}")
     return "\n".join(out) + "\n"

@@ -41,6 +41,9 @@ class Preset(msgspec.Struct, kw_only=True):
     timeout: float | None = None           # per-engine session timeout (None: witness.timeout)
     extra_args: list[str] = []             # appended after the template (config)
     builtin: bool = True                   # a shipped preset (False: defined in the config)
+    # Files the engine leaves in the work tree that are its own, not work (caches): never
+    # committed for it.
+    scratch: list[str] = []
 
     @property
     def binary(self) -> str:
@@ -69,7 +72,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "--dangerously-skip-permissions"],
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True}),
     Preset(
-        name="aider", package="pypi aider-chat",
+        name="aider", package="pypi aider-chat", scratch=[".aider*"],
         # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
         argv=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
               "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
@@ -170,8 +173,10 @@ def resolve(name: str, cfg: "Config | None" = None) -> Preset:
         value = getattr(over, key)
         if value is not None:
             fields[key] = value
-    if getattr(over, "resume", None) is not None:
-        fields["resume"] = list(over.resume)
+    for key in ("resume", "scratch"):
+        value = getattr(over, key)
+        if value is not None:
+            fields[key] = list(value)
     fields["extra_args"] = list(over.extra_args)
     fields["env"] = {**fields.get("env", {}), **over.env}
     return msgspec.convert(fields, Preset)

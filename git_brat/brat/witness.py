@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import msgspec
@@ -57,6 +58,16 @@ class SessionEnd(msgspec.Struct):
     seconds: float
 
 
+class LiveRow(msgspec.Struct):
+    session: str
+    task: str
+    title: str
+    engine: str
+    phase: str                 # starting, setup, engine
+    elapsed: float
+    last_line: str
+
+
 class Recovered(msgspec.Struct):
     session: str
     task: str
@@ -98,6 +109,9 @@ class _Live:
         self.kill_at = 0.0         # when TERM was sent, KILL follows at this time
         self.attempt = 1
         self.setup_failed = ""
+        self.busy = False          # a worker is starting or ending it: leave it alone
+        self.claimed = False       # its lease was taken and the session recorded
+        self.prepared: dict = {}   # session fields not yet recorded
 
 
 def options(cfg: Config, engine: str | None = None, max_sessions: int | None = None,
@@ -172,7 +186,16 @@ class Witness:
 
     def __init__(self, g: Grite, cfg: Config, opts: Options,
                  say: Callable[[str], None] = lambda _line: None):
-        self.g, self.cfg, self.opts, self.say = g, cfg, opts, say
+        self._g, self.cfg, self.opts, self.say = g, cfg, opts, say
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+        # Starting and ending sessions is mostly waiting on git: done by workers, so eight
+        # sessions start in parallel while this thread keeps supervising the running ones.
+        self.pool = ThreadPoolExecutor(max_workers=opts.max_sessions,
+                                       thread_name_prefix="brat-session")
+        self.jobs: dict[str, Future] = {}
+        self._count = threading.Lock()
+        self.held_elsewhere: set[str] = set()
         self.preset = engines.resolve(opts.engine, cfg)
         if not self.preset.argv:
             engines.invocation(self.preset, "", "", "")   # raises the clear "no command" error
@@ -187,6 +210,49 @@ class Witness:
         self._version: str | None = None
         self._next_state = 0.0
         self._last_sync = 0.0
+        self.on_tick: Callable[[list[LiveRow]], None] | None = None   # a terminal's live view
+        self._next_tick = 0.0
+
+    @property
+    def g(self) -> Grite:
+        """The repository, one Grite per thread (a Grite caches state; dulwich is per thread)."""
+        if threading.get_ident() == self._owner:
+            return self._g
+        g = getattr(self._local, "g", None)
+        if g is None:
+            from git_brat.grite.gitstore import Store
+            s = self._g.store
+            g = self._local.g = Grite(Store(s.git_dir, s.common_dir, s.bare, s.cwd))
+        return g
+
+    def _submit(self, live: "_Live", fn, *args) -> None:
+        live.busy = True
+        self.jobs[live.sid] = self.pool.submit(fn, live, *args)
+
+    def _collect(self) -> None:
+        """Jobs that finished: a session that ended leaves the live set here, in this thread."""
+        for sid, fut in list(self.jobs.items()):
+            if not fut.done():
+                continue
+            del self.jobs[sid]
+            live = self.live.get(sid)
+            try:
+                ended = fut.result()
+            except Exception as exc:   # a bug must not leave a session unsupervised
+                self.say(f"warning: session {sid[:7]}: {type(exc).__name__}: {exc}")
+                ended = live is not None and live.popen is None
+                if live is not None and not ended:
+                    live.busy = False
+                    continue
+            if ended:
+                self.live.pop(sid, None)
+            elif live is not None:
+                live.busy = False
+
+    def _wait_jobs(self) -> None:
+        while self.jobs:
+            self._collect()
+            time.sleep(0.02)
 
     # -- the loop --------------------------------------------------------------------
 
@@ -213,6 +279,8 @@ class Witness:
                         break
                 time.sleep(TICK)
         finally:
+            self._wait_jobs()
+            self.pool.shutdown(wait=True)
             restore()
         failed = _failed_tasks(self.ended)
         return Summary(self.started, self.ended, self.recovered, failed, bool(self.stopping))
@@ -255,38 +323,52 @@ class Witness:
         for t in board.ready(cid):
             if len(self.live) >= self.opts.max_sessions or self.stopping:
                 break
-            if t.id in busy or t.get("retry_after", 0) > now:
+            if t.id in busy or t.id in self.held_elsewhere or t.get("retry_after", 0) > now:
                 continue
-            if self.start(t.id):
+            if self.start(t):
                 n += 1
         return n
 
-    def start(self, tid: str) -> bool:
-        """Lease the task, record the session, make its work tree, start setup or the engine."""
+    def start(self, task: Entity) -> bool:
+        """Hand a ready task to a worker: lease it, record the session, make its work tree and
+        start setup or the engine. It counts as live from now on, so it is not handed out twice."""
         sid = ev.new_entity_id()
         holder = locks.holder_for(self.g, ss.holder_id(sid), sid)
+        live = _Live(sid, task, self.preset, holder)
+        live.target = self.cfg.refinery.target_branch
+        live.branch = ss.branch_for(task.id)
+        live.worktree = ss.worktree_for(self.g, task.id)
+        live.log = ss.log_path(self.g, sid)
+        timeout = self.opts.timeout or self.preset.timeout or self.cfg.witness.timeout
+        live.deadline = live.started + timeout
+        self.live[sid] = live
+        self._submit(live, self._claim)
+        return True
+
+    def _claim(self, live: "_Live") -> bool:
+        """(worker) Take the task's lease and record the session; True if it did not start."""
+        g, tid, sid, holder = self.g, live.tid, live.sid, live.holder
         res = ss.resource(tid)
-        known = self.g.state().fences.get(res, 0)
+        known = g.state(refresh=True).fences.get(res, 0)
         try:
-            lease = locks.acquire(self.g, res, self.st, holder)
+            lease = locks.acquire(g, res, self.st, holder)
         except locks.LeaseHeld:
-            return False
+            if self.opts.once:
+                self.held_elsewhere.add(tid)   # someone else runs it: not ours this pass
+            return True
         except GriteError as exc:
             self.say(f"warning: could not lease task {tid[:7]}: {exc.message}")
-            return False
+            return True
         if lease.action == "acquire" and lease.token - 1 > known and not self._caught_up(res, lease.token):
             # Someone held this task and let it go cleanly, and we have not seen what they
             # wrote: their work may have moved it on. Never run it on an old view.
             self.say(f"task {tid[:7]}: another clone worked on it; waiting until its log arrives")
             self._release(res, holder)
-            return False
-        target = self.cfg.refinery.target_branch
-        branch = ss.branch_for(tid)
-        worktree = ss.worktree_for(self.g, tid)
+            return True
         info: dict = {}
 
         def build() -> list[Draft]:
-            board = Board(self.g.state())
+            board = Board(g.state())
             task = board.tasks.get(tid)
             if task is None or not board.is_ready(tid):
                 raise Conflict(f"task {tid[:7]} is no longer ready")
@@ -298,31 +380,31 @@ class Witness:
                                          "reason": f"session {sid[:7]} started"})),
                 Draft(sid, ev.Create(SESSION, {
                     "task": tid, "status": "starting", "engine": self.preset.name,
-                    "host": self.host, "worktree": worktree, "branch": branch, "target": target,
-                    "witness_pid": self.me.pid, "witness_start": self.me.start,
-                    "holder": holder.id, "attempt": task.get("failures", 0) + 1})),
+                    "host": self.host, "worktree": live.worktree, "branch": live.branch,
+                    "target": live.target, "witness_pid": self.me.pid,
+                    "witness_start": self.me.start, "holder": holder.id,
+                    "attempt": task.get("failures", 0) + 1})),
             ]
         try:
-            locks.append_fenced(self.g, res, build, summary("session.start", sid),
-                                holder_id=holder.id)
+            locks.append_fenced(g, res, build, summary("session.start", sid), holder_id=holder.id)
         except GriteError:
             self._release(res, holder)
-            return False
-        live = _Live(sid, info["task"], self.preset, holder)
+            return True
         live.attempt = info["task"].get("failures", 0) + 1
-        live.worktree, live.branch, live.target = worktree, branch, target
-        live.log = ss.log_path(self.g, sid)
-        timeout = self.opts.timeout or self.preset.timeout or self.cfg.witness.timeout
-        live.deadline = live.started + timeout
-        self.live[sid] = live
-        self.started += 1
+        live.claimed = True
+        with self._count:
+            self.started += 1
+        return self._launch(live, info)
+
+    def _launch(self, live: "_Live", info: dict) -> bool:
+        """(worker) Prepare the work tree and prompt, start setup or the engine; True if it ended."""
         try:
             self._prepare(live, info)
+            return False
         except (GriteError, OSError) as exc:
             live.setup_failed = exc.message if isinstance(exc, GriteError) else str(exc)
             _log_line(live.log, f"could not start: {live.setup_failed}")
-            self._finish(live, None)
-        return True
+            return self._finish(live, None)
 
     def _caught_up(self, res: str, token: int) -> bool:
         """Fetch the lock remote's logs; whether we now know every earlier grant of `res`."""
@@ -384,7 +466,7 @@ class Witness:
                   "argv": engines.shown_argv(live.inv.argv, text), "resumed": resume_id,
                   "engine_version": self._engine_version(), "reply_id": reply_id,
                   "engine_session": live.session_uuid or resume_id}
-        self.g.append([Draft(live.sid, ev.SetFields(fields))], summary("session.prepare", live.sid))
+        live.prepared = fields   # recorded with the pid, in one event, once it runs
         _log_line(live.log, f"session {live.sid} task {tid} ({live.title}) engine "
                             f"{self.preset.name} branch {live.branch} base {live.base[:12]}")
         setup = self.cfg.witness.setup
@@ -399,17 +481,20 @@ class Witness:
     def _worktree(self, live: _Live) -> bool:
         """Make (or reuse) the task's work tree; True when it continues an existing branch."""
         store, path = self.g.store, live.worktree
-        target = store.resolve_commit(live.target) or store.resolve_commit("HEAD")
+        target = store.branch_tip(live.target) or store.resolve_commit(live.target) or \
+            store.resolve_commit("HEAD")
         if target is None:
             raise UsageError(f"the target branch {live.target} does not exist and HEAD has no "
                              f"commit: set refinery.target_branch")
-        existing = store.resolve_commit(f"refs/heads/{live.branch}")
-        trees = {os.path.realpath(p): b for p, b in store.worktrees().items()}
+        existing = store.branch_tip(live.branch)
         here = os.path.realpath(path)
+        trees = {os.path.realpath(p): b for p, b in store.worktrees().items()} \
+            if os.path.exists(path) else {}
         if here in trees:
             if trees[here] == live.branch:
                 salvage(store, path, f"work left in {live.branch}'s work tree", live.env or
-                        agent_env(self.g, self.preset, live.sid, live.tid, path))
+                        agent_env(self.g, self.preset, live.sid, live.tid, path),
+                        self.preset.scratch)
             else:
                 store.worktree_remove(path)
                 trees.pop(here)
@@ -421,9 +506,17 @@ class Witness:
                 store.worktree_add(path, live.branch, None)
             else:
                 store.worktree_add(path, live.branch, target)
-        live.base = store.merge_base(target, live.branch) or target
-        live.start_head = store.resolve_commit(f"refs/heads/{live.branch}") or target
+        live.base = (store.merge_base(target, live.branch) or target) if existing else target
+        live.start_head = store.branch_tip(live.branch) or target
         return bool(existing)
+
+    def _engine_job(self, live: "_Live") -> bool:
+        try:
+            self._spawn_engine(live)
+            return False
+        except OSError as exc:
+            live.setup_failed = f"the engine could not start: {exc}"
+            return self._finish(live, None)
 
     def _spawn_engine(self, live: _Live) -> None:
         live.phase = "engine"
@@ -434,8 +527,13 @@ class Witness:
         self._record_proc(live, proc, "running")
 
     def _record_proc(self, live: _Live, proc: runner.Proc, status: str) -> None:
-        self.g.append([Draft(live.sid, ev.SetFields({"status": status, "pid": proc.pid,
-                                                     "pid_start": proc.start, "phase": live.phase}))],
+        # The pid file first: if we die before the event lands, recovery still finds the agent.
+        with open(os.path.join(ss.session_dir(self.g, live.sid), "pid"), "w") as f:
+            f.write(f"{proc.pid} {proc.start}\n")
+        fields = {**live.prepared, "status": status, "pid": proc.pid, "pid_start": proc.start,
+                  "phase": live.phase}
+        live.prepared = {}
+        self.g.append([Draft(live.sid, ev.SetFields(fields))],
                       summary(f"session.{live.phase}", live.sid))
 
     def _engine_version(self) -> str:
@@ -447,27 +545,35 @@ class Witness:
 
     # -- supervising ------------------------------------------------------------------------
 
+    def rows(self) -> list["LiveRow"]:
+        """The live sessions as a terminal shows them: engine, task, elapsed, last output line."""
+        now = time.monotonic()
+        return [LiveRow(l.sid, l.tid, l.title, self.preset.name,
+                        "starting" if not l.claimed or l.popen is None else l.phase,
+                        now - l.started, runner.tail(l.log, 1) if l.popen else "")
+                for l in self.live.values()]
+
     def supervise(self) -> None:
         now = time.monotonic()
         if now >= self._next_state and self.live:
             self._next_state = now + STATE_EVERY
             self._watch_log()
+        if self.on_tick is not None and now >= self._next_tick:
+            self._next_tick = now + 0.5
+            self.on_tick(self.rows())
+        self._collect()
         for live in list(self.live.values()):
-            rc = live.popen.poll() if live.popen else None
-            if live.popen is None:
+            if live.busy or live.popen is None:
                 continue
+            rc = live.popen.poll()
             if rc is not None:
                 if live.phase == "setup" and rc == 0 and not live.stop_reason:
                     _log_line(live.log, "setup: ok")
-                    try:
-                        self._spawn_engine(live)
-                    except OSError as exc:
-                        live.setup_failed = f"the engine could not start: {exc}"
-                        self._finish(live, None)
+                    self._submit(live, self._engine_job)
                     continue
                 if live.phase == "setup" and rc != 0:
                     live.setup_failed = f"setup `{self.cfg.witness.setup}` exited {rc}"
-                self._finish(live, rc)
+                self._submit(live, self._finish, rc)
                 continue
             if not live.stop_reason and now >= live.deadline:
                 self._stop(live, "timeout")
@@ -484,8 +590,8 @@ class Witness:
     def _watch_log(self) -> None:
         """What others said about our sessions: the agent's done or block, a stop request."""
         board = Board(self.g.state(refresh=True))
-        for live in self.live.values():
-            if live.stop_reason:
+        for live in list(self.live.values()):
+            if live.stop_reason or live.busy:
                 continue
             task = board.tasks.get(live.tid)
             sess = board.state.entities.get(live.sid)
@@ -524,6 +630,7 @@ class Witness:
 
     def stop_all(self, why: str) -> None:
         """Stop every session (TERM, then KILL after the grace), and record each one."""
+        self._wait_jobs()   # sessions being started or ended get there first
         for live in self.live.values():
             if live.popen is not None and live.popen.poll() is None:
                 live.stop_reason = "witness"
@@ -541,12 +648,16 @@ class Witness:
             time.sleep(0.05)
         for live in list(self.live.values()):
             live.stop_reason = "witness"
-            self._finish(live, live.popen.wait() if live.popen else None)
+            if live.claimed:
+                self._submit(live, self._finish, live.popen.wait() if live.popen else None)
+            else:
+                self.live.pop(live.sid, None)
+        self._wait_jobs()
 
     # -- the end of a session ------------------------------------------------------------------
 
-    def _finish(self, live: _Live, rc: int | None) -> None:
-        self.live.pop(live.sid, None)
+    def _finish(self, live: _Live, rc: int | None) -> bool:
+        """(worker) Record how the session ended, move its task, let its lease go; True."""
         if live.popen is not None and runner.group_alive(live.popen.pid):
             runner.stop_group(live.popen.pid, 2.0)   # what the engine left running in its group
         store = self.g.store
@@ -557,11 +668,12 @@ class Witness:
         if live.worktree and os.path.isdir(live.worktree) and live.env:
             try:
                 salvaged = salvage(store, live.worktree, f"uncommitted work of session "
-                                   f"{live.sid[:7]} ({self.preset.name})", live.env) or ""
+                                   f"{live.sid[:7]} ({self.preset.name})", live.env,
+                                   self.preset.scratch) or ""
             except GriteError as exc:
                 kept_all = False   # keep the work tree: its files are the only copy
                 _log_line(live.log, f"could not commit what the agent left: {exc.message}")
-        head = store.resolve_commit(f"refs/heads/{live.branch}") or ""
+        head = store.branch_tip(live.branch) or ""
         commits = store.count_commits(live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
@@ -646,6 +758,7 @@ class Witness:
         self.ended.append(end)
         self.say(f"session {live.sid[:7]} task {live.tid[:7]}: {end.status} ({end.reason}) -> "
                  f"{end.task_status}")
+        return True
 
     def _failure(self, live: _Live, rc: int | None, result) -> str:
         if live.setup_failed:
@@ -698,11 +811,11 @@ def _failed_tasks(ended: list[SessionEnd]) -> int:
     return sum(1 for e in last.values() if e.status in ss.FAILED or e.task_status == "failed")
 
 
-def salvage(store, worktree: str, what: str, env: dict) -> str | None:
+def salvage(store, worktree: str, what: str, env: dict, skip: list[str] = ()) -> str | None:
     """Commit whatever an agent left uncommitted, so no work is lost; its sha, or None."""
     if not os.path.isdir(worktree):
         return None
-    return store.commit_all(worktree, f"brat: {what}", env)
+    return store.commit_all(worktree, f"brat: {what}", env, skip)
 
 
 # -- crash recovery ------------------------------------------------------------------
@@ -748,8 +861,15 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
     salvaged = ""
     engine_session = s.get("engine_session", "")
     if s.get("host") == host:
-        if s.get("pid"):
-            killed = runner.stop_orphan(runner.Proc(s.get("pid"), s.get("pid_start", 0), host))
+        pid, start = s.get("pid", 0), s.get("pid_start", 0)
+        if not pid:   # it died between starting the engine and recording it
+            try:
+                with open(os.path.join(ss.session_dir(g, s.id), "pid")) as f:
+                    pid, start = (int(x) for x in f.read().split())
+            except (OSError, ValueError):
+                pass
+        if pid:
+            killed = runner.stop_orphan(runner.Proc(pid, start, host))
         if worktree and os.path.isdir(worktree):
             preset_name = s.get("engine", "agent")
             try:
@@ -759,7 +879,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
             env = agent_env(g, preset, s.id, tid, worktree)
             try:
                 salvaged = salvage(g.store, worktree, f"work left by crashed session {s.id[:7]}",
-                                   env) or ""
+                                   env, preset.scratch) or ""
             except GriteError:
                 salvaged = ""
         if not engine_session:
@@ -775,7 +895,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
         cur = b.state.entities.get(s.id)
         if cur is None or cur.get("status") not in ss.LIVE:
             return []
-        head = g.store.resolve_commit(f"refs/heads/{branch}") if branch else None
+        head = g.store.branch_tip(branch) if branch else None
         out = [Draft(s.id, ev.SetFields({
             "status": "crashed", "reason": why, "ended_at": _ms(), "salvaged": salvaged,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,

@@ -528,8 +528,9 @@ class Store:
     def worktree_remove(self, path: str) -> None:
         """Remove a linked work tree (forced: its work has been committed); the branch stays."""
         where = self.toplevel() or self.git_dir
-        self._in_tree(where, ["worktree", "remove", "--force", "--force", path], check=False)
-        self._in_tree(where, ["worktree", "prune"], check=False)
+        proc = self._in_tree(where, ["worktree", "remove", "--force", "--force", path], check=False)
+        if proc.returncode != 0:
+            self._in_tree(where, ["worktree", "prune"], check=False)
 
     def worktrees(self) -> dict[str, str]:
         """Path of every linked work tree -> its branch ("" when detached)."""
@@ -544,13 +545,24 @@ class Store:
                 out[path] = line[len("branch refs/heads/"):]
         return out
 
-    def commit_all(self, cwd: str, message: str, env: dict) -> str | None:
-        """Commit everything uncommitted in the work tree at cwd; the new sha, or None."""
-        self._in_tree(cwd, ["add", "-A"], env)
+    def commit_all(self, cwd: str, message: str, env: dict, skip: list[str] = ()) -> str | None:
+        """Commit everything uncommitted in the work tree at cwd, but paths matching `skip`
+        (globs at the top); the new sha, or None."""
+        spec = [".", *(f":(exclude,glob){g}" for p in skip
+                       for g in (p.rstrip("/"), p.rstrip("/") + "/**"))] if skip else []
+        st = self._in_tree(cwd, ["status", "--porcelain", "--untracked-files=all", "--", *spec], env)
+        if not st.stdout.strip():
+            return None   # the common case: the agent committed its work itself
+        self._in_tree(cwd, ["add", "-A", "--", *spec], env)
         if self._in_tree(cwd, ["diff", "--cached", "--quiet"], env, check=False).returncode == 0:
-            return None
+            return None   # only ignored or unchanged files
         self._in_tree(cwd, ["commit", "-q", "--no-verify", "-m", message], env)
         return self._in_tree(cwd, ["rev-parse", "HEAD"], env).stdout.decode().strip()
+
+    def branch_tip(self, branch: str) -> str | None:
+        """The commit refs/heads/<branch> names, read in-process (None: no such branch)."""
+        sha = self.read_ref(f"refs/heads/{branch}".encode())
+        return sha.decode() if sha else None
 
     def resolve_commit(self, rev: str) -> str | None:
         proc = self._git(["rev-parse", "-q", "--verify", f"{rev}^{{commit}}"], check=False)

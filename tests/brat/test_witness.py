@@ -60,6 +60,14 @@ def test_work_the_agent_left_uncommitted_is_committed_by_the_witness(bench, repo
     assert bench.session(s["id"])["salvaged"]
 
 
+def test_an_engines_scratch_files_are_never_committed_for_it(bench, repo):
+    bench.config(engines__fake__scratch='[".agent-cache*"]')
+    t = bench.task(bench.convoy(), "Caches", "write .agent-cache.v4/tags x", "write real.txt y")
+    bench.brat("witness", "run", "--once")
+    files = git(repo, "ls-tree", "-r", "--name-only", f"brat/{t}").split()
+    assert "real.txt" in files and not any(f.startswith(".agent-cache") for f in files)
+
+
 def test_a_hung_agent_is_killed_at_the_timeout_with_its_whole_process_group(bench, tmp_path):
     bench.config(witness__max_retries="0")
     t = bench.task(bench.convoy(), "Hang", "hang")
@@ -197,3 +205,21 @@ def test_agent_commands_outside_a_session_say_what_to_do(bench):
     assert code == 2 and "task update" in msg
     code, msg = fail(bench.repo, "task", "show")
     assert code == 2 and "not a session's work tree" in msg
+
+
+def test_in_a_terminal_the_witness_shows_each_live_session_and_its_last_line(bench, repo):
+    import pexpect
+    t = bench.task(bench.convoy(), "Slow", "sleep 0.1", "write a.txt x", "commit a", "sleep 3")
+    child = pexpect.spawn("git", ["brat", "witness", "run", "--once"], cwd=str(repo),
+                          env={**os.environ, **bench.env}, timeout=60, encoding="utf-8",
+                          dimensions=(24, 100))
+    try:
+        child.expect(rf"{t[:7]}  fake\s+engine\s+ 0:0\d  ")
+        child.expect("1 session\\(s\\) started, 1 ended")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    # In a pipe there is none of it: just the summary.
+    out = bench.brat("witness", "run", "--once").err
+    assert "\x1b[" not in out

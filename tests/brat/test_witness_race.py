@@ -71,3 +71,29 @@ def test_two_clones_through_a_hub_over_git_daemon_never_run_a_task_twice(tmp_pat
         assert len(locks) == 6
     finally:
         d.stop()
+
+
+def test_a_running_witness_picks_up_tasks_another_clone_created(tmp_path):
+    hub = bare_hub(tmp_path / "hub.git")
+    from helpers import make_repo
+    seed = make_repo(tmp_path / "seed")
+    git(seed, "push", "-q", str(hub), "main")
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    ba, bb = make_bench(a, tmp_path / "ra"), make_bench(b, tmp_path / "rb")
+    (tmp_path / "ra").mkdir(exist_ok=True)
+    (tmp_path / "rb").mkdir(exist_ok=True)
+    bb.config(deacon__sync_interval="0.5", witness__poll="0.3")
+    w = bb.start_witness()
+    try:
+        t = ba.task(ba.convoy(), "Made on A", "write a.txt from-b", "commit a")
+        grite(a, "sync")
+        bb.wait_for(lambda: bb.runs() and bb.json("task", "show", t)["status"] == "needs-review",
+                    60, every=0.5)
+        w.terminate()
+        assert w.wait(timeout=30) == 0
+    finally:
+        kill_group(w)
+    grite(a, "sync")
+    assert ba.show(t)["status"] == "needs-review"    # B published what it did
+    assert ba.runs() == [] and len(bb.runs()) == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 
 import pytest
 
@@ -87,15 +86,12 @@ def test_a_revived_agents_late_done_is_rejected_after_its_lease_moved_on(bench, 
     try:
         bench.wait_for(lambda: len(bench.runs()) == 2, 60)
         sid2 = bench.runs()[-1]["session"]
+        # The old agent's environment, in the work tree the new session works in.
         zombie = bench.brat("task", "done", "-m", "late", check=False, cwd=worktree,
-                            env={"BRAT_SESSION": sid1, "GRITE_HOLDER": f"session:{sid1}"}) \
-            if False else subprocess.run(
-                ["git", "brat", "task", "done", "-m", "late"], cwd=worktree,
-                env={**os.environ, **bench.env, "BRAT_SESSION": sid1,
-                     "GRITE_HOLDER": f"session:{sid1}"}, capture_output=True, text=True, timeout=60)
-        assert zombie.returncode == 5, zombie.stderr
-        assert f"session {sid1[:7]} no longer holds task {t[:7]}" in zombie.stderr
-        assert f"passed to session {sid2[:7]}" in zombie.stderr
+                            env={"BRAT_SESSION": sid1, "GRITE_HOLDER": f"session:{sid1}"})
+        assert zombie.returncode == 5, zombie.err
+        assert f"session {sid1[:7]} no longer holds task {t[:7]}" in zombie.err
+        assert f"passed to session {sid2[:7]}" in zombie.err
         assert bench.show(t)["status"] == "running"
         assert all(c["body"] != "done: late" for c in bench.show(t)["comments"])
         w2.send_signal(signal.SIGTERM)      # a clean stop: the live session is recorded

@@ -25,7 +25,8 @@ class Bench:
                     "FAKE_RECORD": str(self.record), "FAKE_STATE": str(tmp / "fake-state")}
 
     def brat(self, *args, **kw):
-        return brat(self.repo, *args, env={**self.env, **kw.pop("env", {})}, **kw)
+        cwd = kw.pop("cwd", self.repo)
+        return brat(cwd, *args, env={**self.env, **kw.pop("env", {})}, **kw)
 
     def json(self, *args, **kw):
         return brat_json(self.repo, *args, env={**self.env, **kw.pop("env", {})}, **kw)

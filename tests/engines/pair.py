@@ -32,12 +32,14 @@ def main() -> int:
     ap.add_argument("--stdin")
     ap.add_argument("--output", required=True)
     ap.add_argument("--cwd")
+    ap.add_argument("--hang-marker", default="")
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     if a.lo_up:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
-    with FakeModel(log_path=a.log, port=a.port, workdir=a.cwd or os.getcwd()), \
+    with FakeModel(log_path=a.log, port=a.port, workdir=a.cwd or os.getcwd(),
+                   hang_marker=a.hang_marker), \
             open(a.output, "wb") as out, \
             open(a.stdin or os.devnull, "rb") as inp:
         proc = subprocess.Popen(argv, stdin=inp, stdout=out, stderr=subprocess.STDOUT, cwd=a.cwd,

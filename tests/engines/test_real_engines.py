@@ -12,6 +12,7 @@ conversation to the model. The witness tests run `git brat witness run --once` e
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from pathlib import Path
 
@@ -191,3 +192,86 @@ def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
     assert d["exit_code"] == 0, d
     if p.session_keys or p.new_session_args:
         assert d["engine_session"], d
+
+
+CRASH = Path(__file__).resolve().parent / "crash.py"
+
+
+@pytest.mark.parametrize("name", [n for n in RESUMES if n != "aider"])   # no conversation id
+def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, sandbox_for,
+                                                                      tmp_path):
+    """The witness dies (SIGKILL) while the engine waits on the model; the next witness stops
+    the orphan, and its new session continues the same conversation with the preset's resume
+    template, from the conversation id recorded for the crashed session."""
+    why = _witness_available()
+    if why:
+        pytest.skip(why)
+    box = sandbox_for(name)
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")
+    env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}
+
+    def brat(*args, check=True):
+        from helpers import run
+        return run(["git", "brat", *args], repo, env=env, check=check, timeout=60)
+
+    brat("init")
+    if box.model:
+        brat("config", "set", f"engines.{name}.model", box.model)
+    if box.extra_args:
+        brat("config", "set", f"engines.{name}.extra_args", json.dumps(box.extra_args))
+    brat("config", "set", "witness.max_retries", "1")
+    brat("config", "set", "witness.backoff", "0")
+    convoy = brat("convoy", "create", "Greetings").out.strip()
+    tid = brat("task", "create", "--convoy", convoy, "Greet the world", "-b",
+               f"FAKE-EDIT: greeting.txt: hello from {name}\nFAKE-COMMIT: greeting from {name}\n"
+               "FAKE-HANG\n").out.strip()
+    marker, out1, out2 = (tmp_path / f for f in ("hung", "witness-1", "witness-2"))
+    witness = ["git-brat", "witness", "run", "--once", "--engine", name, "--timeout", "120",
+               "--lease-ttl", "60"]
+    run = box.run([sys.executable, str(CRASH), str(marker), str(out1), str(out2), "--",
+                   *witness], repo, env=env, timeout=200, hang_marker=str(marker))
+    shown = run.show() + "\n--- witness 1\n" + (out1.read_text() if out1.exists() else "") + \
+        "\n--- witness 2\n" + (out2.read_text() if out2.exists() else "")
+    assert run.rc == 0, shown
+    sessions = [s for s in json.loads(brat("session", "list", "--all", "--json").out)
+                if s["task"] == tid]
+    details = [json.loads(brat("session", "show", s["id"], "--json").out) for s in sessions]
+    crashed = [d for d in details if d["status"] == "crashed"]
+    assert len(crashed) == 1, (details, shown)
+    conv = crashed[0]["engine_session"]
+    assert conv, (crashed, shown)
+    later = [d for d in details if d["status"] != "crashed"]
+    assert later and any(conv in " ".join(d["argv"]) for d in later), (details, shown)
+    # The resumed session's first model request already holds the first session's tool result.
+    resumed = [r for r in run.model_requests() if "interrupted" in conversation_text(r)]
+    assert resumed and resumed[0]["tool_results"] >= 1, shown
+    assert git(repo, "show", f"brat/{tid}:greeting.txt") == f"hello from {name}", shown
+    assert json.loads(brat("task", "show", tid, "--json").out)["status"] == "needs-review"
+
+
+def test_engine_list_finds_the_installed_engines_at_their_pinned_versions(tmp_path):
+    """`git brat engine list` (the presets' binaries and version_args) on what
+    scripts/install-engines put in place: each installed engine found, at its pinned version."""
+    from conftest import ENGINES_DIR, NETNS, NETNS_PORT, engine_missing, require_isolation
+    require_isolation()
+    installed = [n for n in ENGINES if not engine_missing(n)]
+    if not installed:
+        pytest.skip("no engine installed (run scripts/install-engines)")
+    pins = {}
+    for stamp in (ENGINES_DIR / "stamps").iterdir():
+        name, _, version = stamp.name.partition("-")
+        pins[name] = version
+    root = tmp_path / "box"
+    root.mkdir()
+    box = Sandbox("list", root, NETNS_PORT if NETNS else 0,
+                  env={"HOME": str(root), "XDG_CONFIG_HOME": str(root / ".config")})
+    repo = make_repo(tmp_path / "repo")
+    from helpers import brat
+    brat(repo, "init")
+    run = box.run(["git", "brat", "engine", "list", "--json"], repo, timeout=120)
+    assert run.rc == 0, run.show()
+    found = {e["name"]: e for e in json.loads(run.out)}
+    for name in installed:
+        assert found[name]["path"], (name, found[name])
+        assert pins[name] in found[name]["version"], (name, pins[name], found[name])

@@ -3,7 +3,8 @@
 The engines come from `scripts/install-engines` (a cache outside the work tree; a missing one
 makes its tests skip with the reason). Each run starts the engine and a fake model server
 together through pair.py; where `unshare -n` works (root) the pair runs in a network namespace
-holding only loopback, so nothing can leave the machine. Every engine gets its offline config
+holding only loopback, so nothing can leave the machine. Where it does not, the engine tests
+skip unless BRAT_ENGINES_ALLOW_NET=1 (BRAT_ENGINES_NO_NETNS=1 turns the namespace off). Every engine gets its offline config
 written into the test's own HOME (see `configure`).
 """
 
@@ -46,6 +47,15 @@ def _netns_works() -> bool:
 
 
 NETNS = _netns_works()
+# Without a namespace the engines would see the machine's network, and some make lookups of
+# their own hosts: they run only when asked to (read here: the suite's fixtures drop BRAT_*).
+ALLOW_NET = bool(os.environ.get("BRAT_ENGINES_ALLOW_NET"))
+
+
+def require_isolation() -> None:
+    if not NETNS and not ALLOW_NET:
+        pytest.skip("no loopback-only network namespace here (`unshare -n` needs root, and "
+                    "`ip`); set BRAT_ENGINES_ALLOW_NET=1 to run the engines without one")
 
 
 def engine_missing(name: str) -> str | None:
@@ -60,6 +70,7 @@ def engine_missing(name: str) -> str | None:
 
 
 def require_engine(name: str) -> None:
+    require_isolation()
     why = engine_missing(name)
     if why:
         pytest.skip(why)
@@ -109,7 +120,7 @@ class Sandbox:
         return self.root / "home"
 
     def run(self, argv: list[str], cwd: Path, env: dict | None = None,
-            stdin: str | None = None, timeout: float = 120) -> Run:
+            stdin: str | None = None, timeout: float = 120, hang_marker: str = "") -> Run:
         """Start the fake server and `argv` together (in a loopback-only netns where we can)."""
         self.runs += 1
         n = self.runs
@@ -121,6 +132,8 @@ class Sandbox:
                "--cwd", str(cwd)]
         if stdin:
             cmd += ["--stdin", stdin]
+        if hang_marker:
+            cmd += ["--hang-marker", hang_marker]
         if NETNS:
             cmd = ["unshare", "-n", *cmd, "--lo-up"]
         full = {**os.environ, **self.env, **(env or {})}
