@@ -17,10 +17,10 @@ def cli():
 
 
 from git_brat.brat import (cli_config, cli_convoy, cli_demo, cli_engine, cli_init,  # noqa: E402
-                           cli_session, cli_status, cli_task, cli_witness, cli_workflow)
+                           cli_mayor, cli_session, cli_status, cli_task, cli_witness, cli_workflow)
 
 for _module in (cli_init, cli_config, cli_convoy, cli_task, cli_workflow, cli_engine, cli_witness,
-                cli_session, cli_status, cli_demo):
+                cli_session, cli_mayor, cli_status, cli_demo):
     _module.register(cli)
 
 
