@@ -76,6 +76,31 @@ def require_engine(name: str) -> None:
         pytest.skip(why)
 
 
+def processes_under(root: Path) -> list[tuple[int, str]]:
+    """Live processes working in `root` (their cwd inside it) or whose HOME is there (every
+    engine gets its sandbox's HOME): what an engine left behind."""
+    out = []
+    prefix = str(root) + os.sep
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                home = next((v[5:].decode(errors="replace") for v in f.read().split(b"\0")
+                             if v.startswith(b"HOME=")), "")
+        except OSError:
+            continue
+        if (cwd + os.sep).startswith(prefix) or (home + os.sep).startswith(prefix):
+            out.append((int(entry), cmd[:200]))
+    return out
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
