@@ -589,6 +589,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._hang_if_asked(body, done)
             plan = plan_turn(tools, done, directive, workdir)
         elif directive and _is_aider_edit(body):
+            self._hang_if_asked(body, 1)        # aider's one edit turn stands for the write
             plan = Plan(text=aider_reply(body, directive, workdir))
         else:
             plan = Plan(text=_plain_text(body, directive))

@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,13 +116,14 @@ class Run:
     requests: list[dict]
     argv: list[str] = field(default_factory=list)
     prompt: str = ""
+    seconds: float = 0.0
 
     def model_requests(self) -> list[dict]:
         return [r for r in self.requests if r.get("kind") not in (None, "other")]
 
     def show(self) -> str:
         paths = [f"{r['method']} {r['path']}" for r in self.requests]
-        return (f"exit {self.rc}\n--- output\n{self.out[-6000:]}\n--- pair.py\n{self.err[-2000:]}"
+        return (f"exit {self.rc} after {self.seconds:.1f}s\n--- output\n{self.out[-6000:]}\n--- pair.py\n{self.err[-2000:]}"
                 f"\n--- requests\n" + "\n".join(paths[-40:]))
 
 
@@ -166,13 +168,15 @@ class Sandbox:
         full.update({**self.env, **(env or {}), "NO_PROXY": "127.0.0.1,localhost",
                      "no_proxy": "127.0.0.1,localhost"})
         full["PATH"] = f"{ENGINES_BIN}{os.pathsep}{full.get('PATH', '')}"
+        started = time.monotonic()
         proc = subprocess.run([*cmd, "--", *argv], env=full, cwd=str(cwd),
                               stdin=subprocess.DEVNULL, timeout=timeout + 60,
                               capture_output=True)
         requests = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         text = out.read_text(errors="replace")
         errtext = proc.stderr.decode(errors="replace")
-        return Run(proc.returncode, text, errtext, requests, list(argv))
+        return Run(proc.returncode, text, errtext, requests, list(argv),
+                   seconds=time.monotonic() - started)
 
 
 def configure(name: str, root: Path) -> Sandbox:

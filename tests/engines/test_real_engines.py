@@ -2,11 +2,11 @@
 
 Direct tests build each engine's argv from its preset (`engines.invocation`) exactly as the
 witness does, run it in a linked work tree under .git/brat/worktrees/ (where the witness puts
-them) next to tests/fakemodel.py (in a
-loopback-only network namespace where `unshare -n` works), and check that it edited the file
-and committed it, that its output reads as the preset says (`engines.read_result`), and, for
-the engines that resume, that a second run with the `resume` template carries the first run's
-conversation to the model. The witness tests run `git brat witness run --once` end to end.
+them) next to tests/fakemodel.py, in a loopback-only network namespace, and check that it
+edited the file and committed it, that its output reads as the preset says
+(`engines.read_result`), and, for the engines that resume, that a second run with the `resume`
+template carries the first run's conversation to the model. The witness tests run
+`git brat witness run --once` end to end: to review, to a timeout, through a crash.
 """
 
 from __future__ import annotations
@@ -68,12 +68,14 @@ def conversation_text(req: dict) -> str:
 
 
 @pytest.mark.parametrize("name", ENGINES)
-def test_engine_edits_and_commits_offline(name, sandbox_for, tmp_path):
+def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
+    """The preset's argv edits the file and commits; its output reads as the preset says; and
+    where it resumes, a second run with the resume template carries the first conversation."""
     box = sandbox_for(name)
     repo = worktree(tmp_path, name)
     base = git(repo, "rev-parse", "HEAD")
     sid = str(uuid.uuid4())
-    p, run, res = drive(box, repo, tmp_path / "session", task_text(name, f"hello from {name}"),
+    p, run, res = drive(box, repo, tmp_path / "s1", task_text(name, f"hello from {name}"),
                         session_uuid=sid)
     assert run.rc == 0, run.show()
     assert run.model_requests(), "the engine never reached the fake model\n" + run.show()
@@ -84,34 +86,28 @@ def test_engine_edits_and_commits_offline(name, sandbox_for, tmp_path):
     assert not res.is_error, run.show()
     if p.result == "json":
         assert res.json_found, run.show()
-    print(f"\n{name}: argv={engines.shown_argv(run.argv, run.prompt)} result={res}")
+    print(f"\n{name}: {run.seconds:.1f}s argv={engines.shown_argv(run.argv, run.prompt)} "
+          f"result={res}")
     if p.new_session_args:
         assert res.session_id in ("", sid) and (res.session_id or not p.session_keys), \
             (res, run.show())
     if p.session_keys:
         assert res.session_id, (res, run.show())
-
-
-@pytest.mark.parametrize("name", RESUMES)
-def test_engine_resumes_its_conversation(name, sandbox_for, tmp_path):
-    box = sandbox_for(name)
-    repo = worktree(tmp_path, name)
-    sid = str(uuid.uuid4())
-    p, first, res = drive(box, repo, tmp_path / "s1", task_text(name, "first words"),
-                          session_uuid=sid)
-    assert first.rc == 0, first.show()
+    if name not in RESUMES:
+        assert not p.resumes
+        return
     conv = res.session_id or (sid if p.new_session_args else "")
     if name == "aider":
         # No conversation id: its chat history file is the conversation, and the resume
         # template reads it from the earlier session's directory, passed as {resume_id}.
         conv = str(tmp_path / "s1")
-    assert conv, (res, first.show())
+    assert conv, (res, run.show())
     p, second, res2 = drive(box, repo, tmp_path / "s2", task_text(name, "second words"),
                             resume_id=conv)
     assert second.rc == 0, second.show()
     seen = [r for r in second.model_requests() if "second words" in conversation_text(r)]
     assert seen, second.show()
-    assert any("first words" in conversation_text(r) for r in seen), \
+    assert any(f"hello from {name}" in conversation_text(r) for r in seen), \
         "the resumed run did not carry the first conversation\n" + second.show()
     assert (repo / "greeting.txt").read_text() == "second words\n", second.show()
     if res2.session_id:
@@ -145,6 +141,28 @@ def _witness_available() -> str | None:
     return None if proc.returncode == 0 else "witness not available"
 
 
+def witness_repo(box: Sandbox, tmp_path: Path, body: str, **config: str):
+    """A repository set up for the witness with engine box.name, one task; (repo, task, brat)."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")   # see worktree()
+    env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}  # the witness's own
+
+    def brat(*args, check=True):
+        from helpers import run
+        return run(["git", "brat", *args], repo, env=env, check=check, timeout=60)
+
+    brat("init")
+    if box.model:
+        brat("config", "set", f"engines.{box.name}.model", box.model)
+    if box.extra_args:
+        brat("config", "set", f"engines.{box.name}.extra_args", json.dumps(box.extra_args))
+    for key, value in config.items():
+        brat("config", "set", key.replace("__", "."), value)
+    convoy = brat("convoy", "create", "Greetings").out.strip()
+    tid = brat("task", "create", "--convoy", convoy, "Greet the world", "-b", body).out.strip()
+    return repo, tid, brat, env
+
+
 @pytest.mark.parametrize("name", ENGINES)
 def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
     """`git brat witness run --once --engine NAME`: the engine's commit on brat/<task>, the task
@@ -153,25 +171,10 @@ def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
     if why:
         pytest.skip(why)
     box = sandbox_for(name)
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")   # see the direct test
-    env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}  # the witness's own
-
-    def brat(*args, check=True):
-        from helpers import run
-        return run(["git", "brat", *args], repo, env=env, check=check, timeout=60)
-
-    brat("init")
+    repo, tid, brat, env = witness_repo(
+        box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
+        f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0")
     p = preset_for(box)
-    if box.model:
-        brat("config", "set", f"engines.{name}.model", box.model)
-    if box.extra_args:
-        brat("config", "set", f"engines.{name}.extra_args", json.dumps(box.extra_args))
-    brat("config", "set", "witness.max_retries", "0")
-    convoy = brat("convoy", "create", "Greetings").out.strip()
-    tid = brat("task", "create", "--convoy", convoy, "Greet the world", "-b",
-               f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
-               f"FAKE-COMMIT: greeting from {name}\n").out.strip()
     run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
                    "--timeout", "120"], repo, env=env, timeout=150)
     assert run.rc == 0, run.show()
@@ -194,6 +197,26 @@ def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
         assert d["engine_session"], d
 
 
+@pytest.mark.parametrize("name", ENGINES)
+def test_witness_stops_a_hung_engine_at_the_timeout(name, sandbox_for, tmp_path):
+    """The model never answers: the witness's timeout stops the real engine, every process of
+    it (the autouse fixture checks that none is left), and records the session as timed out."""
+    why = _witness_available()
+    if why:
+        pytest.skip(why)
+    box = sandbox_for(name)
+    repo, tid, brat, env = witness_repo(
+        box, tmp_path, "FAKE-EDIT: greeting.txt: never\nFAKE-HANG\n",
+        witness__max_retries="0")
+    run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
+                   "--timeout", "5", "--json"], repo, env=env, timeout=90)
+    assert run.rc == 1, run.show()
+    [s] = [s for s in json.loads(brat("session", "list", "--all", "--json").out)
+           if s["task"] == tid]
+    assert s["status"] == "timed-out", (s, run.show())
+    assert json.loads(brat("task", "show", tid, "--json").out)["status"] == "failed"
+
+
 CRASH = Path(__file__).resolve().parent / "crash.py"
 
 
@@ -207,25 +230,10 @@ def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, san
     if why:
         pytest.skip(why)
     box = sandbox_for(name)
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")
-    env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}
-
-    def brat(*args, check=True):
-        from helpers import run
-        return run(["git", "brat", *args], repo, env=env, check=check, timeout=60)
-
-    brat("init")
-    if box.model:
-        brat("config", "set", f"engines.{name}.model", box.model)
-    if box.extra_args:
-        brat("config", "set", f"engines.{name}.extra_args", json.dumps(box.extra_args))
-    brat("config", "set", "witness.max_retries", "1")
-    brat("config", "set", "witness.backoff", "0")
-    convoy = brat("convoy", "create", "Greetings").out.strip()
-    tid = brat("task", "create", "--convoy", convoy, "Greet the world", "-b",
-               f"FAKE-EDIT: greeting.txt: hello from {name}\nFAKE-COMMIT: greeting from {name}\n"
-               "FAKE-HANG\n").out.strip()
+    repo, tid, brat, env = witness_repo(
+        box, tmp_path, f"FAKE-EDIT: greeting.txt: hello from {name}\n"
+        f"FAKE-COMMIT: greeting from {name}\nFAKE-HANG\n",
+        witness__max_retries="1", witness__backoff="0")
     marker, out1, out2 = (tmp_path / f for f in ("hung", "witness-1", "witness-2"))
     witness = ["git-brat", "witness", "run", "--once", "--engine", name, "--timeout", "120",
                "--lease-ttl", "60"]
