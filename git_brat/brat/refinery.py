@@ -380,8 +380,10 @@ class Refinery:
                     return "landed", note
                 if gitstore.rev(self.store, ref) != local:
                     return "moved", f"{self.target} moved"
+                files = [ln.strip() for ln in res.err.splitlines() if ln.startswith("\t")]
+                why = f"local changes to {', '.join(files)} collide" if files else res.error()
                 return "waiting", (f"{self.target} is checked out at {wt['worktree']} and git "
-                                   f"refuses to fast-forward it: {res.error()}; commit or stash "
+                                   f"refuses to fast-forward it: {why}; commit or stash "
                                    f"those changes, then run the refinery again")
         if self.store.cas_ref(ref.encode(), local.encode(), new.encode(),
                               f"brat refinery: {self.target} -> {new[:12]}".encode()):

@@ -15,8 +15,8 @@ from helpers import brat, brat_json, git, run
 def commit_on(repo, branch: str, files: dict[str, str | None], message: str,
               start: str = "main") -> str:
     """Commit files (None deletes) onto branch (created from start) without a checkout."""
-    parent = git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False) or \
-        git(repo, "rev-parse", start)
+    old = git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False)
+    parent = old or git(repo, "rev-parse", start)
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, GIT_INDEX_FILE=os.path.join(d, "index"))
         run(["git", "read-tree", parent], repo, env=env)
@@ -29,7 +29,7 @@ def commit_on(repo, branch: str, files: dict[str, str | None], message: str,
                 env=env)
         tree = run(["git", "write-tree"], repo, env=env).out.strip()
     new = run(["git", "commit-tree", tree, "-p", parent, "-m", message], repo).out.strip()
-    git(repo, "update-ref", f"refs/heads/{branch}", new, parent)
+    git(repo, "update-ref", f"refs/heads/{branch}", new, old or "0" * 40)
     return new
 
 
