@@ -98,7 +98,7 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
     merges = open_merges(board.state)
     target = cfg.refinery.target_branch
     tip = target_tip or gitstore.rev(g.store, f"refs/heads/{target}")
-    out = []
+    out, order = [], {}
     for t in board.tasks.values():
         if status_of(t) != "needs-review":
             continue
@@ -110,13 +110,14 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
         ref, head = found
         base = (m.get("base") if m else None) or (gitstore.merge_base(g.store, tip, head)
                                                 if tip else "") or ""
-        since = m.created_at if m else t.updated_at
+        since = int(m.get("queued_at", m.created_at)) if m else t.updated_at
         prio = t.get("priority", model.DEFAULT_PRIORITY)
         out.append(Request(t.id, t.get("title", ""), m.id if m else "", branch, ref, head, base,
                            prio, effective(prio, since, now, cfg.refinery.aging), since,
                            int(m.get("attempts", 0)) if m else 0,
                            m.get("status", "queued") if m else "queued"))
-    out.sort(key=lambda r: (r.effective, r.since, r.task))
+        order[t.id] = model.age_key(t)
+    out.sort(key=lambda r: (r.effective, r.since, order[r.task]))
     return out
 
 
@@ -125,7 +126,8 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
 def merge_drafts(req: Request, target: str, session: str = "") -> list[Draft]:
     return [Draft(req.merge, ev.Create(MERGE, {
         "task": req.task, "branch": req.branch, "head": req.head, "base": req.base,
-        "session": session, "target": target, "status": "queued", "attempts": 0}))]
+        "session": session, "target": target, "status": "queued", "attempts": 0,
+        "queued_at": req.since}))]
 
 
 class Move(msgspec.Struct):

@@ -92,3 +92,21 @@ def log_subjects(repo, rev: str = "main") -> list[str]:
 
 __all__ = ["commit_on", "request", "configure", "refine", "outcomes", "check_runs",
            "task_json", "field", "tree_bytes", "log_subjects", "convoy", "move", "task"]
+
+
+def quick_requests(repo, cid: str, specs: list[tuple[str, dict, int]]) -> list[str]:
+    """Many hand-made requests through the library (one process): [(title, files, priority)]."""
+    from git_brat.brat import model
+    g = model.open_grite(str(repo))
+    out = []
+    for title, files, prio in specs:
+        tid = model.create_task(g, cid, title, priority=prio)
+        commit_on(repo, f"brat/{tid}", files, title)
+        model.update_task(g, tid, "running")
+        model.update_task(g, tid, "needs-review")
+        out.append(tid)
+    return out
+
+
+def processed(report: dict) -> list[str]:
+    return [o["task"] for p in report["passes"] for o in p["outcomes"]]
