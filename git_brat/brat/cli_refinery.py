@@ -14,14 +14,11 @@ from git_brat.grite.errors import UsageError
 from git_brat.grite.repo import Grite
 
 
-def hub_config_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "config.toml")
-
-
 def load_config(g: Grite) -> config.Config:
     """.brat/config.toml of this checkout; in a bare hub, brat/config.toml in the git dir.
     With no file at all, the target is the repository's default branch."""
-    path = hub_config_path(g) if g.store.bare else config.path_in(g.store.toplevel())
+    from git_brat.brat.hub import config_path
+    path = config_path(g) if g.store.bare else config.path_in(g.store.toplevel())
     if path and os.path.exists(path):
         if not g.store.bare:
             return config.load(g.store.toplevel())

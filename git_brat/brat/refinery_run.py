@@ -60,16 +60,48 @@ class RunReport(msgspec.Struct):
     busy: str = ""             # another refinery holds the lease (with --hook: not an error)
 
 
+def kick_path(g: Grite) -> str:
+    return os.path.join(g.store.brat_dir, "refinery.kick")
+
+
+def _kicked_since(g: Grite, t: float) -> bool:
+    try:
+        return os.path.getmtime(kick_path(g)) >= t
+    except OSError:
+        return False
+
+
 def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
         max_passes: int | None = None) -> RunReport:
-    """Passes until stopped (or one, with once), holding `refinery:<repo>` throughout."""
-    ref = Refinery(g, cfg)
-    try:
-        ref.acquire()
-    except locks.LeaseHeld as exc:
-        if quiet_if_busy:
-            return RunReport([], busy=exc.message)
-        raise
+    """Passes until stopped (or one, with once), holding `refinery:<repo>` throughout.
+
+    quiet_if_busy (a hook started it): nothing due means no lease is even taken; when another
+    refinery holds the lease, a kick file tells it to look again before it exits.
+    """
+    report = RunReport([])
+    if quiet_if_busy and not rq.requests(g, cfg):
+        return report
+    for _round in range(20):   # bounded: re-runs only while hooks keep kicking
+        ref = Refinery(g, cfg)
+        try:
+            ref.acquire()
+        except locks.LeaseHeld as exc:
+            if quiet_if_busy:
+                os.makedirs(g.store.brat_dir, exist_ok=True)
+                with open(kick_path(g), "w") as f:
+                    f.write(f"{os.getpid()}\n")
+                report.busy = exc.message
+                return report
+            raise
+        started = time.time()
+        _passes(g, ref, report, once, max_passes)
+        if report.stopped or not once or not _kicked_since(g, started):
+            break
+    return report
+
+
+def _passes(g: Grite, ref: Refinery, report: RunReport, once: bool,
+            max_passes: int | None) -> None:
     os.makedirs(g.store.brat_dir, exist_ok=True)
     with open(pid_path(g), "w") as f:
         f.write(f"{os.getpid()}\n")
@@ -78,7 +110,6 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
         ref.kill_check()
         raise Stopped()
     old = signal.signal(signal.SIGTERM, on_term)
-    report = RunReport([])
     try:
         n = 0
         while True:
@@ -103,7 +134,6 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
                 os.unlink(pid_path(g))
         except OSError:
             pass
-    return report
 
 
 def detach(g: Grite, args: list[str]) -> int:

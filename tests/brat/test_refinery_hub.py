@@ -1,0 +1,136 @@
+"""Hooks start the refinery: a fetch in a clone, and a hub merging pushes over `git daemon`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from bratkit import convoy, move, status_of, task
+from helpers import brat, brat_json, git, grite, run
+from refinerykit import commit_on, configure
+from sync_helpers import Daemon, clone, seeded_hub
+
+
+def _pid(git_dir: Path) -> int | None:
+    try:
+        return int((git_dir / "brat" / "refinery.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _wait_for(pred, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def refineries():
+    """Git dirs whose detached refineries the test must see stopped (killed by pid if not)."""
+    dirs: list[Path] = []
+    yield dirs
+    for d in dirs:
+        pid = _pid(d)
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            _wait_for(lambda: not _alive(pid), 30, f"refinery {pid} to stop")
+
+
+def _idle(git_dir: Path) -> bool:
+    pid = _pid(git_dir)
+    return pid is None or not _alive(pid)
+
+
+def _has(repo, rev: str, path: str) -> bool:
+    return run(["git", "cat-file", "-e", f"{rev}:{path}"], repo, check=False).returncode == 0
+
+
+def test_a_fetch_starts_the_refinery_and_git_pull_never_fails_because_of_it(tmp_path, refineries):
+    hub = seeded_hub(tmp_path)
+    user = clone(str(hub), tmp_path / "user", init=False)
+    brat(user, "init")
+    configure(user, trigger="hook")
+    agent = clone(str(hub), tmp_path / "agent", init=False)
+    brat(agent, "init")
+    refineries.append(user / ".git")
+    cid = convoy(user, "Hooked")
+    tid = task(user, cid, "Agent work")
+    grite(user, "sync")
+    grite(agent, "sync")
+    commit_on(agent, f"brat/{tid}", {"agent.txt": "done\n"}, "Agent work")
+    move(agent, tid, "running", "needs-review")
+    git(agent, "push", "-q", "origin", f"brat/{tid}")      # the agent's push ...
+    proc = run(["git", "fetch", "-q", "origin"], user)      # ... and the user's fetch
+    assert proc.returncode == 0 and proc.err == ""
+    _wait_for(lambda: _has(hub, "main", "agent.txt"), 60, "the refinery to land and push")
+    _wait_for(lambda: _idle(user / ".git"), 30, "the refinery to exit")
+    assert status_of(user, tid) == "merged"
+    assert _has(user, "main", "agent.txt")                  # user's main fast-forwarded
+    assert (user / "agent.txt").read_text() == "done\n"
+    log = (user / ".git" / "brat" / "refinery.log").read_text()
+    assert "Traceback" not in log
+    # A refinery that fails (a broken check) never fails the user's git pull.
+    configure(user, check="exit 1")
+    tid2 = task(user, cid, "Second")
+    grite(user, "sync")
+    grite(agent, "sync")
+    commit_on(agent, f"brat/{tid2}", {"second.txt": "2\n"}, "Second")
+    move(agent, tid2, "running", "needs-review")
+    git(agent, "push", "-q", "origin", f"brat/{tid2}", "main:refs/heads/side")
+    t0 = time.monotonic()
+    pull = run(["git", "pull", "-q", "--no-rebase", "origin", "main"], user, check=False)
+    assert pull.returncode == 0 and "error" not in pull.err.lower()
+    assert time.monotonic() - t0 < 20
+    _wait_for(lambda: status_of(user, tid2) == "queued", 60, "the failed check to requeue")
+    _wait_for(lambda: _idle(user / ".git"), 30, "the refinery to exit")
+
+
+def test_hub_mode_merges_branches_pushed_by_two_clones_over_git_daemon(tmp_path, refineries):
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    hub = seeded_hub(srv)
+    init = brat_json(hub, "init", "--hub")
+    assert [h["hook"] for h in init["hooks"]] == ["post-receive"]
+    refineries.append(hub)
+    daemon = Daemon(srv).start()
+    try:
+        url = daemon.url("hub.git")
+        a = clone(url, tmp_path / "a", init=False)
+        b = clone(url, tmp_path / "b", init=False)
+        brat(a, "init")
+        brat(b, "init")
+        cid = convoy(a, "Across machines")
+        ta, tb = task(a, cid, "From A"), task(a, cid, "From B")
+        grite(a, "sync")
+        grite(b, "sync")
+        for repo, tid, name in ((a, ta, "a.txt"), (b, tb, "b.txt")):
+            commit_on(repo, f"brat/{tid}", {name: f"{name}\n"}, f"Work {name}")
+            move(repo, tid, "running", "needs-review")
+            push = run(["git", "push", "-q", "origin", f"brat/{tid}"], repo)
+            assert "error" not in push.err.lower()
+        _wait_for(lambda: _has(hub, "main", "a.txt") and _has(hub, "main", "b.txt"), 90,
+                  "the hub to merge both branches")
+        _wait_for(lambda: _idle(hub), 30, "the hub's refinery to exit")
+        assert not (hub / "brat" / "refinery").exists()        # its worktree was temporary
+        for repo in (a, b):
+            git(repo, "fetch", "-q", "origin")
+            assert status_of(repo, ta) == "merged" and status_of(repo, tb) == "merged"
+            assert brat_json(repo, "convoy", "show", cid)["status"] == "landed"
+            assert _has(repo, "origin/main", "a.txt") and _has(repo, "origin/main", "b.txt")
+    finally:
+        daemon.stop()
