@@ -110,3 +110,16 @@ def quick_requests(repo, cid: str, specs: list[tuple[str, dict, int]]) -> list[s
 
 def processed(report: dict) -> list[str]:
     return [o["task"] for p in report["passes"] for o in p["outcomes"]]
+
+
+def alive(pid: int) -> bool:
+    """A running process (not a zombie nobody reaped: a detached refinery's parent is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False

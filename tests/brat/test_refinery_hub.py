@@ -23,11 +23,8 @@ def _pid(git_dir: Path) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+    from refinerykit import alive
+    return alive(pid)
 
 
 def _wait_for(pred, seconds: float, what: str) -> None:

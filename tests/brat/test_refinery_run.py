@@ -1,0 +1,109 @@
+"""Running the refinery: --detach and stop by pid, progress in status, pushing, the lease."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from bratkit import convoy, fail, status_of
+from helpers import brat, brat_json, git, grite, run
+from refinerykit import commit_on, configure, log_subjects, outcomes, refine, request
+from sync_helpers import clone, seeded_hub
+
+
+def _alive(pid: int) -> bool:
+    from refinerykit import alive
+    return alive(pid)
+
+
+def _wait_for(pred, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_detached_refinery_shows_check_progress_and_stops_by_pid(brepo, tmp_path):
+    git(brepo, "checkout", "-q", "-b", "work")
+    pidfile = tmp_path / "check.pid"
+    configure(brepo, check=f"echo $$ > {pidfile}; echo checking now; sleep 60")
+    tid = request(brepo, convoy(brepo), "Long check", {"x.txt": "x\n"})
+    started = brat_json(brepo, "refinery", "run", "--detach")
+    pid = started["pid"]
+    try:
+        cur = _wait_for(lambda: [c for c in brat_json(brepo, "refinery", "status")["current"]
+                                 if c["last_line"] == "checking now"], 60, "the check to start")
+        assert cur[0]["task"] == tid and cur[0]["status"] == "checking"
+        assert cur[0]["check_started_at"] and cur[0]["log"].endswith(".log")
+        st = brat_json(brepo, "refinery", "status")
+        assert st["running"] and st["pid"] == pid and st["lease"]["state"] == "held"
+        fail(brepo, "refinery", "run", "--detach")                    # one at a time
+        code, msg = fail(brepo, "refinery", "run", "--once")          # the lease says so too
+        assert code == 5 and "refinery:" in msg
+        check_pid = int(pidfile.read_text())
+        stopped = brat_json(brepo, "refinery", "stop")
+        assert stopped == {"stopped": True, "pid": pid}
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+    assert not _alive(pid)
+    _wait_for(lambda: not _alive(check_pid), 10, "the check to be stopped")
+    assert status_of(brepo, tid) == "needs-review"                   # put back, not lost
+    st = brat_json(brepo, "refinery", "status")
+    assert not st["running"] and [q["task"] for q in st["queue"]] == [tid]
+
+
+def test_a_rejected_push_is_fetched_and_the_merge_redone_on_the_new_tip(tmp_path):
+    hub = seeded_hub(tmp_path)
+    user = clone(str(hub), tmp_path / "user", init=False)
+    other = clone(str(hub), tmp_path / "other", init=False)
+    brat(user, "init")
+    git(user, "checkout", "-q", "-b", "work")
+    flag = tmp_path / "pushed"
+    # The first check run lets another machine land on the hub's main first.
+    configure(user, check=f"if [ ! -e {flag} ]; then touch {flag}; cd {other} && "
+                          f"git commit -q --allow-empty -m 'Landed elsewhere' && "
+                          f"git push -q origin main; fi")
+    tid = request(user, convoy(user), "Mine", {"mine.txt": "m\n"})
+    report = refine(user)
+    assert outcomes(report) == {tid: "merged"}
+    assert report["passes"][0]["redone"] == 1
+    assert git(hub, "rev-parse", "main") == git(user, "rev-parse", "main")
+    assert log_subjects(hub)[:2] == ["Mine", "Landed elsewhere"]
+    assert "pushed to origin" in brat_json(user, "refinery", "status")["recent"][0]["result"]
+
+
+def test_requests_and_results_survive_a_restart_as_events(brepo):
+    git(brepo, "checkout", "-q", "-b", "work")
+    cid = convoy(brepo)
+    tid = request(brepo, cid, "One", {"one.txt": "1\n"})
+    refine(brepo)
+    # Nothing local is needed to see what happened: drop the cache and the refinery's files.
+    import shutil
+    shutil.rmtree(brepo / ".git" / "brat")
+    shutil.rmtree(brepo / ".git" / "grite" / "cache", ignore_errors=True)
+    git(brepo, "worktree", "prune")
+    st = brat_json(brepo, "refinery", "status")
+    assert [(r["task"], r["status"]) for r in st["recent"]] == [(tid, "merged")]
+    events = [e for e in grite_log(brepo) if "refinery." in e]
+    assert any("refinery.start" in e for e in events) and any("refinery.merged" in e for e in events)
+
+
+def grite_log(repo) -> list[str]:
+    return git(repo, "log", "--format=%s", "refs/grite/wal").splitlines()
+
+
+def test_hook_runs_do_nothing_unless_the_trigger_is_hook(brepo):
+    git(brepo, "checkout", "-q", "-b", "work")
+    tid = request(brepo, convoy(brepo), "Waits", {"w.txt": "w\n"})
+    before = grite_log(brepo)
+    assert brat(brepo, "refinery", "run", "--once", "--hook").out == ""
+    assert grite_log(brepo) == before and status_of(brepo, tid) == "needs-review"
+    configure(brepo, trigger="hook")
+    brat(brepo, "refinery", "run", "--once", "--hook")
+    assert status_of(brepo, tid) == "merged"
