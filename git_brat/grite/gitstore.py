@@ -783,11 +783,26 @@ def worktree_dirty(path: str) -> bool:
 
 def worktree_reset(path: str, commit: str) -> None:
     """Detach the work tree at commit, every change and untracked file gone (not ignored ones)."""
-    for args in (["merge", "--abort"], ["rebase", "--abort"], ["cherry-pick", "--abort"]):
-        wt_git(path, args)
-    wt_git(path, ["checkout", "--detach", "-f", commit], check=True)
-    wt_git(path, ["reset", "-q", "--hard", commit], check=True)
+    gd = _worktree_git_dir(path)
+    for marker, args in (("MERGE_HEAD", ["merge", "--abort"]), ("rebase-merge", ["rebase", "--abort"]),
+                         ("rebase-apply", ["rebase", "--abort"]),
+                         ("CHERRY_PICK_HEAD", ["cherry-pick", "--abort"])):
+        if gd is None or os.path.exists(os.path.join(gd, marker)):
+            wt_git(path, args)   # left over from a killed run
+    wt_git(path, ["checkout", "-q", "--detach", "-f", commit], check=True)
     wt_git(path, ["clean", "-q", "-ffd"], check=True)
+
+
+def _worktree_git_dir(path: str) -> str | None:
+    """The private git dir of a linked work tree (what its `.git` file points at)."""
+    try:
+        with open(os.path.join(path, ".git")) as f:
+            line = f.read().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir: "):
+        return None
+    return os.path.normpath(os.path.join(path, line[8:]))
 
 
 def conflicted_files(path: str) -> list[str]:
