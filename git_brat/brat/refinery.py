@@ -85,9 +85,29 @@ class Refinery:
     # -- the lease -------------------------------------------------------------------
 
     def acquire(self) -> None:
+        """Take the lease; a holder on this host whose process is gone (SIGKILL) is taken over."""
         h = locks.holder_for(self.g, self.holder)
-        locks.acquire(self.g, self.resource, self.settings, h)
+        try:
+            locks.acquire(self.g, self.resource, self.settings, h)
+        except locks.LeaseHeld as exc:
+            dead = exc.lease.holder
+            if dead.host != socket.gethostname() or not dead.pid or _pid_alive(dead.pid):
+                raise
+            locks.acquire(self.g, self.resource, self.settings, h, force=True)
+            self.kill_orphaned_check()
         self._renewed = time.monotonic()
+
+    def check_pid_path(self) -> str:
+        return os.path.join(brat_dir(self.g), "refinery.check")
+
+    def kill_orphaned_check(self) -> None:
+        """The check a killed refinery left running (its own process group) is stopped."""
+        try:
+            with open(self.check_pid_path()) as f:
+                pgid = int(f.read().strip())
+            os.killpg(pgid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
     def renew(self, force: bool = False) -> None:
         if force or time.monotonic() - self._renewed > LEASE_TTL / 4:
@@ -136,9 +156,30 @@ class Refinery:
             due.append(r)
         return due
 
+    def recover(self) -> None:
+        """Merges a refinery left half done (it was killed): back to the queue, or failed
+        once they used up their attempts. Only the lease holder runs this, so none is live."""
+        state = self.g.state(refresh=True)
+        board = Board(state)
+        moves = []
+        for tid, m in rq.open_merges(state).items():
+            t = board.tasks.get(tid)
+            if t is None or model.status_of(t) != "merging" or m.get("status") not in (
+                    "merging", "checking"):
+                continue
+            spent = int(m.get("attempts", 1)) >= self.rc.max_attempts
+            why = "the refinery stopped before this merge finished"
+            moves.append(Move(tid, "failed" if spent else "needs-review", m.id, merge_fields={
+                "status": "failed" if spent else "queued", "result": why, "finished_at": now_ms()},
+                reason=why, skip_if_not=("merging",)))
+            self.report.outcomes.append(Outcome(tid, m.id, "failed" if spent else "recovered", why))
+        if moves:
+            self.write(moves, "recover")
+
     def run_pass(self) -> PassReport:
         """Drain the queue as it stands: batch after batch until nothing is due."""
         self.report = PassReport(self.target)
+        self.recover()
         tried: set[str] = set()
         for _ in range(1000):   # bounded: every batch removes its requests from the queue
             due = [r for r in self.queue() if r.merge not in tried]
@@ -326,6 +367,8 @@ class Refinery:
                                 env=gitstore.clean_env({"BRAT_REFINERY": "1"}),
                                 start_new_session=True)
         self._check = proc
+        with open(self.check_pid_path(), "w") as f:
+            f.write(f"{proc.pid}\n")
         deadline = time.monotonic() + self.rc.check_timeout
         try:
             while True:
@@ -341,6 +384,10 @@ class Refinery:
             if proc.poll() is None:
                 self._kill(proc)
             self._check = None
+            try:
+                os.unlink(self.check_pid_path())
+            except OSError:
+                pass
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
@@ -495,6 +542,20 @@ class Refinery:
     def kill_check(self) -> None:
         if self._check is not None and self._check.poll() is None:
             self._kill(self._check)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
 
 
 def retry(g: Grite, ref: str) -> model.Updated:

@@ -107,3 +107,27 @@ def test_hook_runs_do_nothing_unless_the_trigger_is_hook(brepo):
     configure(brepo, trigger="hook")
     brat(brepo, "refinery", "run", "--once", "--hook")
     assert status_of(brepo, tid) == "merged"
+
+
+def test_a_sigkilled_refinery_is_taken_over_and_its_merge_finished(brepo, tmp_path):
+    git(brepo, "checkout", "-q", "-b", "work")
+    flag, pidfile = tmp_path / "first", tmp_path / "check.pid"
+    configure(brepo, check=f"echo $$ > {pidfile}; if [ ! -e {flag} ]; then touch {flag}; "
+                           f"echo first; sleep 60; fi")
+    tid = request(brepo, convoy(brepo), "Survives", {"s.txt": "s\n"})
+    pid = brat_json(brepo, "refinery", "run", "--detach")["pid"]
+    try:
+        _wait_for(lambda: [c for c in brat_json(brepo, "refinery", "status")["current"]
+                           if c["last_line"] == "first"], 60, "the check to start")
+        check_pid = int(pidfile.read_text())
+        os.kill(pid, 9)
+        _wait_for(lambda: not _alive(pid), 10, "the refinery to die")
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+    assert status_of(brepo, tid) == "merging"            # left half done
+    report = refine(brepo)                                # takes the dead holder's lease over
+    res = [(o["task"], o["result"]) for p in report["passes"] for o in p["outcomes"]]
+    assert res == [(tid, "recovered"), (tid, "merged")]
+    assert status_of(brepo, tid) == "merged"
+    _wait_for(lambda: not _alive(check_pid), 10, "the orphaned check to be stopped")
