@@ -111,7 +111,7 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
             else:
                 gitstore.worktree_remove(store, path)
                 report.actions.append(Action("worktrees", "pruned", path,
-                                             "the refinery's (made again on its next run)"))
+                                             "the refinery's; made again on its next run"))
             continue
         if os.path.dirname(path) != root:
             continue

@@ -18,7 +18,6 @@ from git_brat.brat.refinery_queue import Move, Request
 from git_brat.grite import events as ev
 from git_brat.grite import gitstore, locks
 from git_brat.grite.errors import Conflict, GriteError
-from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later

@@ -12,7 +12,7 @@ import msgspec
 
 from git_brat.brat import model
 from git_brat.brat.config import Config
-from git_brat.brat.model import MERGE, TASK, Board, status_of
+from git_brat.brat.model import MERGE, Board, status_of
 from git_brat.grite import events as ev
 from git_brat.grite import gitstore, locks
 from git_brat.grite.gitstore import Store

@@ -9,7 +9,7 @@ import pytest
 from bratkit import convoy, fail, move, status_of
 from helpers import brat, brat_json, git, run, status
 from refinerykit import (check_runs, commit_on, configure, field, log_subjects, outcomes, refine,
-                         request, task_json, tree_bytes)
+                         request, tree_bytes)
 
 
 @pytest.fixture

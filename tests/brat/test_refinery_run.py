@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 
 from bratkit import convoy, fail, status_of
 from helpers import brat, brat_json, git, grite, run
-from refinerykit import commit_on, configure, log_subjects, outcomes, refine, request
+from refinerykit import configure, log_subjects, outcomes, refine, request
 from sync_helpers import clone, seeded_hub
 
 
