@@ -14,6 +14,8 @@ from git_brat.brat import model
 from git_brat.brat import refinery_queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.model import Board
+from git_brat.brat.refinery_check import kill, pid_alive, run_check
+from git_brat.brat.refinery_outcomes import Outcome, Outcomes, now_ms
 from git_brat.brat.refinery_queue import Move, Request
 from git_brat.grite import events as ev
 from git_brat.grite import gitstore, locks
@@ -21,21 +23,12 @@ from git_brat.grite.errors import Conflict, GriteError
 from git_brat.grite.repo import Grite
 
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later
-BACKOFF, BACKOFF_MAX = 10.0, 600.0   # seconds after an attempt that hit an error
 TAIL_LINES, TAIL_CHARS = 40, 4000
 LEASE_TTL = 120.0
 
 
 class Stopped(Exception):
     """SIGTERM (refinery stop) while a pass was under way."""
-
-
-class Outcome(msgspec.Struct):
-    task: str
-    merge: str
-    result: str              # merged / failed / requeued / conflict / blocked / waiting / error
-    detail: str = ""
-    commit: str = ""
 
 
 class PassReport(msgspec.Struct):
@@ -59,15 +52,7 @@ def merge_log(g: Grite, mid: str) -> str:
     return os.path.join(brat_dir(g), "merges", f"{mid}.log")
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def backoff(attempts: int) -> float:
-    return min(BACKOFF_MAX, BACKOFF * 2 ** max(0, attempts - 1))
-
-
-class Refinery:
+class Refinery(Outcomes):
     """One pass at a time over the queue, under the `refinery:<repo>` lease."""
 
     def __init__(self, g: Grite, cfg: Config):
@@ -90,7 +75,7 @@ class Refinery:
             locks.acquire(self.g, self.resource, self.settings, h)
         except locks.LeaseHeld as exc:
             dead = exc.lease.holder
-            if dead.host != socket.gethostname() or not dead.pid or _pid_alive(dead.pid):
+            if dead.host != socket.gethostname() or not dead.pid or pid_alive(dead.pid):
                 raise
             locks.acquire(self.g, self.resource, self.settings, h, force=True)
             self.kill_orphaned_check()
@@ -361,45 +346,13 @@ class Refinery:
         return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{tail}"
 
     def _run_check(self, log) -> int | str:
-        proc = subprocess.Popen(["sh", "-c", self.rc.check], cwd=worktree_path(self.g),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                env=gitstore.clean_env({"BRAT_REFINERY": "1"}),
-                                start_new_session=True)
-        self._check = proc
-        with open(self.check_pid_path(), "w") as f:
-            f.write(f"{proc.pid}\n")
-        deadline = time.monotonic() + self.rc.check_timeout
+        def started(proc) -> None:
+            self._check = proc
         try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._kill(proc)
-                    return "timeout"
-                try:
-                    return proc.wait(timeout=min(left, 5.0))
-                except subprocess.TimeoutExpired:
-                    self.renew()
+            return run_check(self.rc.check, worktree_path(self.g), self.rc.check_timeout, log,
+                             self.check_pid_path(), started, self.renew)
         finally:
-            if proc.poll() is None:
-                self._kill(proc)
             self._check = None
-            try:
-                os.unlink(self.check_pid_path())
-            except OSError:
-                pass
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen) -> None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=5)
-                return
-            except subprocess.TimeoutExpired:
-                continue
 
     # -- landing ------------------------------------------------------------------------
 
@@ -436,103 +389,6 @@ class Refinery:
             return "landed", note
         return "moved", f"{self.target} moved"
 
-    # -- recording outcomes ------------------------------------------------------------
-
-    def _done(self, r: Request, result: str, detail: str = "", commit: str = "") -> None:
-        self.report.outcomes.append(Outcome(r.task, r.merge, result, detail, commit))
-
-    def _times(self, started: int) -> dict:
-        end = now_ms()
-        return {"finished_at": end, "duration": round((end - started) / 1000, 3)}
-
-    def merged(self, good: list[Request], tip: str, note: str, started: int) -> None:
-        short = tip[:12]
-        detail = f"landed on {self.target} at {short}" + (f"; {note}" if note else "")
-        self.write([Move(r.task, "merged", r.merge, merge_fields={
-            "status": "merged", "merged_commit": tip, "result": detail, **self._times(started)})
-            for r in good], "merged")
-        for r in good:
-            self._done(r, "merged", detail, tip)
-
-    def failed(self, r: Request, output: str, started: int) -> None:
-        if output.startswith("conflict:"):
-            self.conflict(r, output[len("conflict:"):].split(", "), started)
-            return
-        give_up = self.rc.on_fail == "fail" or self._failures(r) + 1 >= self.rc.max_attempts
-        head = output.splitlines()[0] if output else "check failed"
-        mf = {"status": "failed", "result": head, **self._times(started)}
-        if give_up:
-            why = head if self.rc.on_fail == "fail" else \
-                f"{head} (attempt {self._failures(r) + 1} of {self.rc.max_attempts})"
-            self.write([Move(r.task, "failed", r.merge, {"last_failure": output}, mf, reason=why)],
-                       "failed", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "failed", why)
-        else:
-            mf["status"] = "requeued"
-            self.write([Move(r.task, "queued", r.merge, {"last_failure": output}, mf,
-                             reason="check failed; requeued with its output")],
-                       "requeue", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "requeued", head)
-
-    def conflict(self, r: Request, files: list[str], started: int) -> None:
-        text = (f"merge conflict in: {', '.join(files)}; rebase {r.branch} onto {self.target}")
-        mf = {"status": "conflict", "conflicts": files, "result": text, **self._times(started)}
-        if self.rc.on_conflict == "block":
-            mf["status"] = "blocked"
-            self.write([Move(r.task, "blocked", r.merge, {
-                "last_failure": text, "needs_human": text + " by hand, then retry it",
-                "resolve_command": f"git brat refinery retry {r.task[:7]}"}, mf, reason=text)],
-                "block", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "blocked", text)
-        elif self._failures(r) + 1 >= self.rc.max_attempts:
-            self.write([Move(r.task, "failed", r.merge, {"last_failure": text}, mf,
-                             reason=f"{text} (attempt {self._failures(r) + 1} of "
-                                    f"{self.rc.max_attempts})")],
-                       "failed", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "failed", text)
-        else:
-            self.write([Move(r.task, "queued", r.merge, {"last_failure": text}, mf,
-                             reason="merge conflict; requeued for a rebase")],
-                       "requeue", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "conflict", text)
-
-    def waiting(self, good: list[Request], why: str, started: int) -> None:
-        self.write([Move(r.task, "needs-review", r.merge, {
-            "needs_human": why, "resolve_command": "git brat refinery run --once"},
-            {"status": "waiting", "result": why, **self._times(started)}, reason=why)
-            for r in good], "wait")
-        for r in good:
-            self._done(r, "waiting", why)
-
-    def errored(self, reqs: list[Request], why: str, started: int) -> None:
-        merges = {e.id: e for e in self.g.state(refresh=True).of_kind(model.MERGE)}
-        moves = []
-        for r in reqs:
-            attempts = int(merges[r.merge].get("attempts", 1)) if r.merge in merges else 1
-            final = attempts >= self.rc.max_attempts
-            moves.append(Move(r.task, "failed" if final else "needs-review", r.merge,
-                              merge_fields={"status": "failed" if final else "error",
-                                            "result": why, **self._times(started),
-                                            "next_attempt_at": now_ms() + int(backoff(attempts) * 1000)},
-                              reason=why, skip_if_not=("merging",)))
-            self._done(r, "failed" if final else "error", why)
-        try:
-            self.write(moves, "error")
-        except GriteError:
-            pass
-
-    def put_back(self, reqs: list[Request], why: str, started: int) -> None:
-        try:
-            self.write([Move(r.task, "needs-review", r.merge, merge_fields={
-                "status": "queued", "result": why, **self._times(started)},
-                skip_if_not=("merging",)) for r in reqs], "stop")
-        except GriteError:
-            pass
-
-    def _failures(self, r: Request) -> int:
-        t = Board(self.g.state()).tasks.get(r.task)
-        return int(t.get("failures", 0) or 0) if t is not None else 0
-
     def cleanup(self) -> None:
         """A hub's worktree is temporary; a checkout keeps its own for the next pass."""
         if self.store.bare and os.path.exists(worktree_path(self.g)):
@@ -540,21 +396,7 @@ class Refinery:
 
     def kill_check(self) -> None:
         if self._check is not None and self._check.poll() is None:
-            self._kill(self._check)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
+            kill(self._check)
 
 
 def retry(g: Grite, ref: str) -> model.Updated:
