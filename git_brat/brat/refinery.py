@@ -189,21 +189,25 @@ class Refinery(Outcomes):
                 if local is None:
                     raise GriteError(f"target branch {self.target} does not exist")
                 base = self.base_tip(local)
-                self.reset(base)
-                live = self.stack_all(live, started)
-                if not live:
-                    return
-                tip, good, bad = self.bisect(base, live, built=self.first_tip())
-                for r, out in bad:
-                    self.failed(r, out, started)
-                if not good:
-                    return
+                tip = self.already_checked(live, base) if not redo else None
+                if tip is not None:    # it waited for the user's checkout: nothing changed since
+                    good = live
+                else:
+                    self.reset(base)
+                    live = self.stack_all(live, started)
+                    if not live:
+                        return
+                    tip, good, bad = self.bisect(base, live, built=self.first_tip())
+                    for r, out in bad:
+                        self.failed(r, out, started)
+                    if not good:
+                        return
                 verdict, detail = self.land(tip, local)
                 if verdict == "landed":
                     self.merged(good, tip, detail, started)
                     return
                 if verdict == "waiting":
-                    self.waiting(good, detail, started)
+                    self.waiting(good, detail, started, tip, base)
                     return
                 live = good       # the target moved: do it again on the new tip
             self.errored(live, f"{self.target} kept moving during {MAX_REDO + 1} attempts",
@@ -215,6 +219,20 @@ class Refinery(Outcomes):
             self.errored(live, exc.message, started)
 
     # -- steps ------------------------------------------------------------------------
+
+    def already_checked(self, reqs: list[Request], base: str) -> str | None:
+        """The commit a waiting batch was built and checked as, if it would be built the same
+        way now (same heads, same base): landing it needs no second check run."""
+        merges = {e.id: e for e in self.g.state().of_kind(model.MERGE)}
+        tips = set()
+        for r in reqs:
+            m = merges.get(r.merge)
+            if r.status != "waiting" or m is None or m.get("waited_on") != base \
+                    or m.get("waited_head") != r.head \
+                    or m.get("waited_batch") != [x.merge for x in reqs]:
+                return None
+            tips.add(m.get("waited_commit"))
+        return tips.pop() if len(tips) == 1 and None not in tips else None
 
     def start(self, batch: list[Request], started: int) -> list[Request]:
         ids = [r.merge for r in batch]

@@ -92,10 +92,13 @@ class Outcomes:
                        "requeue", fields_at_tip=rq.failures_plus_one)
             self._done(r, "conflict", text)
 
-    def waiting(self, good: list[Request], why: str, started: int) -> None:
+    def waiting(self, good: list[Request], why: str, started: int, tip: str = "",
+                base: str = "") -> None:
+        ids = [r.merge for r in good]
         self.write([Move(r.task, "needs-review", r.merge, {
             "needs_human": why, "resolve_command": "git brat refinery run --once"},
-            {"status": "waiting", "result": why, **self._times(started)}, reason=why)
+            {"status": "waiting", "result": why, "waited_commit": tip, "waited_on": base,
+             "waited_head": r.head, "waited_batch": ids, **self._times(started)}, reason=why)
             for r in good], "wait")
         for r in good:
             self._done(r, "waiting", why)

@@ -169,8 +169,10 @@ def test_a_checked_out_target_is_fast_forwarded_carrying_local_edits(brepo):
     assert git(repo, "diff", "--cached", "--name-only") == ""     # index agrees with HEAD
 
 
-def test_colliding_local_edits_make_the_merge_wait_as_an_intervention(brepo):
+def test_colliding_local_edits_make_the_merge_wait_as_an_intervention(brepo, tmp_path):
     repo, cid = brepo, convoy(brepo)
+    runs = tmp_path / "runs"
+    configure(repo, check=f"echo run >> {runs}")
     (repo / "README").write_text("my edit\n")
     tid = request(repo, cid, "Touch README", {"README": "agent\n"})
     before = git(repo, "rev-parse", "main")
@@ -181,8 +183,10 @@ def test_colliding_local_edits_make_the_merge_wait_as_an_intervention(brepo):
     [item] = [i for i in brat_json(repo, "status")["interventions"] if i["task"] == tid]
     assert item["kind"] == "needs-human" and "README" in item["detail"]
     (repo / "README").write_text("hello\n")                       # the user puts it back
-    assert outcomes(refine(repo)) == {tid: "merged"}
+    report = refine(repo)
+    assert outcomes(report) == {tid: "merged"}
     assert (repo / "README").read_text() == "agent\n"
+    assert check_runs(report) == 0 and runs.read_text() == "run\n"   # checked once in all
 
 
 def test_the_target_moving_during_the_check_redoes_the_merge(queue, tmp_path):
