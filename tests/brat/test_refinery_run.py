@@ -130,3 +130,22 @@ def test_a_sigkilled_refinery_is_taken_over_and_its_merge_finished(brepo, tmp_pa
     assert res == [(tid, "recovered"), (tid, "merged")]
     assert status_of(brepo, tid) == "merged"
     _wait_for(lambda: not _alive(check_pid), 10, "the orphaned check to be stopped")
+
+
+def test_an_error_backs_off_as_an_event_and_the_request_is_retried_after(brepo):
+    git(brepo, "checkout", "-q", "-b", "work")
+    tid = request(brepo, convoy(brepo), "Patient", {"p.txt": "p\n"})
+    main = git(brepo, "rev-parse", "main")
+    git(brepo, "update-ref", "-d", "refs/heads/main")         # the target is gone for a while
+    t0 = time.monotonic()
+    report = refine(brepo)
+    [o] = [o for p in report["passes"] for o in p["outcomes"]]
+    assert o["result"] == "error" and "main does not exist" in o["detail"]
+    assert status_of(brepo, tid) == "needs-review"
+    again = refine(brepo)                                      # backing off: not retried yet
+    assert [o for p in again["passes"] for o in p["outcomes"]] == []
+    [q] = brat_json(brepo, "refinery", "status")["queue"]
+    assert q["status"] == "error" and q["attempts"] == 1
+    git(brepo, "update-ref", "refs/heads/main", main)
+    time.sleep(max(0.0, 10.5 - (time.monotonic() - t0)))      # the first backoff is 10 s
+    assert outcomes(refine(brepo)) == {tid: "merged"}
