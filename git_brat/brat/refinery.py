@@ -376,7 +376,7 @@ class Refinery(Outcomes):
 
     def land(self, new: str, local: str) -> tuple[str, str]:
         """Move the target to new: ("landed", note) / ("moved", why) / ("waiting", why)."""
-        note = ""
+        note, pushed = "", False
         remote = self.remote()
         if remote:
             ok, why = gitstore.push_branch(self.store, remote, new, self.target,
@@ -388,13 +388,20 @@ class Refinery(Outcomes):
                     return "moved", f"push to {remote} rejected: {why}"
                 note = f"push to {remote} failed ({why}); landed locally"
             else:
-                note = f"pushed to {remote}"
+                note, pushed = f"pushed to {remote}", True
+        verdict, why = self._land_locally(new, local)
+        if verdict != "landed" and pushed:
+            # It is on the remote: landed. This clone's branch catches up with a pull.
+            return "landed", f"{note}; local {self.target} not brought forward: {why}"
+        return verdict, why if verdict != "landed" else note
+
+    def _land_locally(self, new: str, local: str) -> tuple[str, str]:
         ref = f"refs/heads/{self.target}"
         for wt in gitstore.worktrees(self.store):
             if wt.get("branch") == ref and "bare" not in wt:
                 res = gitstore.ff_checkout(wt["worktree"], new)
                 if res.ok:
-                    return "landed", note
+                    return "landed", ""
                 if gitstore.rev(self.store, ref) != local:
                     return "moved", f"{self.target} moved"
                 files = [ln.strip() for ln in res.err.splitlines() if ln.startswith("\t")]
@@ -404,7 +411,7 @@ class Refinery(Outcomes):
                                    f"those changes, then run the refinery again")
         if self.store.cas_ref(ref.encode(), local.encode(), new.encode(),
                               f"brat refinery: {self.target} -> {new[:12]}".encode()):
-            return "landed", note
+            return "landed", ""
         return "moved", f"{self.target} moved"
 
     def cleanup(self) -> None:

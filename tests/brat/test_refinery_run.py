@@ -149,3 +149,18 @@ def test_an_error_backs_off_as_an_event_and_the_request_is_retried_after(brepo):
     git(brepo, "update-ref", "refs/heads/main", main)
     time.sleep(max(0.0, 10.5 - (time.monotonic() - t0)))      # the first backoff is 10 s
     assert outcomes(refine(brepo)) == {tid: "merged"}
+
+
+def test_pushed_is_landed_even_when_the_users_checkout_cannot_follow(tmp_path):
+    hub = seeded_hub(tmp_path)
+    user = clone(str(hub), tmp_path / "user", init=False)
+    brat(user, "init")
+    (user / "README").write_text("my edit\n")                 # collides with the task
+    tid = request(user, convoy(user), "Touch README", {"README": "agent\n"})
+    before = git(user, "rev-parse", "main")
+    report = refine(user)
+    [o] = [o for p in report["passes"] for o in p["outcomes"]]
+    assert o["result"] == "merged" and "not brought forward" in o["detail"]
+    assert git(hub, "show", "main:README") == "agent"
+    assert git(user, "rev-parse", "main") == before and (user / "README").read_text() == "my edit\n"
+    assert status_of(user, tid) == "merged"
