@@ -14,7 +14,7 @@ from git_brat.brat import model
 from git_brat.brat import refinery_queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.model import Board
-from git_brat.brat.refinery_check import kill, pid_alive, run_check
+from git_brat.brat.refinery_check import kill, pid_alive, run_check, wait_for_exit
 from git_brat.brat.refinery_outcomes import Outcome, Outcomes, now_ms
 from git_brat.brat.refinery_queue import Move, Request
 from git_brat.grite import events as ev
@@ -65,6 +65,7 @@ class Refinery(Outcomes):
         self.report = PassReport(self.target)
         self._renewed = 0.0
         self._check: subprocess.Popen | None = None
+        self.wait_pids: list[int] = []   # git commands to let finish before touching a checkout
 
     # -- the lease -------------------------------------------------------------------
 
@@ -399,6 +400,7 @@ class Refinery(Outcomes):
         ref = f"refs/heads/{self.target}"
         for wt in gitstore.worktrees(self.store):
             if wt.get("branch") == ref and "bare" not in wt:
+                wait_for_exit(self.wait_pids)   # the git command whose hook started us
                 res = gitstore.ff_checkout(wt["worktree"], new)
                 if res.ok:
                     return "landed", ""

@@ -75,4 +75,19 @@ def pid_alive(pid: int) -> bool:
             return True
 
 
-__all__ = ["run_check", "kill", "pid_alive"]
+def git_pids(text: str | None) -> list[int]:
+    """The pids a hook passed in BRAT_GIT_PID ("123 120": the git commands running it)."""
+    out = []
+    for word in (text or "").split():
+        if word.isdigit() and int(word) > 1:
+            out.append(int(word))
+    return out
+
+
+def wait_for_exit(pids: list[int], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+        time.sleep(0.05)
+
+
+__all__ = ["run_check", "kill", "pid_alive", "git_pids", "wait_for_exit"]

@@ -79,10 +79,13 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
     refinery holds the lease, a kick file tells it to look again before it exits.
     """
     report = RunReport([])
+    from git_brat.brat.refinery_check import git_pids
+    waits = git_pids(os.environ.get("BRAT_GIT_PID")) if quiet_if_busy else []
     if quiet_if_busy and not rq.requests(g, cfg):
         return report
     for _round in range(20):   # bounded: re-runs only while hooks keep kicking
         ref = Refinery(g, cfg)
+        ref.wait_pids = waits
         try:
             ref.acquire()
         except locks.LeaseHeld as exc:

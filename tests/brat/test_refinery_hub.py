@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bratkit import convoy, move, status_of, task
-from helpers import brat, brat_json, git, grite, run
+from helpers import brat, brat_json, git, grite, run, status
 from refinerykit import commit_on, configure
 from sync_helpers import Daemon, clone, seeded_hub
 
@@ -81,19 +81,35 @@ def test_a_fetch_starts_the_refinery_and_git_pull_never_fails_because_of_it(tmp_
     assert (user / "agent.txt").read_text() == "done\n"
     log = (user / ".git" / "brat" / "refinery.log").read_text()
     assert "Traceback" not in log
-    # A refinery that fails (a broken check) never fails the user's git pull.
-    configure(user, check="exit 1")
+    # A pull that brings new work on main and a new request: the refinery it starts waits for
+    # the pull to finish before it touches the checkout, so the pull never fails because of it.
     tid2 = task(user, cid, "Second")
     grite(user, "sync")
     grite(agent, "sync")
     commit_on(agent, f"brat/{tid2}", {"second.txt": "2\n"}, "Second")
     move(agent, tid2, "running", "needs-review")
-    git(agent, "push", "-q", "origin", f"brat/{tid2}", "main:refs/heads/side")
+    git(agent, "pull", "-q", "--no-rebase", "origin", "main")
+    commit_on(agent, "main", {"main2.txt": "m\n"}, "More on main")
+    git(agent, "push", "-q", "origin", f"brat/{tid2}", "main")
     t0 = time.monotonic()
-    pull = run(["git", "pull", "-q", "--no-rebase", "origin", "main"], user, check=False)
-    assert pull.returncode == 0 and "error" not in pull.err.lower()
+    pull = run(["git", "pull", "-q", "--no-rebase"], user, check=False)
+    assert pull.returncode == 0 and pull.err == "", pull.err
     assert time.monotonic() - t0 < 20
-    _wait_for(lambda: status_of(user, tid2) == "queued", 60, "the failed check to requeue")
+    assert (user / "main2.txt").exists()
+    _wait_for(lambda: status_of(user, tid2) == "merged", 60, "the second request to land")
+    _wait_for(lambda: _idle(user / ".git"), 30, "the refinery to exit")
+    assert (user / "second.txt").read_text() == "2\n" and status(user) == "?? .brat/config.toml"
+    # A refinery that fails (a broken check) never fails the user's git pull either.
+    configure(user, check="exit 1")
+    tid3 = task(user, cid, "Third")
+    grite(user, "sync")
+    grite(agent, "sync")
+    commit_on(agent, f"brat/{tid3}", {"third.txt": "3\n"}, "Third")
+    move(agent, tid3, "running", "needs-review")
+    git(agent, "push", "-q", "origin", f"brat/{tid3}")
+    pull = run(["git", "pull", "-q", "--no-rebase"], user, check=False)
+    assert pull.returncode == 0 and pull.err == ""
+    _wait_for(lambda: status_of(user, tid3) == "queued", 60, "the failed check to requeue")
     _wait_for(lambda: _idle(user / ".git"), 30, "the refinery to exit")
 
 
