@@ -23,6 +23,7 @@ from git_brat.grite.state import State, iso
 DEACON = "deacon"                       # one entity per run that did something
 LIVE_SESSIONS = ("starting", "running")
 RECOVERY_UNAVAILABLE = "skipped: witness recovery unavailable"
+NO_SESSION_GRACE = 600.0                # seconds a worktree with no session record is left alone
 
 
 class Action(msgspec.Struct):
@@ -118,6 +119,10 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
         s = sessions.get(path) or sessions.get(os.path.basename(path))
         if s is not None and s.get("status", "") in LIVE_SESSIONS:
             continue
+        if s is None and _age(path) < NO_SESSION_GRACE:
+            # A witness makes the worktree, then records its session: not an orphan yet.
+            report.kept.append(Action("worktrees", "kept", path, "no session recorded yet"))
+            continue
         why = _why_keep(store, path, wt)
         if why:
             report.kept.append(Action("worktrees", "kept", path, why))
@@ -128,6 +133,13 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
         report.actions.append(Action("worktrees", "pruned", path,
                                      whose + (f"; branch {branch} kept" if branch else "")))
     report.duties["worktrees"] = "ok"
+
+
+def _age(path: str) -> float:
+    try:
+        return time.time() - os.path.getmtime(path)
+    except OSError:
+        return float("inf")
 
 
 def _refinery_leased(g: Grite, cfg: Config) -> bool:

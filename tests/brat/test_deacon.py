@@ -32,7 +32,7 @@ def _session(repo, tid: str, status: str, worktree: str, branch: str) -> str:
 def _worktree(repo, name: str, branch: str) -> str:
     path = repo / ".git" / "brat" / "worktrees" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "-q", str(path), branch)
+    git(repo, "worktree", "add", "-q", *(["--detach"] if "~" in branch else []), str(path), branch)
     return str(path)
 
 
@@ -68,9 +68,16 @@ def test_worktrees_of_ended_sessions_are_pruned_keeping_branches_and_unsaved_wor
     _session(brepo, dirty, "crashed", paths[dirty], f"brat/{dirty}")
     with open(os.path.join(paths[dirty], "unsaved.txt"), "w") as f:
         f.write("not committed\n")
+    fresh = _worktree(brepo, "fresh", "main~0")           # its session is not recorded yet
+    orphan = _worktree(brepo, "orphan", "main~0")         # old, no session, nothing unsaved
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
     report = brat_json(brepo, "deacon", "run", "--once")
-    pruned = [a["target"] for a in report["actions"] if a["action"] == "pruned"]
-    assert pruned == [os.path.realpath(paths[ended])]
+    pruned = sorted(a["target"] for a in report["actions"] if a["action"] == "pruned")
+    assert pruned == sorted([os.path.realpath(paths[ended]), os.path.realpath(orphan)])
+    assert os.path.exists(fresh)
+    assert {k["detail"] for k in report["kept"]} >= {"uncommitted changes",
+                                                      "no session recorded yet"}
     assert not os.path.exists(paths[ended])
     assert os.path.exists(paths[live]) and os.path.exists(paths[dirty])
     assert any("uncommitted" in k["detail"] for k in report["kept"])
