@@ -164,3 +164,27 @@ def test_pushed_is_landed_even_when_the_users_checkout_cannot_follow(tmp_path):
     assert git(hub, "show", "main:README") == "agent"
     assert git(user, "rev-parse", "main") == before and (user / "README").read_text() == "my edit\n"
     assert status_of(user, tid) == "merged"
+
+
+def test_one_refinery_per_repository_across_clones_through_the_hub(tmp_path):
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    brat(a, "init")
+    brat(b, "init")
+    git(a, "checkout", "-q", "-b", "work")
+    configure(a, check="echo holding; sleep 60")
+    request(a, convoy(a), "Slow", {"s.txt": "s\n"})
+    pid = brat_json(a, "refinery", "run", "--detach")["pid"]
+    try:
+        _wait_for(lambda: [c for c in brat_json(a, "refinery", "status")["current"]
+                           if c["last_line"] == "holding"], 60, "the check to start")
+        leases = grite(b, "lock", "status", "--remote", "origin", "--json").out
+        assert '"resource":"refinery:hub"' in leases and '"state":"held"' in leases
+        code, msg = fail(b, "refinery", "run", "--once")       # the other clone must wait
+        assert code == 5 and "refinery:hub is held" in msg
+        assert brat_json(a, "refinery", "stop")["stopped"]
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+    brat(b, "refinery", "run", "--once")                      # released: now it may run
