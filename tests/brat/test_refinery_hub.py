@@ -11,7 +11,7 @@ import pytest
 
 from bratkit import convoy, move, status_of, task
 from helpers import brat, brat_json, git, grite, run, status
-from refinerykit import commit_on, configure
+from refinerykit import commit_on, configure, request
 from sync_helpers import Daemon, clone, seeded_hub
 
 
@@ -147,3 +147,25 @@ def test_hub_mode_merges_branches_pushed_by_two_clones_over_git_daemon(tmp_path,
             assert _has(repo, "origin/main", "a.txt") and _has(repo, "origin/main", "b.txt")
     finally:
         daemon.stop()
+
+
+def test_a_rebase_or_a_merge_in_the_users_checkout_starts_the_refinery(brepo, refineries):
+    refineries.append(brepo / ".git")
+    git(brepo, "checkout", "-q", "-b", "work")
+    cid = convoy(brepo)
+    first = request(brepo, cid, "First", {"one.txt": "1\n"})    # (no trigger while it is made)
+    git(brepo, "commit", "-q", "--allow-empty", "-m", "wip")
+    configure(brepo, trigger="hook")
+    git(brepo, "commit", "-q", "--amend", "--allow-empty", "-m", "wip, reworded")  # post-rewrite
+    _wait_for(lambda: status_of(brepo, first) == "merged", 60, "post-rewrite to start it")
+    _wait_for(lambda: _idle(brepo / ".git"), 30, "the refinery to exit")
+    configure(brepo, trigger="manual")
+    second = request(brepo, cid, "Second", {"two.txt": "2\n"})
+    commit_on(brepo, "side", {"side.txt": "s\n"}, "Side work", start="work")
+    _wait_for(lambda: _idle(brepo / ".git"), 30, "any refinery to exit")
+    assert status_of(brepo, second) == "needs-review"
+    configure(brepo, trigger="hook")
+    git(brepo, "merge", "-q", "--no-edit", "--no-ff", "side")                       # post-merge
+    _wait_for(lambda: status_of(brepo, second) == "merged", 60, "post-merge to start it")
+    _wait_for(lambda: _idle(brepo / ".git"), 30, "the refinery to exit")
+    assert _has(brepo, "main", "one.txt") and _has(brepo, "main", "two.txt")
