@@ -63,3 +63,19 @@ def test_hub_init_chains_an_existing_post_receive_and_uninstall_restores_it(tmp_
     assert "refs/heads/main" in marker.read_text()            # the user's hook saw the push
     grite(hub, "uninstall")
     assert (hub / "hooks" / "post-receive").read_bytes() == original
+
+
+def test_every_refinery_and_deacon_command_prints_bare_json_and_keeps_git_status(brepo):
+    (brepo / "untracked.txt").write_text("the user's own file\n")
+    (brepo / "README").write_text("the user's unstaged edit\n")
+    before = status(brepo)
+    tid = request(brepo, convoy(brepo), "Lands", {"new.txt": "n\n"})
+    for cmd in (["refinery", "status"], ["refinery", "run", "--once"], ["refinery", "status"],
+                ["refinery", "stop"], ["deacon", "run", "--once"], ["deacon", "status"],
+                ["status"]):
+        proc = brat(brepo, *cmd, "--json")
+        json.loads(proc.out)
+        assert proc.err == "", (cmd, proc.err)
+        assert status(brepo) == before, f"`git brat {' '.join(cmd)}` changed git status"
+    assert brat_json(brepo, "task", "show", tid)["status"] == "merged"
+    assert (brepo / "new.txt").read_text() == "n\n"            # main was checked out: brought along
