@@ -99,10 +99,20 @@ def _recovery(r: st.RecoveryReport, sid) -> list[str]:
     if r.rejected_events:
         out.append(f"{r.rejected_events} writes rejected: their lease had moved on (fencing)")
     for c in r.crashed_sessions:
-        kept = "its branch survives:" if c.branch_exists else "no branch survived"
-        out.append(f"crashed session {sid(c.session)} (task {sid(c.task)}): {kept}")
+        kept = (f"{c.commits} commit(s) survive on its branch" if c.branch_exists
+                else "no branch survived")
+        out.append(cut(f"crashed session {sid(c.session)} (task {sid(c.task)}): {kept}", WIDTH - 2))
         if c.branch_exists:
-            out.append(cut(f"  {c.branch}", WIDTH - 2))
+            out.append(cut(f"  branch:       {c.branch}", WIDTH - 2))
+        if c.salvaged:
+            out.append(f"  uncommitted work it left was committed as {c.salvaged[:10]}")
+        if c.conversation:
+            out.append(cut(f"  conversation: {c.conversation} (the next session resumes it)",
+                           WIDTH - 2))
+        if c.log:
+            out.append(f"  log:          git brat session log {sid(c.session)}")
+        for gone in c.lost:
+            out.append(cut(f"  lost:         {gone}", WIDTH - 2))
     if r.needs_review:
         out.append("needs review before the convoy moves on: "
                    + ", ".join(sid(t) for t in r.needs_review))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from git_brat.brat import model
+from git_brat.brat import model, sessions
 from git_brat.brat.cli_common import board, needs_text, open_grite, shorts, task_rows
 from git_brat.clikit import emit, json_option, table, when
+from git_brat.grite.errors import UsageError
 
 
 def _detail(g, tid: str) -> model.TaskDetail:
@@ -102,14 +103,71 @@ def ready(convoy_id, as_json):
     emit(as_json, views, lambda: task_rows(views, shorts(b), "no ready tasks"))
 
 
+def _here(g, task_id):
+    """(task id, speaking session) from TASK_ID, or from the session work tree we are in."""
+    return sessions.task_of(g, board(g), task_id)
+
+
 @task.command()
-@click.argument("task_id")
+@click.argument("task_id", required=False)
 @json_option
 def show(task_id, as_json):
-    """One task: status, needs, history of transitions, comments."""
+    """One task: status, needs, history of transitions, comments.
+
+    Without TASK_ID, inside a session's work tree: that session's task.
+    """
     g = open_grite()
-    d = _detail(g, g.resolve(task_id, model.TASK).id)
+    tid, _sess = _here(g, task_id)
+    d = _detail(g, tid)
     emit(as_json, d, lambda: _detail_text(g, d))
+
+
+@task.command()
+@click.argument("task_id", required=False)
+@click.option("-m", "--message", default="", help="What was done (recorded as a comment).")
+@json_option
+def done(task_id, message, as_json):
+    """From an agent's session: the task is finished. The witness then sends its commits to review.
+
+    Fenced with the session's lease: an agent whose lease has passed to another session is refused.
+    """
+    g = open_grite()
+    tid, sess = _here(g, task_id)
+    if sess is None:
+        raise UsageError("`task done` is said from a session's work tree; to move a task by "
+                         f"hand: git brat task update {tid[:7]} --status needs-review")
+    sessions.report_done(g, sess, message)
+    _done(g, tid, as_json, f"{tid[:7]}: done reported by session {sess.id[:7]}")
+
+
+@task.command()
+@click.argument("task_id", required=False)
+@click.option("-m", "--message", required=True, help="What is needed from a human.")
+@json_option
+def block(task_id, message, as_json):
+    """Block the task with a reason (from a session: fenced with its lease)."""
+    g = open_grite()
+    tid, sess = _here(g, task_id)
+    if sess is None:
+        model.update_task(g, tid, "blocked", reason=message)
+    else:
+        sessions.report_block(g, sess, message)
+    _done(g, tid, as_json, f"{tid[:7]}: blocked")
+
+
+@task.command()
+@click.argument("task_id")
+@click.option("-m", "--message", required=True, help="Your answer to the agent.")
+@json_option
+def reply(task_id, message, as_json):
+    """Answer an attempt (needs-review, failed or blocked): re-queue the task to carry on.
+
+    The next session continues on the same branch; an engine that can resume its conversation
+    gets the message as its next prompt, others a fresh prompt that starts with it.
+    """
+    g = open_grite()
+    tid = sessions.reply(g, task_id, message)
+    _done(g, tid, as_json, f"{tid[:7]}: re-queued with your reply")
 
 
 @task.command()
@@ -131,14 +189,14 @@ def update(task_id, status, force, reason, title, body, priority, as_json):
 
 
 @task.command()
-@click.argument("task_id")
+@click.argument("task_id", required=False)
 @click.option("-m", "--message", required=True, help="The comment text.")
 @json_option
 def comment(task_id, message, as_json):
-    """Add a comment to a task."""
+    """Add a comment to a task (without TASK_ID: the task of the session work tree here)."""
     g = open_grite()
-    tid = g.resolve(task_id, model.TASK).id
-    model.comment(g, tid, message)
+    tid, sess = _here(g, task_id)
+    sessions.comment(g, tid, sess, message)
     _done(g, tid, as_json, f"commented on {tid[:7]}")
 
 

@@ -108,6 +108,22 @@ class StatusSettings(_Section):
                            "many seconds is reported as stuck.", gt=0) = 900
 
 
+class Mayor(_Section):
+    """Turns a request into a validated convoy of tasks (`git brat mayor ask`)."""
+    engine: _d(str, "Engine the mayor asks: a preset or a name defined under [engines.<name>]; "
+                    "empty: the witness's engine.") = ""
+    max_tasks: _d(int, "Most tasks one plan may create; a bigger plan is refused whole.",
+                  ge=1, le=500) = 20
+    timeout: _d(float, "Seconds the engine may take to answer before it is stopped.", gt=0) = 600
+    context_files: _d(int, "Most paths from `git ls-files` listed in the mayor's context; a "
+                           "bigger tree is summarized as directories with file counts.",
+                      ge=0, le=100000) = 300
+    excerpt_chars: _d(int, "Characters of README and AGENTS.md given to the mayor, each.",
+                      ge=0, le=1000000) = 4000
+    history: _d(int, "Earlier exchanges summarized into the prompt when the engine cannot "
+                     "resume a conversation by id.", ge=0, le=1000) = 10
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -121,6 +137,8 @@ class Engine(_Section):
     env: _d(dict[str, str], "Environment variables set for the engine.") = {}
     timeout: _d(float | None, "Session timeout for this engine, in seconds "
                               "(default: witness.timeout).", gt=0) = None
+    scratch: _d(list[str] | None, "Globs of files the engine leaves in the work tree that "
+                                  "are not work (its caches): never committed for it.") = None
     resume: _d(list[str] | None, "argv template that continues a conversation whose id is "
                                  "{resume_id}; unset: the engine cannot resume.",
                min_length=1) = None
@@ -131,10 +149,12 @@ class Config(_Section):
     refinery: Refinery = msgspec.field(default_factory=Refinery)
     deacon: Deacon = msgspec.field(default_factory=Deacon)
     status: StatusSettings = msgspec.field(default_factory=StatusSettings)
+    mayor: Mayor = msgspec.field(default_factory=Mayor)
     engines: dict[str, Engine] = {}
 
 
-SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings}
+SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings,
+            "mayor": Mayor}
 
 
 # -- describing types ------------------------------------------------------------
@@ -381,7 +401,8 @@ def default_text(overrides: dict[str, Any] | None = None) -> str:
         example = {"command": ["claude", "-p", "{prompt}"], "prompt": "arg", "result": "json",
                    "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
                    "timeout": 3600,
-                   "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"]}[f.name]
+                   "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"],
+                   "scratch": [".cache-of-my-agent/"]}[f.name]
         out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
         out.append(f"# {f.name} = {show_value(example)}")
     return "\n".join(out) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -41,6 +42,9 @@ class Preset(msgspec.Struct, kw_only=True):
     timeout: float | None = None           # per-engine session timeout (None: witness.timeout)
     extra_args: list[str] = []             # appended after the template (config)
     builtin: bool = True                   # a shipped preset (False: defined in the config)
+    # Files the engine leaves in the work tree that are its own, not work (caches): never
+    # committed for it.
+    scratch: list[str] = []
 
     @property
     def binary(self) -> str:
@@ -56,24 +60,30 @@ _TOOLS = ["Bash", "Read", "Write", "Edit", "Glob", "Grep"]
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         name="claude", package="npm @anthropic-ai/claude-code",
+        # Not acceptEdits: it refuses every write under .git/ ("a sensitive file"), and the
+        # session work trees live in .git/brat/worktrees/. Skipping permissions needs
+        # IS_SANDBOX=1 when running as root.
         argv=["claude", "-p", "{prompt}", "--output-format", "json",
-              "--permission-mode", "acceptEdits", "--allowedTools", *_TOOLS],
+              "--dangerously-skip-permissions"],
         result="json", model_args=["--model", "{model}"],
-        env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
+        env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+             "IS_SANDBOX": "1"},
         new_session_args=["--session-id", "{session_uuid}"],
         resume=["claude", "-p", "{prompt}", "--resume", "{resume_id}", "--output-format", "json",
-                "--permission-mode", "acceptEdits", "--allowedTools", *_TOOLS],
+                "--dangerously-skip-permissions"],
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True}),
     Preset(
-        name="aider", package="pypi aider-chat",
+        name="aider", package="pypi aider-chat", scratch=[".aider*"],
+        # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
         argv=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
-              "--no-analytics", "--no-gitignore", "--no-show-model-warnings",
-              "--chat-history-file", "{session_dir}/aider.chat.md",
+              "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
+              "--no-detect-urls", "--chat-history-file", "{session_dir}/aider.chat.md",
               "--input-history-file", "{session_dir}/aider.input.history"],
         model_args=["--model", "{model}"], env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         resume=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
-                "--no-analytics", "--no-gitignore", "--no-show-model-warnings",
-                "--restore-chat-history", "--chat-history-file", "{resume_id}/aider.chat.md",
+                "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
+                "--no-detect-urls", "--restore-chat-history",
+                "--chat-history-file", "{resume_id}/aider.chat.md",
                 "--input-history-file", "{resume_id}/aider.input.history"]),
     Preset(
         name="codex", package="npm @openai/codex",
@@ -94,13 +104,17 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["sessionID"], message_keys=["part.text"], error_when={"type": "error"}),
     Preset(
         name="gemini", package="npm @google/gemini-cli",
-        argv=["gemini", "-p", "{prompt}", "--output-format", "json", "--yolo"],
+        # stream-json, not json: json is one pretty-printed document, unreadable line by line
+        # once its stderr warnings (always some) are mixed in; stream-json is JSONL.
+        argv=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo"],
         result="json", model="gemini-2.5-flash", model_args=["-m", "{model}"],
         env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
         new_session_args=["--session-id", "{session_uuid}"],
-        resume=["gemini", "-p", "{prompt}", "--output-format", "json", "--yolo",
+        resume=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo",
                 "--resume", "{resume_id}"],
-        session_keys=["session_id"], message_keys=["response"], error_when={}),
+        # A failed tool call is {"type": "tool_result", "status": "error"} too: the exit
+        # status (non-zero when the model fails) is the verdict.
+        session_keys=["session_id"], message_keys=["content", "response"], error_when={}),
     Preset(
         name="cn", package="npm @continuedev/cli",
         argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
@@ -114,12 +128,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         new_session_args=["--session-id", "{session_uuid}"],
         resume=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
                 "-C", "{workdir}", "--resume", "{resume_id}"],
-        session_keys=["sessionId", "session_id"], message_keys=["content", "data.content"],
-        error_when={}),
+        session_keys=["sessionId", "session_id"], message_keys=["data.content"],
+        error_when={"type": "session.error"}),
     # Any command: [engines.shell] command = [...] in .brat/config.toml.
     Preset(name="shell", argv=[], version_args=[]),
+    # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.
+    Preset(name="demo", package="ships with git-brat (a scripted agent, not an AI)",
+           argv=[sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "demo_agent.py"), "{prompt}"],
+           version_args=[]),
 )}
-# "demo", the scripted agent of `git brat demo`, joins these when it ships.
 PRESET_NAMES = tuple(PRESETS)
 
 
@@ -160,8 +178,10 @@ def resolve(name: str, cfg: "Config | None" = None) -> Preset:
         value = getattr(over, key)
         if value is not None:
             fields[key] = value
-    if getattr(over, "resume", None) is not None:
-        fields["resume"] = list(over.resume)
+    for key in ("resume", "scratch"):
+        value = getattr(over, key)
+        if value is not None:
+            fields[key] = list(value)
     fields["extra_args"] = list(over.extra_args)
     fields["env"] = {**fields.get("env", {}), **over.env}
     return msgspec.convert(fields, Preset)

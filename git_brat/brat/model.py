@@ -385,6 +385,9 @@ def update_task(g: Grite, ref: str, status: str | None = None, force: bool = Fal
             out.update({"status": status, "status_from": old})
             if force:
                 out["forced"] = True
+            task = board.tasks[tid]
+            if status == "queued" and (task.get("failures") or task.get("retry_after")):
+                out.update(failures=0, retry_after=0)   # a human's re-queue starts afresh
             if reason:
                 out["reason"] = reason
         elif reason:

@@ -427,7 +427,8 @@ class Refinery(Outcomes):
 
 
 def retry(g: Grite, ref: str) -> model.Updated:
-    """A blocked or failed task whose branch a human fixed goes straight back to review."""
+    """A blocked or failed task whose branch a human fixed goes straight back to review, its
+    merge attempts counted afresh (one event, validated at the tip, recorded as forced)."""
     tid = g.resolve(ref, model.TASK).id
     st = model.status_of(g.resolve(tid, model.TASK))
     if st not in ("blocked", "failed"):
@@ -435,8 +436,11 @@ def retry(g: Grite, ref: str) -> model.Updated:
                        f"retried (a task in needs-review is already in the queue)")
     if rq.find_branch(g.store, rq.task_branch(tid)) is None:
         raise Conflict(f"refused: task {tid[:7]} has no branch {rq.task_branch(tid)} to merge")
-    return model.update_task(g, tid, "needs-review", force=True,
-                             reason="retried by hand: back to the merge queue")
+    rq.write(g, [Move(tid, "needs-review", task_fields={"merge_failures": 0}, force=True,
+                      reason="retried by hand: back to the merge queue",
+                      skip_if_not=("blocked", "failed"))], "retry")
+    e = g.resolve(tid, model.TASK)
+    return model.Updated(tid, st, model.status_of(e), True, e.fields["status"][3])
 
 
 __all__ = ["Refinery", "PassReport", "Outcome", "Stopped", "retry", "worktree_path", "merge_log"]

@@ -130,7 +130,7 @@ class Outcomes:
 
     def _failures(self, r: Request) -> int:
         t = Board(self.g.state()).tasks.get(r.task)
-        return int(t.get("failures", 0) or 0) if t is not None else 0
+        return int(t.get("merge_failures", 0) or 0) if t is not None else 0
 
 
 __all__ = ["Outcomes", "Outcome", "backoff", "now_ms"]

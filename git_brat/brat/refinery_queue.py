@@ -194,8 +194,11 @@ class _Nothing(Exception):
 
 
 def failures_plus_one(board: Board, m: Move) -> dict:
+    """`failures` (the witness's attempt count, which it resets when an agent hands work in)
+    and `merge_failures` (the refinery's own, capped by refinery.max_attempts), both + 1."""
     t = board.tasks[m.task]
-    return {"failures": int(t.get("failures", 0) or 0) + 1}
+    return {"failures": int(t.get("failures", 0) or 0) + 1,
+            "merge_failures": int(t.get("merge_failures", 0) or 0) + 1}
 
 
 __all__ = ["Request", "requests", "write", "Move", "lease_name", "task_branch", "OPEN", "DONE"]

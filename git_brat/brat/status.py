@@ -37,6 +37,12 @@ class CrashedSession(msgspec.Struct):
     branch_exists: bool        # its commits survive on the branch
     worktree: str
     crashed_at: datetime
+    commits: int = 0           # commits on the branch not on the target (what survived)
+    salvaged: str = ""         # commit of the work it had left uncommitted
+    conversation: str = ""     # the engine's conversation id: the next session resumes it
+    log: str = ""              # its output, if it ran on this machine
+    reason: str = ""
+    lost: list[str] = []       # what is gone, said plainly
 
 
 class SurvivedBranch(msgspec.Struct):
@@ -154,8 +160,7 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
             continue
         branch = e.get("branch", "")
         sha = g.store.read_ref(b"refs/heads/" + branch.encode()) if branch else None
-        crashed.append(CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
-                                      iso(e.updated_at)))
+        crashed.append(_crashed(g, e, tid, branch, sha))
         if sha is not None:
             survived.append(SurvivedBranch(branch, tid, sha.decode()))
             task = board.tasks.get(tid)
@@ -167,6 +172,29 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
     return RecoveryReport(cache.rebuilt, board.state.event_count, snap.commit if snap else None,
                           replayed, list(cache.problems), list(lease_problems),
                           len(board.state.rejected), crashed, survived, review)
+
+
+def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> CrashedSession:
+    """One crashed session: what of its work survives, and what a crash took."""
+    import os
+    import socket
+    from git_brat.brat import sessions
+    log = sessions.log_path(g, e.id)
+    here = e.get("host", "") == socket.gethostname()
+    lost = []
+    if sha is None and branch:
+        lost.append(f"its branch {branch} is not in this clone (it ran on {e.get('host', '?')})")
+    if not here and not e.get("salvaged"):
+        lost.append(f"anything it left uncommitted on {e.get('host', '?')} was not seen from here")
+    conversation = e.get("engine_session", "")
+    if not conversation:
+        lost.append(f"its conversation: engine {e.get('engine', '?')} gave no id to resume")
+    target = e.get("target", "") or "HEAD"
+    commits = g.store.count_commits(target, sha.decode()) if sha is not None else 0
+    return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
+                          iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
+                          conversation, log if os.path.exists(log) else "", e.get("reason", ""),
+                          lost)
 
 
 def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:

@@ -510,6 +510,82 @@ class Store:
         return proc
 
 
+    # -- work trees and branches (the witness) --------------------------------
+
+    def _in_tree(self, cwd: str, args: list[str], env: dict | None = None,
+                 check: bool = True) -> subprocess.CompletedProcess:
+        """git run inside a work tree (an agent's), with env adding to the process's own."""
+        full = None if env is None else {**_clean_env(), **env}
+        return run_git(args, cwd=cwd, env=full if full is not None else _clean_env(), check=check)
+
+    def worktree_add(self, path: str, branch: str, start: str | None) -> None:
+        """A linked work tree at path on `branch`; a new branch from `start` when given."""
+        where = self.toplevel() or self.git_dir
+        args = ["worktree", "add", "--quiet"]
+        args += ["-b", branch, path, start] if start else [path, branch]
+        self._in_tree(where, args)
+
+    def worktree_remove(self, path: str) -> None:
+        """Remove a linked work tree (forced: its work has been committed); the branch stays."""
+        where = self.toplevel() or self.git_dir
+        proc = self._in_tree(where, ["worktree", "remove", "--force", "--force", path], check=False)
+        if proc.returncode != 0:
+            self._in_tree(where, ["worktree", "prune"], check=False)
+
+    def worktrees(self) -> dict[str, str]:
+        """Path of every linked work tree -> its branch ("" when detached)."""
+        proc = self._in_tree(self.toplevel() or self.git_dir,
+                             ["worktree", "list", "--porcelain"], check=False)
+        out, path = {}, None
+        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+            if line.startswith("worktree "):
+                path = line[9:]
+                out[path] = ""
+            elif line.startswith("branch refs/heads/") and path is not None:
+                out[path] = line[len("branch refs/heads/"):]
+        return out
+
+    def commit_all(self, cwd: str, message: str, env: dict, skip: list[str] = ()) -> str | None:
+        """Commit everything uncommitted in the work tree at cwd, but paths matching `skip`
+        (globs at the top); the new sha, or None."""
+        spec = [".", *(f":(exclude,glob){g}" for p in skip
+                       for g in (p.rstrip("/"), p.rstrip("/") + "/**"))] if skip else []
+        st = self._in_tree(cwd, ["status", "--porcelain", "--untracked-files=all", "--", *spec], env)
+        if not st.stdout.strip():
+            return None   # the common case: the agent committed its work itself
+        self._in_tree(cwd, ["add", "-A", "--", *spec], env)
+        if self._in_tree(cwd, ["diff", "--cached", "--quiet"], env, check=False).returncode == 0:
+            return None   # only ignored or unchanged files
+        self._in_tree(cwd, ["commit", "-q", "--no-verify", "-m", message], env)
+        return self._in_tree(cwd, ["rev-parse", "HEAD"], env).stdout.decode().strip()
+
+    def branch_tip(self, branch: str) -> str | None:
+        """The commit refs/heads/<branch> names, read in-process (None: no such branch)."""
+        sha = self.read_ref(f"refs/heads/{branch}".encode())
+        return sha.decode() if sha else None
+
+    def resolve_commit(self, rev: str) -> str | None:
+        proc = self._git(["rev-parse", "-q", "--verify", f"{rev}^{{commit}}"], check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        proc = self._git(["merge-base", a, b], check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def count_commits(self, base: str, head: str) -> int:
+        """Commits reachable from head and not from base."""
+        proc = self._git(["rev-list", "--count", f"{base}..{head}"], check=False)
+        return int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
+
+    def head_state(self) -> tuple[str, str]:
+        """(HEAD's commit, `git status --porcelain`) of the current checkout: what a user sees."""
+        top = self.toplevel()
+        if not top:
+            return "", ""
+        head = run_git(["rev-parse", "-q", "--verify", "HEAD"], cwd=top, check=False)
+        st = run_git(["status", "--porcelain"], cwd=top, check=False)
+        return head.stdout.decode().strip(), st.stdout.decode("utf-8", "replace")
+
 def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
     """git's own first fatal/error line (what it failed at), else the first line it printed."""
     lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
@@ -613,6 +689,12 @@ def _run_bounded(argv: list[str], env: dict, timeout: float | None,
         return subprocess.CompletedProcess(argv, 124, b"", f"timed out after {timeout:.0f}s".encode())
     except OSError as exc:
         return subprocess.CompletedProcess(argv, 127, b"", str(exc).encode())
+
+
+def _clean_env() -> dict:
+    """This process's environment without the variables that pin git to one repository:
+    a command run inside an agent's work tree must find that work tree."""
+    return {k: v for k, v in os.environ.items() if k not in _GIT_ENV and k != "GIT_INDEX_FILE"}
 
 
 # With any of these set, only git itself knows where the repository is.

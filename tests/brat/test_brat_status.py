@@ -145,7 +145,9 @@ def test_sessions_merge_queue_and_the_recovery_report(brepo):
     assert kept["branch"] == f"brat/{c}" and len(kept["commit"]) == 40
     assert s["recovery"]["needs_review"] == [c]
     out = brat(brepo, "status").out
-    assert f"its branch survives:\n    brat/{c}\n" in out and "needs review before the convoy moves on" in out
+    assert "commit(s) survive on its branch\n" in out and f"  branch:       brat/{c}\n" in out
+    assert "needs review before the convoy moves on" in out
+    assert "lost:         its conversation: engine aider gave no id to resume" in out
 
     # With no cache, status replays the whole log and says so.
     shutil.rmtree(brepo / ".git" / "grite" / "cache")

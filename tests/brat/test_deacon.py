@@ -8,9 +8,8 @@ import subprocess
 import sys
 import time
 
-import pytest
 
-from bratkit import convoy, move, task
+from bratkit import convoy, task
 from helpers import ROOT, brat, brat_json, git, grite, run, status
 from refinerykit import commit_on, refine, request
 from sync_helpers import clone, seeded_hub
@@ -64,7 +63,10 @@ def test_worktrees_of_ended_sessions_are_pruned_keeping_branches_and_unsaved_wor
         commit_on(brepo, f"brat/{tid}", {f"{tid[:4]}.txt": "work\n"}, "work")
         paths[tid] = _worktree(brepo, tid[:8], f"brat/{tid}")
     _session(brepo, ended, "done", paths[ended], f"brat/{ended}")
-    _session(brepo, live, "running", paths[live], f"brat/{live}")
+    live_sid = _session(brepo, live, "running", paths[live], f"brat/{live}")
+    # Its witness is alive: the session holds its task's lease (as the witness's sessions do).
+    grite(brepo, "lock", "acquire", f"task:{live}", "--ttl", "600",
+          env={"GRITE_HOLDER": f"session:{live_sid}"})
     _session(brepo, dirty, "crashed", paths[dirty], f"brat/{dirty}")
     with open(os.path.join(paths[dirty], "unsaved.txt"), "w") as f:
         f.write("not committed\n")
@@ -157,30 +159,31 @@ def test_deacon_run_without_once_is_stopped_by_pid(brepo):
     assert (brepo / ".git" / "brat" / "deacon.json").exists()
 
 
-def _witness_recover():
+def test_the_deacon_recovers_a_sigkilled_witness_sessions(repo, tmp_path):
+    from witnesskit import alive, kill_group, make_bench
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "Crash me", "write a.txt committed", "commit first part",
+                   "hang-once")
+    w = bench.start_witness("--once", "--lease-ttl", "60")
+    pids = tmp_path / "record.jsonl.pids"
     try:
-        from git_brat.brat import witness
-        return getattr(witness, "recover", None)
-    except ImportError:
-        return None
-
-
-@pytest.mark.skipif(_witness_recover() is None, reason="witness.recover is the lead's (issue 10)")
-def test_the_deacon_recovers_a_sigkilled_witness_sessions(brepo):
-    cid = convoy(brepo)
-    tid = task(brepo, cid, "Was running")
-    move(brepo, tid, "running")
-    commit_on(brepo, f"brat/{tid}", {"w.txt": "w\n"}, "work in progress")
-    # A witness holding the task's lease, killed with SIGKILL: the lease is never released.
-    holder = subprocess.Popen(["git", "grite", "lock", "acquire", f"task:{tid}", "--ttl", "1",
-                               "--skew", "0"], cwd=brepo)
-    holder.wait(timeout=30)
-    sleeper = subprocess.Popen(["sleep", "60"])
-    sleeper.send_signal(signal.SIGKILL)
-    sleeper.wait()
-    _session(brepo, tid, "running", "", f"brat/{tid}")
-    time.sleep(1.5)
-    report = brat_json(brepo, "deacon", "run", "--once")
+        bench.wait_for(lambda: (pids.exists() and len(pids.read_text().split()) >= 2)
+                       or w.poll() is not None, 60)
+        assert w.poll() is None
+        sid = bench.runs()[-1]["session"]
+        os.kill(w.pid, signal.SIGKILL)               # the witness dies; its agent does not
+        w.wait(timeout=10)
+    finally:
+        kill_group(w)
+    agents = [int(p) for p in pids.read_text().split()]
+    first = git(repo, "rev-parse", f"brat/{t}")
+    report = bench.json("deacon", "run", "--once")
     assert report["duties"]["sessions"] == "ok"
-    assert brat_json(brepo, "task", "show", tid)["status"] == "queued"
-    assert git(brepo, "rev-parse", "--verify", f"brat/{tid}")
+    assert [(a["duty"], a["action"], a["target"]) for a in report["actions"]
+            if a["duty"] == "sessions"] == [("sessions", "recovered", sid)]
+    bench.wait_for(lambda: not any(alive(p) for p in agents), 10)   # its agent was stopped
+    assert bench.session(sid)["status"] == "crashed"
+    assert bench.show(t)["status"] == "queued"                     # re-queued ...
+    assert git(repo, "merge-base", "--is-ancestor", first, f"brat/{t}") == ""   # ... work kept
+    st = bench.json("status")
+    assert st["deacon"]["actions"][0]["target"] == sid

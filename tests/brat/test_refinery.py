@@ -90,9 +90,15 @@ def test_max_attempts_fails_a_task_that_keeps_failing(queue):
     configure(repo, check="exit 1", max_attempts=2)
     tid = request(repo, cid, "Flaky", {"f.txt": "f\n"})
     assert outcomes(refine(repo)) == {tid: "requeued"}
-    move(repo, tid, "running", "needs-review")         # the agent tried again
+    # The agent tries again; handing its work in resets the witness's own count, as it does.
+    move(repo, tid, "running", "needs-review")
+    from git_brat.brat import model
+    from git_brat.grite import events as ev
+    from git_brat.grite.log import Draft
+    model.open_grite(str(repo)).append([Draft(tid, ev.SetFields({"failures": 0}))], "witness")
     assert outcomes(refine(repo)) == {tid: "failed"}
-    assert field(repo, tid, "failures") == 2
+    assert field(repo, tid, "merge_failures") == 2 and field(repo, tid, "failures") == 1
+    assert "attempt 2 of 2" in brat_json(repo, "task", "show", tid)["reason"]
 
 
 def test_a_check_that_runs_too_long_is_stopped_and_fails(queue):

@@ -1,0 +1,113 @@
+"""The prompt an agent gets: its task and convoy, where it works, the repo's instructions, retry context."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+MAX_INSTRUCTIONS = 16 << 10      # characters of each instructions file
+MAX_FAILURE = 6 << 10            # characters of a previous failure's output
+
+
+class PromptInput(msgspec.Struct, kw_only=True):
+    task_id: str
+    title: str
+    body: str
+    convoy_title: str = ""
+    convoy_body: str = ""
+    branch: str
+    base: str                    # the commit the branch started from
+    target: str                  # the branch the work lands on
+    workdir: str
+    paths: list[str] = []
+    attempt: int = 1
+    last_failure: str = ""       # the previous attempt's failure (check output, engine error)
+    notes: list[str] = []        # comments left on the task, oldest first
+    reply: str = ""              # a human's answer to the last attempt (`git brat task reply`)
+    resumed_after_crash: bool = False
+    commits: int = 0             # commits already on the branch (from earlier sessions)
+
+
+REPORTING = """\
+How to report (run these from anywhere inside this work tree):
+- Commit your work on this branch with git as you go (`git add -A && git commit -m "..."`).
+- When the task is finished: `git brat task done -m "what you did"`.
+- To leave a note for the humans: `git brat task comment -m "..."`.
+- If you cannot go on without a human: `git brat task block -m "what you need"`.
+Do not switch branches, push, or merge into {target}: the merge queue does that."""
+
+
+def instructions(workdir: str) -> list[tuple[str, str]]:
+    """The repository's agent instructions (AGENTS.md, CLAUDE.md) found at the top of workdir."""
+    out = []
+    for name in INSTRUCTION_FILES:
+        path = os.path.join(workdir, name)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(MAX_INSTRUCTIONS + 1)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            continue
+        if len(text) > MAX_INSTRUCTIONS:
+            text = text[:MAX_INSTRUCTIONS] + "\n[… cut]"
+        if text.strip():
+            out.append((name, text.strip()))
+    return out
+
+
+def _tail(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "[…]\n" + text[-limit:]
+
+
+def build(p: PromptInput) -> str:
+    """The whole prompt for a fresh conversation."""
+    parts = []
+    if p.reply:
+        parts.append(f"A human reviewed your last attempt and answered:\n\n{p.reply.strip()}\n\n"
+                     f"Carry on with the task below, taking that into account.")
+    parts.append(f"# Task {p.task_id[:7]}: {p.title}")
+    if p.body.strip():
+        parts.append(p.body.strip())
+    if p.paths:
+        parts.append("Files this task is expected to touch: " + ", ".join(p.paths))
+    if p.convoy_title:
+        conv = f"## Part of: {p.convoy_title}"
+        if p.convoy_body.strip():
+            conv += "\n\n" + p.convoy_body.strip()
+        parts.append(conv)
+    where = (f"## Where you work\n\nYou are in a git work tree of your own at {p.workdir}, on "
+             f"branch {p.branch}, which started from {p.base[:12]} of {p.target}.")
+    if p.commits:
+        where += (f" The branch already holds {p.commits} commit(s) from earlier sessions on "
+                  f"this task: build on them (`git log {p.target}..HEAD`).")
+    parts.append(where)
+    if p.resumed_after_crash:
+        parts.append("Your previous session on this task was interrupted (the supervisor "
+                     "stopped). Everything it committed, and anything it left uncommitted, is on "
+                     "the branch now. Check `git log` and `git status`, then continue.")
+    if p.last_failure:
+        parts.append(f"## Attempt {p.attempt}: the previous attempt failed\n\n"
+                     f"```\n{_tail(p.last_failure.strip(), MAX_FAILURE)}\n```\n\nFix that first.")
+    if p.notes:
+        parts.append("## Notes left on the task\n\n" + "\n\n".join(f"- {n.strip()}" for n in p.notes))
+    for name, text in instructions(p.workdir):
+        parts.append(f"## The repository's instructions ({name})\n\n{text}")
+    parts.append(REPORTING.format(target=p.target))
+    return "\n\n".join(parts) + "\n"
+
+
+def continuation(p: PromptInput) -> str:
+    """The prompt that continues an engine's own conversation (it already has the task)."""
+    if p.reply:
+        head = f"A human reviewed your work on this task and answered:\n\n{p.reply.strip()}"
+    elif p.last_failure:
+        head = (f"Your last attempt failed:\n\n```\n{_tail(p.last_failure.strip(), MAX_FAILURE)}"
+                f"\n```\n\nFix that.")
+    else:
+        head = ("Your session was interrupted. Everything you had written is committed on "
+                f"{p.branch}; check `git log` and `git status`, then continue the task.")
+    return f"{head}\n\n{REPORTING.format(target=p.target)}\n"
+
+
+__all__ = ["PromptInput", "build", "continuation", "instructions"]

@@ -1,0 +1,259 @@
+"""Sessions: the record of one engine run on one task, and what an agent says from inside it."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from git_brat.brat import model
+from git_brat.brat.model import SESSION, TASK, Board, status_of
+from git_brat.grite import events as ev
+from git_brat.grite import locks
+from git_brat.grite.errors import Conflict, NotFound, UsageError
+from git_brat.grite.issues import check_text, summary
+from git_brat.grite.log import Draft
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import Entity, iso
+
+LIVE = ("starting", "running")
+ENDED = ("done", "failed", "timed-out", "blocked", "stopped", "crashed", "ended")
+FAILED = ("failed", "timed-out")
+
+
+def resource(tid: str) -> str:
+    """The lease a session holds on its task: exactly one session anywhere runs a task."""
+    return f"task:{tid}"
+
+
+def holder_id(sid: str) -> str:
+    return f"session:{sid}"
+
+
+def branch_for(tid: str) -> str:
+    return f"brat/{tid}"
+
+
+def worktree_for(g: Grite, tid: str) -> str:
+    return os.path.join(g.store.brat_dir, "worktrees", tid)
+
+
+def log_path(g: Grite, sid: str) -> str:
+    return os.path.join(g.store.brat_dir, "sessions", f"{sid}.log")
+
+
+def session_dir(g: Grite, sid: str) -> str:
+    """Per-session files outside the work tree (the prompt, an engine's history files)."""
+    return os.path.join(g.store.brat_dir, "sessions", sid)
+
+
+class SessionDetail(msgspec.Struct):
+    id: str
+    task: str
+    status: str
+    engine: str
+    engine_version: str
+    engine_session: str        # the engine's own conversation id ("" if it has none)
+    resumed: str               # the conversation this session continued ("" for a fresh one)
+    argv: list[str]            # with the prompt shown as <prompt>
+    pid: int
+    host: str
+    worktree: str
+    branch: str
+    base: str
+    head: str
+    commits: int               # commits on the branch not on the target, at the end
+    attempt: int
+    started_at: datetime
+    ended_at: datetime | None
+    exit_code: int | None
+    reason: str                # why it ended
+    salvaged: str              # commit the witness made of work left uncommitted ("" if none)
+    log: str
+    output_tail: str
+
+
+def detail(g: Grite, e: Entity) -> SessionDetail:
+    ended = e.get("ended_at")
+    return SessionDetail(
+        e.id, e.get("task", ""), e.get("status", ""), e.get("engine", ""),
+        e.get("engine_version", ""), e.get("engine_session", ""), e.get("resumed", ""),
+        list(e.get("argv", [])), e.get("pid", 0), e.get("host", ""), e.get("worktree", ""),
+        e.get("branch", ""), e.get("base", ""), e.get("head", ""), e.get("commits", 0),
+        e.get("attempt", 1), iso(e.created_at), iso(ended) if ended else None, e.get("exit_code"),
+        e.get("reason", ""), e.get("salvaged", ""), log_path(g, e.id), e.get("output_tail", ""))
+
+
+def of_task(board: Board, tid: str) -> list[Entity]:
+    """The task's sessions, oldest first."""
+    return sorted((s for s in board.state.of_kind(SESSION) if s.get("task") == tid),
+                  key=model.age_key)
+
+
+def all_sessions(board: Board, statuses: tuple[str, ...] | None = None) -> list[Entity]:
+    return sorted((s for s in board.state.of_kind(SESSION)
+                   if statuses is None or s.get("status") in statuses), key=model.age_key)
+
+
+def find(g: Grite, ref: str) -> Entity:
+    return g.resolve(ref, SESSION)
+
+
+# -- which session is this? ----------------------------------------------------------
+
+def current(g: Grite, board: Board) -> Entity:
+    """The session this command runs in: $BRAT_SESSION, else the session whose work tree the
+    current directory is in (any subdirectory of it)."""
+    sid = os.environ.get("BRAT_SESSION", "")
+    if sid:
+        ent = board.state.entities.get(sid)
+        if ent is None or ent.kind != SESSION:
+            raise NotFound(f"BRAT_SESSION={sid[:12]} names no session in this repository")
+        return ent
+    top = g.store.toplevel()
+    if top:
+        here = os.path.realpath(top)
+        mine = [s for s in board.state.of_kind(SESSION)
+                if s.get("worktree") and os.path.realpath(s.get("worktree")) == here]
+        if mine:
+            return max(mine, key=model.age_key)
+    raise UsageError("no task given, and this is not a session's work tree: name the task, or "
+                     "run this inside the work tree a witness session made "
+                     "(.git/brat/worktrees/<task>)")
+
+
+def task_of(g: Grite, board: Board, ref: str | None) -> tuple[str, Entity | None]:
+    """(task id, the session speaking for it or None): from ref, or from the session here."""
+    try:
+        sess = current(g, board)
+    except UsageError:
+        if ref is None:
+            raise
+        sess = None
+    if ref is None:
+        return sess.get("task", ""), sess
+    tid = g.resolve(ref, TASK).id
+    return tid, sess if sess is not None and sess.get("task") == tid else None
+
+
+def _lost(g: Grite, sess: Entity, why: str) -> Conflict:
+    tid = sess.get("task", "")
+    lease = locks.current(g, resource(tid))
+    now = ""
+    if lease is not None and lease.holder.id != holder_id(sess.id):
+        who = lease.holder.session or lease.holder.id
+        now = f": its lease passed to session {who[:7]} (token {lease.token})"
+    elif lease is not None:
+        now = f": its lease is {locks.judge(lease, locks.now_ms(), 0)} (token {lease.token})"
+    return Conflict(f"rejected: session {sess.id[:7]} no longer holds task {tid[:7]}{now}; "
+                    f"nothing was written (its commits on {branch_for(tid)} are kept) [{why}]")
+
+
+def fenced(g: Grite, sess: Entity, build, text: str) -> None:
+    """Append as the session, fenced with its lease token: a revived old agent is refused here,
+    and if its lease moves on before the write lands, replay rejects the write."""
+    tid = sess.get("task", "")
+    st = locks.settings(g.store)
+    if st.remote:
+        try:
+            locks.status(g, st, resource(tid))   # mirror the lock remote's record first
+        except Exception:
+            pass   # unreachable: judge by what this clone knows (replay fences it anyway)
+    if sess.get("status") not in LIVE:
+        raise _lost(g, sess, f"the session has ended: {sess.get('status')}")
+    try:
+        locks.append_fenced(g, resource(tid), build, text, holder_id=holder_id(sess.id))
+    except (Conflict, NotFound) as exc:
+        raise _lost(g, sess, exc.message) from None
+
+
+# -- what an agent says ---------------------------------------------------------------
+
+def report_done(g: Grite, sess: Entity, message: str) -> None:
+    tid = sess.get("task", "")
+    if message:
+        check_text(message, "message", one_line=False)
+
+    def build() -> list[Draft]:
+        out = [Draft(tid, ev.SetFields({"done_by": sess.id, "done_message": message}))]
+        if message:
+            out.append(Draft(tid, ev.Comment(f"done: {message}")))
+        return out
+    fenced(g, sess, build, summary("task.done", tid))
+
+
+def report_block(g: Grite, sess: Entity, message: str) -> None:
+    tid = sess.get("task", "")
+    check_text(message, "message", one_line=False)
+
+    def build() -> list[Draft]:
+        board = Board(g.state())
+        old = status_of(board.tasks[tid])
+        model.check_transition(board, tid, old, "blocked", False)
+        return [Draft(tid, ev.SetFields({"status": "blocked", "status_from": old,
+                                         "blocked_by": sess.id,
+                                         "reason": message.strip().splitlines()[0][:200]})),
+                Draft(tid, ev.Comment(f"blocked: {message}"))]
+    fenced(g, sess, build, summary("task.block", tid))
+
+
+def comment(g: Grite, tid: str, sess: Entity | None, message: str) -> None:
+    if sess is None:
+        model.comment(g, tid, message)
+        return
+    check_text(message, "comment", one_line=False)
+    fenced(g, sess, [Draft(tid, ev.Comment(message))], summary("task.comment", tid))
+
+
+REPLY_FROM = ("needs-review", "failed", "blocked")
+
+
+def reply(g: Grite, ref: str, message: str) -> str:
+    """A human's answer to an attempt: recorded, and the task re-queued to continue on its branch."""
+    tid = g.resolve(ref, TASK).id
+    message = check_text(message, "reply", one_line=False)
+    rid = ev.new_entity_id()[:16]
+
+    def build() -> list[Draft]:
+        board = Board(g.state())
+        old = status_of(board.tasks[tid])
+        if old not in REPLY_FROM:
+            raise Conflict(f"refused: task {tid[:7]} is {old}; a reply re-queues a task that is "
+                           f"{', '.join(REPLY_FROM)}")
+        out = [Draft(tid, ev.Comment(f"reply: {message}")),
+               Draft(tid, ev.SetFields({"status": "queued", "status_from": old,
+                                        "reason": "a human replied", "reply": message,
+                                        "reply_id": rid, "failures": 0, "retry_after": 0}))]
+        for m in board.state.of_kind(model.MERGE):
+            if m.get("task") == tid and m.get("status") in ("queued", ""):
+                out.append(Draft(m.id, ev.SetFields({"status": "superseded",
+                                                     "reason": "the task was re-queued by a reply"})))
+        return out
+    g.append(build, summary("task.reply", tid))
+    return tid
+
+
+def request_stop(g: Grite, sess: Entity, by: str) -> None:
+    if sess.get("status") not in LIVE:
+        raise Conflict(f"session {sess.id[:7]} has already ended ({sess.get('status')})")
+    g.append([Draft(sess.id, ev.SetFields({"stop_requested": by}))],
+             summary("session.stop", sess.id))
+
+
+def pending_reply(task: Entity, sessions: list[Entity]) -> tuple[str, str]:
+    """(reply id, text) of a reply no session has taken up yet, or ("", "")."""
+    rid = task.get("reply_id", "")
+    if not rid or any(s.get("reply_id") == rid for s in sessions):
+        return "", ""
+    return rid, task.get("reply", "")
+
+
+def fields_of(e: Entity, *names: str) -> dict[str, Any]:
+    return {n: e.get(n) for n in names}
+
+
+__all__ = ["SessionDetail", "detail", "current", "task_of", "report_done", "report_block",
+           "comment", "reply", "request_stop", "of_task", "resource", "holder_id", "branch_for",
+           "worktree_for", "log_path", "session_dir", "LIVE", "ENDED", "FAILED"]

@@ -1,0 +1,99 @@
+"""Exactly one witness anywhere runs a task: on one clone, and on two clones sharing a hub."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+
+from helpers import git, grite, run
+from sync_helpers import Daemon, bare_hub, clone
+from witnesskit import kill_group, make_bench
+
+
+def _finish(procs) -> list[dict]:
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=180)
+            assert p.returncode == 0, stderr.decode()
+            out.append(json.loads(stdout))
+    finally:
+        for p in procs:
+            kill_group(p)
+    return out
+
+
+def test_two_witnesses_on_one_clone_never_run_a_task_twice(repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    c = bench.convoy()
+    tasks = [bench.task(c, f"Task {i}", "sleep 0.3", f"write f{i}.txt {i}", f"commit {i}")
+             for i in range(6)]
+    procs = [bench.start_witness("--once", "--max-sessions", "3", "--json") for _ in range(2)]
+    summaries = _finish(procs)
+    ran = Counter(r["task"] for r in bench.runs())
+    assert ran == Counter(tasks)     # every task exactly once
+    assert sum(s["started"] for s in summaries) == 6
+    for t in tasks:
+        assert bench.show(t)["status"] == "needs-review"
+
+
+def test_two_clones_through_a_hub_over_git_daemon_never_run_a_task_twice(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    hub = bare_hub(served / "hub.git")
+    seed = tmp_path / "seed"
+    from helpers import make_repo
+    make_repo(seed)
+    git(seed, "push", "-q", str(hub), "main")
+    d = Daemon(served).start()
+    try:
+        a = clone(d.url("hub.git"), tmp_path / "a", init=False)
+        b = clone(d.url("hub.git"), tmp_path / "b", init=False)
+        ba = make_bench(a, tmp_path)
+        bb = make_bench(b, tmp_path)
+        bb.record = ba.record   # one record of every agent run, across both clones
+        bb.env["FAKE_RECORD"] = str(ba.record)
+        c = ba.convoy()
+        tasks = [ba.task(c, f"Task {i}", "sleep 0.5", f"write f{i}.txt {i}", f"commit {i}")
+                 for i in range(6)]
+        grite(a, "sync")
+        grite(b, "sync")
+        assert len(bb.json("task", "ready")) == 6
+        procs = [ba.start_witness("--once", "--max-sessions", "3", "--json"),
+                 bb.start_witness("--once", "--max-sessions", "3", "--json")]
+        _finish(procs)
+        ran = Counter(r["task"] for r in ba.runs())
+        assert ran == Counter(tasks)
+        # The leases were decided on the hub: its lock refs record every grant.
+        locks = run(["git", "for-each-ref", "--format=%(refname)", "refs/grite/locks/"],
+                    served / "hub.git").out.split()
+        assert len(locks) == 6
+    finally:
+        d.stop()
+
+
+def test_a_running_witness_picks_up_tasks_another_clone_created(tmp_path):
+    hub = bare_hub(tmp_path / "hub.git")
+    from helpers import make_repo
+    seed = make_repo(tmp_path / "seed")
+    git(seed, "push", "-q", str(hub), "main")
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    ba, bb = make_bench(a, tmp_path / "ra"), make_bench(b, tmp_path / "rb")
+    (tmp_path / "ra").mkdir(exist_ok=True)
+    (tmp_path / "rb").mkdir(exist_ok=True)
+    bb.config(deacon__sync_interval="0.5", witness__poll="0.3")
+    w = bb.start_witness()
+    try:
+        t = ba.task(ba.convoy(), "Made on A", "write a.txt from-b", "commit a")
+        grite(a, "sync")
+        bb.wait_for(lambda: bb.runs() and bb.json("task", "show", t)["status"] == "needs-review",
+                    60, every=0.5)
+        w.terminate()
+        assert w.wait(timeout=30) == 0
+    finally:
+        kill_group(w)
+    grite(a, "sync")
+    assert ba.show(t)["status"] == "needs-review"    # B published what it did
+    assert ba.runs() == [] and len(bb.runs()) == 1
