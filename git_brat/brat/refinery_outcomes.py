@@ -104,15 +104,20 @@ class Outcomes:
             self._done(r, "waiting", why)
 
     def errored(self, reqs: list[Request], why: str, started: int) -> None:
-        merges = {e.id: e for e in self.g.state(refresh=True).of_kind(model.MERGE)}
+        state = self.g.state(refresh=True)
+        merges = {e.id: e for e in state.of_kind(model.MERGE)}
+        tasks = Board(state).tasks
         moves = []
         for r in reqs:
+            if r.task not in tasks or model.status_of(tasks[r.task]) != "merging":
+                continue   # its outcome was recorded before the error
             attempts = int(merges[r.merge].get("attempts", 1)) if r.merge in merges else 1
             final = attempts >= self.rc.max_attempts
             moves.append(Move(r.task, "failed" if final else "needs-review", r.merge,
                               merge_fields={"status": "failed" if final else "error",
                                             "result": why, **self._times(started),
-                                            "next_attempt_at": now_ms() + int(backoff(attempts) * 1000)},
+                                            "next_attempt_at":
+                                                now_ms() + int(backoff(attempts) * 1000)},
                               reason=why, skip_if_not=("merging",)))
             self._done(r, "failed" if final else "error", why)
         try:
