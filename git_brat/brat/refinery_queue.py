@@ -56,8 +56,8 @@ def lease_name(store: Store, remote: str) -> str:
         base = os.path.basename(root.rstrip("/"))
     if base.endswith(".git"):
         base = base[:-4]
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip(".-") or "repo"
-    return f"refinery:{base}"
+    base = re.sub(r"[^A-Za-z0-9_.-]+|\.{2,}", "-", base).removesuffix(".lock").strip(".-")
+    return f"refinery:{base or 'repo'}"
 
 
 def find_branch(store: Store, branch: str) -> tuple[str, str] | None:
