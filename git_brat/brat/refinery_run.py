@@ -151,6 +151,15 @@ def detach(g: Grite, args: list[str]) -> int:
     return proc.pid
 
 
+def kick(g: Grite, cfg: Config) -> int | None:
+    """What a hook does, for callers inside git-brat (the witness, after it records a merge
+    request): with refinery.trigger = "hook", start a detached `refinery run --once --hook`
+    (it exits at once if another refinery runs, leaving it a kick). Returns its pid."""
+    if cfg.refinery.trigger != "hook":
+        return None
+    return detach(g, ["--once", "--hook"])
+
+
 def _package_root() -> str:
     import git_brat
     root = os.path.dirname(os.path.dirname(os.path.abspath(git_brat.__file__)))
@@ -282,4 +291,4 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
                           lease, queue, current, results)
 
 
-__all__ = ["run", "detach", "stop", "status", "RefineryStatus", "RunReport"]
+__all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport"]

@@ -188,3 +188,21 @@ def test_one_refinery_per_repository_across_clones_through_the_hub(tmp_path):
         if _alive(pid):
             os.kill(pid, 9)
     brat(b, "refinery", "run", "--once")                      # released: now it may run
+
+
+def test_kick_starts_a_detached_run_only_with_the_hook_trigger(brepo):
+    from git_brat.brat import model
+    from git_brat.brat.cli_refinery import load_config
+    from git_brat.brat.refinery_run import kick
+    git(brepo, "checkout", "-q", "-b", "work")
+    tid = request(brepo, convoy(brepo), "Kicked", {"k.txt": "k\n"})
+    g = model.open_grite(str(brepo))
+    assert kick(g, load_config(g)) is None                    # trigger = manual
+    configure(brepo, trigger="hook")
+    pid = kick(g, load_config(g))
+    try:
+        _wait_for(lambda: status_of(brepo, tid) == "merged", 60, "the kicked refinery")
+        _wait_for(lambda: not _alive(pid), 30, "it to exit")
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
