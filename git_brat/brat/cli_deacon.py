@@ -10,8 +10,10 @@ import click
 
 from git_brat.brat import deacon, model
 from git_brat.brat.cli_refinery import load_config
+from git_brat.brat.refinery_run import package_path
 from git_brat.clikit import emit, json_option, when
 from git_brat.grite import gitstore
+from git_brat.grite.errors import UsageError
 
 
 def _human(r: deacon.Report) -> str:
@@ -36,6 +38,9 @@ def run(once, detach, as_json):
     g = model.open_grite()
     cfg = load_config(g)
     if detach:
+        if not once and deacon.running_pid(g):
+            raise UsageError(f"a deacon already runs here (pid {deacon.running_pid(g)}); "
+                             f"`git brat deacon stop` stops it")
         os.makedirs(g.store.brat_dir, exist_ok=True)
         log = os.path.join(g.store.brat_dir, "deacon.log")
         with open(log, "ab") as out:
@@ -43,7 +48,8 @@ def run(once, detach, as_json):
                                      *(["--once"] if once else [])],
                                     cwd=g.store.toplevel() or g.store.common_dir,
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                    start_new_session=True, env=gitstore.clean_env())
+                                    start_new_session=True,
+                                    env=gitstore.clean_env({"PYTHONPATH": package_path()}))
         emit(as_json, {"pid": proc.pid, "log": log},
              lambda: f"deacon started in the background (pid {proc.pid}); log: {log}")
         return
@@ -56,6 +62,16 @@ def run(once, detach, as_json):
             emit(True, report, lambda: None)
         elif report.actions:
             click.echo(_human(report))
+
+
+@deacon_group.command("stop")
+@json_option
+def stop_(as_json):
+    """Stop the looping deacon of this repository (SIGTERM; it finishes its pass)."""
+    g = model.open_grite()
+    pid = deacon.stop(g)
+    emit(as_json, {"stopped": pid is not None, "pid": pid},
+         lambda: f"stopped the deacon (pid {pid})" if pid else "no deacon is running here")
 
 
 @deacon_group.command()

@@ -147,7 +147,7 @@ def detach(g: Grite, args: list[str]) -> int:
         proc = subprocess.Popen([sys.executable, "-m", "git_brat.brat", "refinery", "run", *args],
                                 cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, env=gitstore.clean_env(
-                                    {"PYTHONPATH": _package_root()}))
+                                    {"PYTHONPATH": package_path()}))
     return proc.pid
 
 
@@ -160,7 +160,7 @@ def kick(g: Grite, cfg: Config) -> int | None:
     return detach(g, ["--once", "--hook"])
 
 
-def _package_root() -> str:
+def package_path() -> str:
     import git_brat
     root = os.path.dirname(os.path.dirname(os.path.abspath(git_brat.__file__)))
     return os.pathsep.join([root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])

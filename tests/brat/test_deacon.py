@@ -9,7 +9,7 @@ import sys
 import time
 
 
-from bratkit import convoy, task
+from bratkit import convoy, fail, task
 from helpers import ROOT, brat, brat_json, git, grite, run, status
 from refinerykit import commit_on, refine, request
 from sync_helpers import clone, seeded_hub
@@ -145,18 +145,23 @@ def test_a_repository_without_a_remote_skips_sync_and_reports_recovery(brepo):
         assert report["duties"]["sessions"] == "skipped: witness recovery unavailable"
 
 
-def test_deacon_run_without_once_is_stopped_by_pid(brepo):
-    proc = subprocess.Popen([sys.executable, "-m", "git_brat.brat", "deacon", "run"],
-                            cwd=brepo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+def test_a_detached_deacon_loops_until_deacon_stop(brepo):
+    from refinerykit import alive
+    pid = brat_json(brepo, "deacon", "run", "--detach")["pid"]
     try:
-        time.sleep(2)
-        assert proc.poll() is None
+        stamp = brepo / ".git" / "brat" / "deacon.json"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not stamp.exists():
+            time.sleep(0.1)
+        assert stamp.exists() and alive(pid)
+        code, msg = fail(brepo, "deacon", "run", "--detach")
+        assert code == 2 and "already runs" in msg
+        assert brat_json(brepo, "deacon", "stop") == {"stopped": True, "pid": pid}
+        assert not alive(pid)
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0
-    assert (brepo / ".git" / "brat" / "deacon.json").exists()
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert brat_json(brepo, "deacon", "stop") == {"stopped": False, "pid": None}
 
 
 def test_the_deacon_recovers_a_sigkilled_witness_sessions(repo, tmp_path):
