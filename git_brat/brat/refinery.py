@@ -174,7 +174,24 @@ class Refinery(Outcomes):
             tried.update(r.merge for r in batch)
             self.report.batches += 1
             self.process(batch)
+        if self.report.outcomes:
+            self.publish()
         return self.report
+
+    def publish(self) -> None:
+        """Publish what this pass recorded on the remote it syncs with, so every clone sees
+        the outcomes after a fetch (a hub's own log is fetched by its clones as it is)."""
+        from git_brat.grite import sync
+        remote = self.rc.remote
+        if self.store.bare or remote not in self.store.remotes() or not sync.is_synced(
+                self.store, remote):
+            return
+        try:
+            pub = sync.publish(self.g, remote)
+            if pub.status == "failed":
+                self.report.note = f"could not publish to {remote}: {pub.error}"
+        except GriteError as exc:
+            self.report.note = f"could not publish to {remote}: {exc.message}"
 
     def process(self, batch: list[Request]) -> None:
         """One batch: stack, check (bisecting on failure), land by CAS; redo if the target moved."""

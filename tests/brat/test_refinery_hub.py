@@ -78,6 +78,8 @@ def test_a_fetch_starts_the_refinery_and_git_pull_never_fails_because_of_it(tmp_
     _wait_for(lambda: _idle(user / ".git"), 30, "the refinery to exit")
     assert status_of(user, tid) == "merged"
     assert _has(user, "main", "agent.txt")                  # user's main fast-forwarded
+    git(agent, "fetch", "-q", "origin")                     # the outcome was published
+    assert status_of(agent, tid) == "merged"
     assert (user / "agent.txt").read_text() == "done\n"
     log = (user / ".git" / "brat" / "refinery.log").read_text()
     assert "Traceback" not in log
