@@ -18,9 +18,10 @@ def cli():
 
 from git_brat.brat import (cli_config, cli_convoy, cli_demo, cli_engine, cli_init,  # noqa: E402
                            cli_mayor, cli_session, cli_status, cli_task, cli_witness, cli_workflow)
+from git_brat.brat import cli_deacon, cli_refinery  # noqa: E402
 
 for _module in (cli_init, cli_config, cli_convoy, cli_task, cli_workflow, cli_engine, cli_witness,
-                cli_session, cli_mayor, cli_status, cli_demo):
+                cli_session, cli_mayor, cli_status, cli_demo, cli_refinery, cli_deacon):
     _module.register(cli)
 
 

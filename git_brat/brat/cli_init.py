@@ -22,14 +22,23 @@ class BratInit(msgspec.Struct):
 
 
 @click.command()
+@click.option("--hub", is_flag=True, help="In a bare repository: merge pushed task branches "
+                                          "here (a post-receive hook runs the refinery).")
 @json_option
-def init(as_json):
+def init(hub, as_json):
     """Set up git-brat here: grite, its hooks and refspecs, and .brat/config.toml.
 
     Idempotent: an existing config is kept (and validated), never overwritten.
     """
     from git_brat.grite import setup
     g = Grite.open(require_init=False)
+    if hub:
+        from git_brat.brat.hub import init_hub
+        res = init_hub(g)
+        emit(as_json, res, lambda: f"hub ready: post-receive runs the refinery on pushed brat/* "
+                                   f"branches; config {res.config}"
+                                   + ("" if res.config_created else " (kept)"))
+        return
     top = g.store.toplevel()
     if g.store.bare or not top:
         raise UsageError("git brat init needs a work tree (this repository is bare): "

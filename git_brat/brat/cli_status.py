@@ -68,6 +68,13 @@ def render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = N
     lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS", body)
     lines.append("")
     lines += _section("RECOVERY", _recovery(s.recovery, sid))
+    if s.deacon is not None:   # what the janitor last did
+        d = s.deacon
+        did = "; ".join(f"{a.duty} {a.action} {cut(a.target, 40)}" for a in d.actions[:3])
+        more = f" (+{len(d.actions) - 3} more)" if len(d.actions) > 3 else ""
+        lines += ["", *_section("DEACON", [
+            f"last ran {when(d.ran_at) if d.ran_at else 'elsewhere'}"
+            + (f"; last did ({when(d.acted_at)}): {did}{more}" if d.acted_at else "")])]
     return "\n".join(lines)
 
 

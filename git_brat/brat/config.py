@@ -71,6 +71,25 @@ class Refinery(_Section):
     check_timeout: _d(float, "Seconds the check may run before it counts as failed.", gt=0) = 1800
     push: _d(bool, "Push the target branch after a merge when the remote exists.") = True
     remote: _d(str, "Remote the target branch is pushed to.", min_length=1) = "origin"
+    batch: _d(int, "Requests stacked onto the target and checked together; a failing batch "
+                   "is bisected to find the request(s) that broke it.", ge=1, le=64) = 1
+    on_fail: Annotated[Literal["requeue", "fail"], Meta(
+        description="A failed check sends the task back to queued with the check output's "
+                    "tail for the agent's next attempt (requeue), or marks it failed (fail).")] \
+        = "requeue"
+    on_conflict: Annotated[Literal["requeue", "block"], Meta(
+        description="A merge conflict sends the task back to queued naming the files, for "
+                    "the agent to rebase (requeue), or blocks it for a human (block).")] \
+        = "requeue"
+    trigger: Annotated[Literal["manual", "hook"], Meta(
+        description="manual: only `git brat refinery run` merges; hook: git hooks (after "
+                    "pull, rebase, fetch or a push received) start a detached `refinery run "
+                    "--once`.")] = "manual"
+    max_attempts: _d(int, "Merge attempts of one request (check failures and conflicts "
+                          "included) before its task is marked failed.", ge=1, le=100) = 3
+    aging: _d(float, "Seconds of waiting that raise a request by one priority level, so no "
+                     "request waits forever behind newer urgent ones; 0 turns aging off.",
+              ge=0) = 600
 
 
 class Deacon(_Section):
@@ -79,6 +98,8 @@ class Deacon(_Section):
     sync_interval: _d(float, "Seconds between syncs with the remote; 0 turns sync off.", ge=0) = 300
     prune_worktrees: _d(bool, "Remove worktrees of ended sessions (their branches are "
                               "always kept).") = True
+    log_retention_days: _d(float, "Session logs (.git/brat/sessions/*.log) older than this "
+                                  "many days are deleted.", gt=0) = 14
 
 
 class StatusSettings(_Section):

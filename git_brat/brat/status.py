@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -74,6 +75,7 @@ class Status(msgspec.Struct):
     leases: list[LeaseView]
     interventions: list[Intervention]
     recovery: RecoveryReport
+    deacon: Any = None         # what the deacon last did (deacon.LastRun), None if it never ran
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -224,8 +226,9 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     related = None if tasks is None else _with_prerequisites(board, tasks)
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
+    from git_brat.brat.deacon import last_run
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
-                  recovery(g, board, tasks, lease_problems))
+                  recovery(g, board, tasks, lease_problems), last_run(g, board.state))
 
 
 __all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "build"]

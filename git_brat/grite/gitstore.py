@@ -749,3 +749,213 @@ class LogCommit:
     def __init__(self, sha, parents, tree, message, author, time):
         self.sha, self.parents, self.tree = sha, parents, tree
         self.message, self.author, self.time = message, author, time
+
+
+# -- merges and work trees (refinery) ------------------------------------------------------
+# Everything the refinery and the deacon ask of git. Work-tree commands run with no hooks at
+# all (core.hooksPath=/dev/null, GRITE_SKIP_HOOKS) and without the caller's GIT_DIR & co, so a
+# refinery started from a hook never re-enters hooks or writes to the wrong repository.
+
+_WT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX",
+                "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH",
+                "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_REFLOG_ACTION")
+REFINERY_IDENT = ("git-brat refinery", "refinery@git-brat.invalid")
+
+
+def clean_env(extra: dict | None = None) -> dict:
+    """The environment for git (and the user's check) inside a refinery work tree."""
+    env = {k: v for k, v in os.environ.items() if k not in _WT_ENV_DROP}
+    env.update({"GRITE_SKIP_HOOKS": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true",
+                "GIT_MERGE_AUTOEDIT": "no"})
+    env.update(extra or {})
+    return env
+
+
+class GitResult:
+    """A finished git command: ok, stdout text, stderr text."""
+
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.ok = proc.returncode == 0
+        self.code = proc.returncode
+        self.out = proc.stdout.decode("utf-8", "replace")
+        self.err = proc.stderr.decode("utf-8", "replace")
+
+    def error(self) -> str:
+        lines = [ln.strip() for ln in (self.err or self.out).splitlines() if ln.strip()]
+        for ln in lines:
+            if ln.startswith(("fatal: ", "error: ")):
+                return ln.split(": ", 1)[1]
+        return lines[-1] if lines else f"git exited {self.code}"
+
+
+def wt_git(cwd: str, args: list[str], check: bool = False, ident: bool = False,
+           timeout: float | None = 600) -> GitResult:
+    """git in directory cwd (a work tree or a git dir), hooks off; ident: fall back to the
+    refinery's own committer identity when git has none (a hub run by a daemon)."""
+    env = clean_env()
+    if ident:
+        probe = subprocess.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=cwd, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if probe.returncode != 0:
+            env.update({"GIT_COMMITTER_NAME": REFINERY_IDENT[0],
+                        "GIT_COMMITTER_EMAIL": REFINERY_IDENT[1],
+                        "GIT_AUTHOR_NAME": REFINERY_IDENT[0], "GIT_AUTHOR_EMAIL": REFINERY_IDENT[1]})
+    res = GitResult(_run_bounded(["git", "-c", "core.hooksPath=/dev/null", *args], env, timeout,
+                                 cwd=cwd))
+    if check and not res.ok:
+        raise GriteError(f"git {args[0]} failed: {res.error()}")
+    return res
+
+
+def rev(store: Store, name: str) -> str | None:
+    """The commit a revision names, or None."""
+    res = wt_git(store.common_dir, ["rev-parse", "-q", "--verify", "--end-of-options",
+                                    name + "^{commit}"])
+    return res.out.strip() or None if res.ok else None
+
+
+def merge_base(store: Store, a: str, b: str) -> str | None:
+    res = wt_git(store.common_dir, ["merge-base", a, b])
+    return res.out.strip() or None if res.ok else None
+
+
+def is_ancestor(store: Store, a: str, b: str) -> bool:
+    return wt_git(store.common_dir, ["merge-base", "--is-ancestor", a, b]).ok
+
+
+def commits_between(store: Store, base: str, head: str) -> list[str]:
+    """Commits in head and not in base, oldest first."""
+    res = wt_git(store.common_dir, ["rev-list", "--reverse", head, f"^{base}"], check=True)
+    return res.out.split()
+
+
+def worktrees(store: Store) -> list[dict[str, str]]:
+    """`git worktree list --porcelain`: [{"worktree": path, "HEAD": sha, "branch": ref}, ...]."""
+    res = wt_git(store.common_dir, ["worktree", "list", "--porcelain"], check=True)
+    out, cur = [], {}
+    for line in res.out.splitlines():
+        if not line.strip():
+            if cur:
+                out.append(cur)
+            cur = {}
+            continue
+        key, _, value = line.partition(" ")
+        cur[key] = value or "true"
+    if cur:
+        out.append(cur)
+    return out
+
+
+def worktree_add(store: Store, path: str, commit: str) -> None:
+    wt_git(store.common_dir, ["worktree", "prune"])
+    wt_git(store.common_dir, ["worktree", "add", "--detach", "--force", path, commit], check=True)
+
+
+def worktree_remove(store: Store, path: str) -> bool:
+    res = wt_git(store.common_dir, ["worktree", "remove", "--force", "--force", path])
+    wt_git(store.common_dir, ["worktree", "prune"])
+    return res.ok
+
+
+def worktree_dirty(path: str) -> bool:
+    """Uncommitted changes or untracked files in a work tree (ignored files do not count)."""
+    res = wt_git(path, ["status", "--porcelain", "--untracked-files=normal"])
+    return not res.ok or bool(res.out.strip())
+
+
+def worktree_reset(path: str, commit: str) -> None:
+    """Detach the work tree at commit, every change and untracked file gone (not ignored ones)."""
+    gd = _worktree_git_dir(path)
+    for marker, args in (("MERGE_HEAD", ["merge", "--abort"]), ("rebase-merge", ["rebase", "--abort"]),
+                         ("rebase-apply", ["rebase", "--abort"]),
+                         ("CHERRY_PICK_HEAD", ["cherry-pick", "--abort"])):
+        if gd is None or os.path.exists(os.path.join(gd, marker)):
+            wt_git(path, args)   # left over from a killed run
+    wt_git(path, ["checkout", "-q", "--detach", "-f", commit], check=True)
+    wt_git(path, ["clean", "-q", "-ffd"], check=True)
+
+
+def _worktree_git_dir(path: str) -> str | None:
+    """The private git dir of a linked work tree (what its `.git` file points at)."""
+    try:
+        with open(os.path.join(path, ".git")) as f:
+            line = f.read().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir: "):
+        return None
+    return os.path.normpath(os.path.join(path, line[8:]))
+
+
+def conflicted_files(path: str) -> list[str]:
+    res = wt_git(path, ["diff", "--name-only", "--diff-filter=U", "-z"])
+    return sorted({p for p in res.out.split("\0") if p})
+
+
+def head_of(path: str) -> str:
+    return wt_git(path, ["rev-parse", "HEAD"], check=True).out.strip()
+
+
+def apply_rebase(path: str, head: str) -> tuple[bool, list[str]]:
+    """Replay head's own commits onto the work tree's HEAD: (landed, conflicting files)."""
+    onto = head_of(path)
+    base = wt_git(path, ["merge-base", onto, head], check=True).out.strip()
+    if base == head:
+        return True, []                        # nothing new: already in
+    res = wt_git(path, ["rebase", "-q", "--onto", onto, base, head], ident=True)
+    if res.ok:
+        return True, []
+    files = conflicted_files(path) or ["(unknown: " + res.error() + ")"]
+    wt_git(path, ["rebase", "--abort"])
+    wt_git(path, ["checkout", "--detach", "-f", onto])
+    return False, files
+
+
+def apply_squash(path: str, head: str, message: str) -> tuple[bool, list[str]]:
+    onto = head_of(path)
+    res = wt_git(path, ["merge", "--squash", "-q", head], ident=True)
+    if not res.ok:
+        files = conflicted_files(path) or ["(unknown: " + res.error() + ")"]
+        wt_git(path, ["reset", "-q", "--hard", onto])
+        return False, files
+    if not wt_git(path, ["diff", "--cached", "--quiet"]).ok:
+        wt_git(path, ["commit", "-q", "--no-verify", "-m", message], check=True, ident=True)
+    return True, []
+
+
+def apply_merge(path: str, head: str, message: str) -> tuple[bool, list[str]]:
+    onto = head_of(path)
+    res = wt_git(path, ["merge", "-q", "--no-ff", "--no-verify", "-m", message, head], ident=True)
+    if not res.ok:
+        files = conflicted_files(path) or ["(unknown: " + res.error() + ")"]
+        wt_git(path, ["merge", "--abort"])
+        wt_git(path, ["reset", "-q", "--hard", onto])
+        return False, files
+    return True, []
+
+
+def ff_checkout(path: str, new: str) -> GitResult:
+    """Bring a checkout of the target forward exactly as `git merge --ff-only` does (local
+    edits carried; refused, changing nothing, if they collide)."""
+    return wt_git(path, ["merge", "--ff-only", "-q", new])
+
+
+def push_branch(store: Store, remote: str, new: str, branch: str,
+                timeout: float) -> tuple[bool, str]:
+    """Push new to the remote's branch (fast-forward only): (ok, git's reason when not)."""
+    res = wt_git(store.toplevel() or store.git_dir,
+                 ["--git-dir", store.git_dir, "push", "--porcelain", "--no-verify", remote,
+                  f"{new}:refs/heads/{branch}"], timeout=timeout)
+    return res.ok, "" if res.ok else res.error()
+
+
+def fetch_branch(store: Store, remote: str, branch: str, timeout: float) -> str | None:
+    """Fetch the remote's branch into refs/remotes/<remote>/<branch>; its tip, or None."""
+    res = wt_git(store.toplevel() or store.git_dir,
+                 ["--git-dir", store.git_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+                  remote, f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"], timeout=timeout)
+    return rev(store, f"refs/remotes/{remote}/{branch}") if res.ok else None
+
+
+def remote_url(store: Store, remote: str) -> str | None:
+    return store.config_get(f"remote.{remote}.url")

@@ -18,6 +18,7 @@ import msgspec
 from git_brat.grite.errors import GriteError
 
 HOOKS = ("reference-transaction", "post-merge", "post-rewrite", "pre-push")
+HUB_HOOKS = ("post-receive",)   # git-brat's hub (`git brat init --hub`): installed only there
 MARK = b"# git-grite hook shim"
 CHAINED = ".grite-chained"
 
@@ -59,14 +60,15 @@ def is_shim(path: str) -> bool:
         return False
 
 
-def install(hooks_dir: str, leave_alone: dict[str, str] | None = None) -> list[HookChange]:
-    """Put a shim in place of every hook grite needs; idempotent.
+def install(hooks_dir: str, leave_alone: dict[str, str] | None = None,
+            names: tuple[str, ...] = HOOKS) -> list[HookChange]:
+    """Put a shim in place of every hook grite needs (or of `names`); idempotent.
 
     `leave_alone`: hook -> why grite must not touch it (e.g. a hook file git tracks).
     """
     os.makedirs(hooks_dir, exist_ok=True)
     changes = []
-    for hook in HOOKS:
+    for hook in names:
         if leave_alone and hook in leave_alone:
             changes.append(HookChange(hook, "skipped", leave_alone[hook]))
             continue
@@ -98,9 +100,11 @@ def install(hooks_dir: str, leave_alone: dict[str, str] | None = None) -> list[H
 def uninstall(hooks_dir: str) -> list[HookChange]:
     """Remove the shims and put back what was there before."""
     changes = []
-    for hook in HOOKS:
+    for hook in HOOKS + HUB_HOOKS:
         path = os.path.join(hooks_dir, hook)
         chained = path + CHAINED
+        if hook in HUB_HOOKS and not is_shim(path):
+            continue   # never installed here: nothing of grite's to sort out
         if is_shim(path):
             if os.path.lexists(chained):
                 os.replace(chained, path)

@@ -1,0 +1,333 @@
+"""The deacon (janitor): expired leases, crashed sessions, stale worktrees and logs, sync; every action an event."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import socket
+import time
+from datetime import datetime
+
+import msgspec
+
+from git_brat.brat import model
+from git_brat.brat.config import Config
+from git_brat.grite import events as ev
+from git_brat.grite import gitstore, locks
+from git_brat.grite.errors import GriteError
+from git_brat.grite.log import Draft
+from git_brat.grite.repo import Grite
+from git_brat.grite.state import State, iso
+
+DEACON = "deacon"                       # one entity per run that did something
+LIVE_SESSIONS = ("starting", "running")
+RECOVERY_UNAVAILABLE = "skipped: witness recovery unavailable"
+NO_SESSION_GRACE = 600.0                # seconds a worktree with no session record is left alone
+
+
+class Action(msgspec.Struct):
+    duty: str                 # leases / sessions / worktrees / logs / sync
+    action: str               # expired / recovered / pruned / deleted / synced / failed
+    target: str
+    detail: str = ""
+
+
+class Report(msgspec.Struct):
+    at: datetime
+    actions: list[Action]     # what changed (each recorded as an event)
+    kept: list[Action]        # what was left alone on purpose, and why
+    duties: dict[str, str]    # duty -> "ok" / "skipped: ..." / "failed: ..."
+    event: str | None = None  # the deacon entity the actions were recorded on
+
+
+class LastRun(msgspec.Struct):
+    """What `git brat status` shows of the deacon."""
+    ran_at: datetime | None   # the last pass on this machine (from its stamp)
+    acted_at: datetime | None # the last pass that did something (from the log)
+    actions: list[Action]
+    duties: dict[str, str]
+
+
+def stamp_path(g: Grite) -> str:
+    return os.path.join(g.store.brat_dir, "deacon.json")
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+# -- duties ------------------------------------------------------------------------------
+
+def expire_leases(g: Grite, report: Report) -> None:
+    st = locks.gc(g, locks.settings(g.store))
+    for lease in st.leases:
+        report.actions.append(Action("leases", "expired", lease.resource,
+                                     f"held by {lease.holder} (token {lease.token})"))
+    report.duties["leases"] = "ok" + (f" ({st.note})" if st.note else "")
+
+
+def recover_sessions(g: Grite, cfg: Config, report: Report) -> None:
+    try:
+        from git_brat.brat import witness   # the lead's module; absent on older trees
+        recover = witness.recover
+    except (ImportError, AttributeError):
+        report.duties["sessions"] = RECOVERY_UNAVAILABLE
+        return
+    for item in recover(g, cfg) or []:
+        data = msgspec.to_builtins(item) if not isinstance(item, (str, int)) else item
+        if isinstance(data, dict):
+            target = str(data.get("session") or data.get("id") or data.get("task") or "")
+            detail = ", ".join(f"{k}={v}" for k, v in data.items() if k not in ("session", "id"))
+        else:
+            target, detail = str(data), ""
+        report.actions.append(Action("sessions", "recovered", target, detail))
+    report.duties["sessions"] = "ok"
+
+
+def _sessions_by_worktree(state: State) -> dict[str, model.Entity]:
+    out = {}
+    for e in state.of_kind(model.SESSION):
+        wt = e.get("worktree", "")
+        if wt:
+            out[os.path.realpath(wt)] = e
+        out.setdefault(e.id, e)
+    return out
+
+
+def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
+    if not cfg.deacon.prune_worktrees:
+        report.duties["worktrees"] = "skipped: deacon.prune_worktrees is false"
+        return
+    from git_brat.brat import refinery_run
+    store = g.store
+    sessions = _sessions_by_worktree(g.state())
+    root = os.path.realpath(os.path.join(store.brat_dir, "worktrees"))
+    refinery = os.path.realpath(os.path.join(store.brat_dir, "refinery"))
+    for wt in gitstore.worktrees(store):
+        path = os.path.realpath(wt.get("worktree", ""))
+        if path == refinery:
+            if refinery_run.running_pid(g) is not None or _refinery_leased(g, cfg):
+                report.kept.append(Action("worktrees", "kept", path, "the refinery is running"))
+            else:
+                gitstore.worktree_remove(store, path)
+                report.actions.append(Action("worktrees", "pruned", path,
+                                             "the refinery's; made again on its next run"))
+            continue
+        if os.path.dirname(path) != root:
+            continue
+        s = sessions.get(path) or sessions.get(os.path.basename(path))
+        if s is not None and s.get("status", "") in LIVE_SESSIONS:
+            continue
+        if s is None and _age(path) < NO_SESSION_GRACE:
+            # A witness makes the worktree, then records its session: not an orphan yet.
+            report.kept.append(Action("worktrees", "kept", path, "no session recorded yet"))
+            continue
+        why = _why_keep(store, path, wt)
+        if why:
+            report.kept.append(Action("worktrees", "kept", path, why))
+            continue
+        gitstore.worktree_remove(store, path)
+        branch = wt.get("branch", "").removeprefix("refs/heads/")
+        whose = f"session {s.id[:7]} {s.get('status', '')}" if s is not None else "no session"
+        report.actions.append(Action("worktrees", "pruned", path,
+                                     whose + (f"; branch {branch} kept" if branch else "")))
+    report.duties["worktrees"] = "ok"
+
+
+def _age(path: str) -> float:
+    try:
+        return time.time() - os.path.getmtime(path)
+    except OSError:
+        return float("inf")
+
+
+def _refinery_leased(g: Grite, cfg: Config) -> bool:
+    from git_brat.brat.refinery_queue import lease_name
+    lease = locks.current(g, lease_name(g.store, cfg.refinery.remote))
+    return lease is not None and lease.state == "held" and lease.expires_at > _now()
+
+
+def _why_keep(store, path: str, wt: dict) -> str:
+    """Why a worktree must stay: work in it that no branch holds."""
+    if not os.path.isdir(path):
+        return ""
+    if gitstore.worktree_dirty(path):
+        return "uncommitted changes"
+    head = wt.get("HEAD", "")
+    if "branch" not in wt and head:
+        holders = gitstore.wt_git(store.common_dir, ["branch", "--contains", head,
+                                                     "--format=%(refname)"])
+        if not holders.out.strip():
+            return f"its commit {head[:12]} is on no branch"
+    return ""
+
+
+def prune_logs(g: Grite, cfg: Config, report: Report) -> None:
+    cutoff = time.time() - cfg.deacon.log_retention_days * 86400
+    live = {e.id for e in g.state().of_kind(model.SESSION) if e.get("status") in LIVE_SESSIONS}
+    for path in sorted(glob.glob(os.path.join(g.store.brat_dir, "sessions", "*.log"))):
+        name = os.path.basename(path)[:-4]
+        try:
+            if os.path.getmtime(path) >= cutoff or name in live:
+                continue
+            os.unlink(path)
+        except OSError:
+            continue
+        report.actions.append(Action("logs", "deleted", path,
+                                     f"older than {cfg.deacon.log_retention_days:g} days"))
+    report.duties["logs"] = "ok"
+
+
+def sync_remote(g: Grite, cfg: Config, report: Report, force: bool) -> None:
+    from git_brat.grite import sync
+    remotes = sync.synced_remotes(g.store)
+    if not remotes:
+        report.duties["sync"] = "skipped: no remote"
+        return
+    last = _read_stamp(g).get("synced_at", 0)
+    if not force and (cfg.deacon.sync_interval == 0
+                      or time.time() - last < cfg.deacon.sync_interval):
+        report.duties["sync"] = "skipped: not due"
+        return
+    try:
+        res = sync.sync(g)
+    except GriteError as exc:
+        report.actions.append(Action("sync", "failed", ",".join(remotes), exc.message))
+        report.duties["sync"] = f"failed: {exc.message}"
+        return
+    bad = [r for r in res.remotes if not r.fetched or (r.published and r.published.status == "failed")]
+    for r in bad:
+        report.actions.append(Action("sync", "failed", r.remote, r.error or "publish failed"))
+    if res.events:
+        report.actions.append(Action("sync", "synced", ",".join(remotes),
+                                     f"{res.events} new event(s)"))
+    report.duties["sync"] = "ok" if not bad else "failed: " + ", ".join(r.remote for r in bad)
+    _write_stamp(g, synced_at=time.time())
+
+
+# -- a pass, its record, and what status shows ----------------------------------------------
+
+def run_once(g: Grite, cfg: Config, force_sync: bool = True) -> Report:
+    report = Report(iso(_now()), [], [], {})
+    for duty, fn in (("leases", lambda: expire_leases(g, report)),
+                     ("sessions", lambda: recover_sessions(g, cfg, report)),
+                     ("worktrees", lambda: prune_worktrees(g, cfg, report)),
+                     ("logs", lambda: prune_logs(g, cfg, report)),
+                     ("sync", lambda: sync_remote(g, cfg, report, force_sync))):
+        try:
+            fn()
+        except GriteError as exc:   # one duty failing never stops the others
+            report.duties[duty] = f"failed: {exc.message}"
+    if report.actions:
+        eid = ev.new_entity_id()
+        drafts = [Draft(eid, ev.Create(DEACON, {"host": socket.gethostname(), "pid": os.getpid(),
+                                               "duties": report.duties,
+                                               "actions": len(report.actions)}))]
+        drafts += [Draft(eid, ev.SetFields({f"action{i:03d}": msgspec.to_builtins(a)}))
+                   for i, a in enumerate(report.actions)]
+        g.append(drafts, f"brat: deacon {len(report.actions)} action(s)")
+        report.event = eid
+    _write_stamp(g, ran_at=time.time(), duties=report.duties)
+    return report
+
+
+def _read_stamp(g: Grite) -> dict:
+    try:
+        with open(stamp_path(g)) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_stamp(g: Grite, **values) -> None:
+    from git_brat.grite.files import atomic_write
+    data = _read_stamp(g)
+    data.update(values)
+    os.makedirs(g.store.brat_dir, exist_ok=True)
+    atomic_write(stamp_path(g), json.dumps(data).encode())
+
+
+def last_run(g: Grite, state: State) -> LastRun | None:
+    stamp = _read_stamp(g)
+    runs = sorted(state.of_kind(DEACON), key=model.age_key)
+    if not runs and not stamp.get("ran_at"):
+        return None
+    actions, acted, duties = [], None, dict(stamp.get("duties") or {})
+    if runs:
+        e = runs[-1]
+        acted = iso(e.created_at)
+        for name in sorted(k for k in e.fields if k.startswith("action")):
+            try:
+                actions.append(msgspec.convert(e.get(name), Action))
+            except msgspec.ValidationError:
+                continue
+        duties = duties or dict(e.get("duties") or {})
+    ran = stamp.get("ran_at")
+    return LastRun(iso(int(ran * 1000)) if ran else None, acted, actions, duties)
+
+
+def pid_path(g: Grite) -> str:
+    return os.path.join(g.store.brat_dir, "deacon.pid")
+
+
+def running_pid(g: Grite) -> int | None:
+    """The pid of this repository's looping deacon, if one runs."""
+    from git_brat.brat.refinery_check import pid_alive
+    try:
+        with open(pid_path(g)) as f:
+            pid = int(f.read().strip() or 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"deacon" not in f.read():
+                return None
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 1 and pid_alive(pid) else None
+
+
+def stop(g: Grite, wait: float = 30.0) -> int | None:
+    """SIGTERM to the looping deacon; its pid once it has exited, None if none ran."""
+    import signal
+    from git_brat.brat.refinery_check import pid_alive
+    from git_brat.grite.errors import Conflict
+    pid = running_pid(g)
+    if pid is None:
+        return None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and pid_alive(pid):
+        time.sleep(0.05)
+    if pid_alive(pid):
+        raise Conflict(f"the deacon (pid {pid}) did not stop within {wait:.0f}s")
+    return pid
+
+
+def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
+    """Passes every deacon.interval seconds until SIGTERM (or `passes` of them)."""
+    import signal
+    out: list[Report] = []
+    stop = {"now": False}
+    old = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    os.makedirs(g.store.brat_dir, exist_ok=True)
+    with open(pid_path(g), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    try:
+        while not stop["now"]:
+            g.state(refresh=True)
+            out.append(run_once(g, cfg, force_sync=False))
+            if passes is not None and len(out) >= passes:
+                break
+            deadline = time.monotonic() + cfg.deacon.interval
+            while not stop["now"] and time.monotonic() < deadline:
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        try:
+            os.unlink(pid_path(g))
+        except OSError:
+            pass
+    return out
+
+
+__all__ = ["run_once", "loop", "last_run", "stop", "running_pid", "Report", "Action", "LastRun", "RECOVERY_UNAVAILABLE"]
