@@ -218,8 +218,7 @@ def configure(name: str, root: Path) -> Sandbox:
             "[features]\n" + "".join(f"{f} = false\n" for f in off))
         env.update({"CODEX_HOME": str(codex_home), "FAKE_API_KEY": "fake-key"})
     elif name == "opencode":
-        cfg = {"$schema": "https://opencode.ai/config.json",
-               "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+        cfg = {"provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
                                      "options": {"baseURL": f"{url}/v1", "apiKey": "fake-key"},
                                      "models": {"fake-model": {"name": "Fake model",
                                                                "tool_call": True}}}},
@@ -262,8 +261,7 @@ def configure(name: str, root: Path) -> Sandbox:
             "max_tokens": 8192, "max_input_tokens": 128000, "max_output_tokens": 8192,
             "input_cost_per_token": 0, "output_cost_per_token": 0,
             "litellm_provider": "openai", "mode": "chat"}}))
-        box.extra_args = ["--model-metadata-file", str(meta), "--edit-format", "diff",
-                         ]
+        box.extra_args = ["--model-metadata-file", str(meta), "--edit-format", "diff"]
         env.update({"OPENAI_API_BASE": f"{url}/v1", "OPENAI_API_KEY": "fake-key",
                     "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     box.env = env
