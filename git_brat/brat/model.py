@@ -386,8 +386,10 @@ def update_task(g: Grite, ref: str, status: str | None = None, force: bool = Fal
             if force:
                 out["forced"] = True
             task = board.tasks[tid]
-            if status == "queued" and (task.get("failures") or task.get("retry_after")):
-                out.update(failures=0, retry_after=0)   # a human's re-queue starts afresh
+            if status == "queued" and (task.get("failures") or task.get("retry_after")
+                                       or task.get("merge_failures")):
+                # A human's re-queue starts afresh: the witness's and the refinery's counts.
+                out.update(failures=0, retry_after=0, merge_failures=0)
             if reason:
                 out["reason"] = reason
         elif reason:

@@ -753,6 +753,12 @@ class Witness:
             self.g.append(lambda: build()[:1], text)
         self._publish()
         self._release(res, live.holder)
+        if outcome.get("task") == "needs-review" and commits:
+            from git_brat.brat import refinery_run
+            try:   # appending events fires no git hook: with trigger = "hook", start it here
+                refinery_run.kick(self.g, self.cfg)
+            except (GriteError, OSError) as exc:
+                _log_line(live.log, f"could not start the refinery: {exc}")
         if kept_all and live.worktree and os.path.isdir(live.worktree):
             store.worktree_remove(live.worktree)
         _log_line(live.log, f"ended: {outcome['status']}: {outcome['reason']}")

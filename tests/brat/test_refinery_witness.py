@@ -27,3 +27,13 @@ def test_a_sessions_work_lands_and_a_failed_check_reaches_the_next_prompt(repo, 
     prompt = [r for r in bench.runs() if r["task"] == bad][-1]["prompt"]
     assert "E: broken.txt breaks the build" in prompt
     assert status(repo) == before
+
+
+def test_with_the_hook_trigger_a_finished_session_starts_the_refinery(repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    configure(repo, trigger="hook", check="true")
+    t = bench.task(bench.convoy(), "Lands by itself", "write a.txt x", "commit a", "done ok")
+    bench.brat("witness", "run", "--once")
+    bench.wait_for(lambda: bench.show(t)["status"] == "merged", 60, every=0.3)
+    assert git(repo, "show", "main:a.txt") == "x"
+    bench.wait_for(lambda: not bench.json("refinery", "status").get("running"), 30, every=0.3)
