@@ -1,4 +1,4 @@
-"""`git brat demo`: run the built-in demo in a temporary directory."""
+"""`git brat demo`: the whole loop, on a small buggy project in a temporary directory."""
 
 from __future__ import annotations
 
@@ -10,23 +10,38 @@ from git_brat.clikit import emit_json, json_option
 
 
 @click.command()
+@click.option("--engine", default="demo", show_default=True,
+              help="Engine for the mayor and the agents: the scripted demo engine, or a real "
+                   "one (claude, codex, …) set up with its key.")
+@click.option("--fast", is_flag=True, help="Skip the crash and the recovery.")
 @click.option("--dir", "directory", type=click.Path(file_okay=False),
               help="Run in this new directory (kept afterwards) instead of a temporary one.")
 @click.option("--keep", is_flag=True, help="Keep the temporary directory to look around.")
 @json_option
-def demo(directory, keep, as_json):
-    """A narrated run: workflow -> convoy, sync by push/pull, a lease race, a crash, status.
+def demo(engine, fast, directory, keep, as_json):
+    """Init, mayor -> convoy of tasks, parallel agent sessions, a SIGKILLed witness and its
+    recovery, the refinery running the tests and merging, the convoy landed.
 
-    Everything happens in a throwaway hub repository and two clones; your repository, your git
-    config and your hooks are never touched.
+    Everything happens in a throwaway repository; your repository, your git config and your
+    hooks are never touched. The default engine is a scripted agent shipped with git-brat
+    (it fixes the demo project's bugs; it is not an AI).
     """
     from git_brat.brat import demo as demo_lib
+    from git_brat.brat import engines
+    engines.resolve(engine, None)   # an unknown engine is refused before anything runs
     say = (lambda _line: None) if as_json else click.echo
-    result = demo_lib.run(directory, keep, say)
+    result = demo_lib.run(directory, keep, say, engine, fast)
     if as_json:
         emit_json(result)
-    elif result.kept:
-        click.echo(f"\nthe demo's repositories are in {result.directory}")
+    else:
+        click.echo(f"\n{'done' if result.ok else 'failed'} in {result.seconds:.0f}s")
+        if result.kept:
+            click.echo(f"\nthe demo's repository is in {result.directory}; look around:")
+            for line in result.explore:
+                click.echo(f"  {line}")
+        else:
+            click.echo("run `git brat demo --keep` to look around afterwards (git log, "
+                       "git brat session log, …)")
     if not result.ok:
         sys.exit(1)
 

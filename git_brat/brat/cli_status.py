@@ -99,7 +99,8 @@ def _recovery(r: st.RecoveryReport, sid) -> list[str]:
     if r.rejected_events:
         out.append(f"{r.rejected_events} writes rejected: their lease had moved on (fencing)")
     for c in r.crashed_sessions:
-        kept = (f"{c.commits} commit(s) survive on its branch" if c.branch_exists
+        kept = ("its work has been merged" if c.merged else
+                f"{c.commits} commit(s) survive on its branch" if c.branch_exists
                 else "no branch survived")
         out.append(cut(f"crashed session {sid(c.session)} (task {sid(c.task)}): {kept}", WIDTH - 2))
         if c.branch_exists:

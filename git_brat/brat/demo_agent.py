@@ -50,14 +50,21 @@ def work() -> int:
     delay = float(os.environ.get("BRAT_DEMO_DELAY", "0") or 0)
     with open(fix.path, encoding="utf-8") as f:
         text = f.read()
-    if fix.old in text:
+    if fix.new not in text and fix.old in text:
         say(f"editing {fix.path}")
-        if delay:
-            time.sleep(delay)
         with open(fix.path, "w", encoding="utf-8") as f:
             f.write(text.replace(fix.old, fix.new))
+        if delay:   # "thinking" with the edit not yet committed: a crash here must lose nothing
+            say(f"reviewing the change ({delay:g}s)")
+            time.sleep(delay)
     else:
         say(f"{fix.path} already has the fix")
+    for path, content in fix.adds.items():
+        if not os.path.exists(path):
+            say(f"adding {path}")
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(content)
     tests = subprocess.run(demo_project.CHECK.split(), capture_output=True, text=True)
     last = (tests.stderr.strip().splitlines() or ["(no output)"])[-1]
     say(f"tests: {last}")

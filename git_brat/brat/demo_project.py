@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 FILES = {
+    ".gitignore": "__pycache__/\n",
     "README.md": "# textstats\n\nSmall text statistics. `python -m unittest -q` runs the tests.\n",
     "AGENTS.md": "Run `python -m unittest -q` before you commit. Keep changes minimal.\n",
     "textstats/__init__.py": '"""Small text statistics."""\n',
@@ -60,7 +61,12 @@ class Median(unittest.TestCase):
     def test_even(self):
         self.assertEqual(median([4, 1, 3, 2]), 2.5)
 ''',
-    "tests/test_words.py": '''import unittest
+}
+
+CHECK = "python3 -m unittest -q"
+
+
+WORDS_TEST = '''import unittest
 
 from textstats.words import summary, word_count
 
@@ -70,11 +76,8 @@ class Words(unittest.TestCase):
         self.assertEqual(word_count("a  b\\tc\\n"), 3)
 
     def test_summary(self):
-        self.assertEqual(summary(["a b", "a b c d"]), "2 texts, median 3.0 words")
-''',
-}
-
-CHECK = "python3 -m unittest -q"
+        self.assertEqual(summary(["a b", "a  b c d"]), "2 texts, median 3.0 words")
+'''
 
 
 class Fix(msgspec.Struct):
@@ -85,6 +88,7 @@ class Fix(msgspec.Struct):
     old: str
     new: str
     needs: list[str] = []
+    adds: dict[str, str] = {}      # new files the fix brings (a test)
 
 
 FIXES = [
@@ -97,9 +101,11 @@ FIXES = [
         "    if len(ordered) % 2:\n        return ordered[mid]\n"
         "    return (ordered[mid - 1] + ordered[mid]) / 2\n"),
     Fix("words", "Fix word_count() on runs of whitespace",
-        "word_count('a  b\\tc') counts empty strings between spaces; split on any whitespace. "
-        "summary() reports the median word count, so it waits for the median fix.",
-        "textstats/words.py", 'text.split(" ")', "text.split()", needs=["median"]),
+        "word_count('a  b\\tc') counts the empty strings between spaces; split on any "
+        "whitespace, and add tests/test_words.py. Its summary() test reports a median word "
+        "count, so this waits for the median fix.",
+        "textstats/words.py", 'text.split(" ")', "text.split()", needs=["median"],
+        adds={"tests/test_words.py": WORDS_TEST}),
 ]
 
 

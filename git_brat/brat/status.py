@@ -43,6 +43,7 @@ class CrashedSession(msgspec.Struct):
     log: str = ""              # its output, if it ran on this machine
     reason: str = ""
     lost: list[str] = []       # what is gone, said plainly
+    merged: bool = False       # its task has been merged since
 
 
 class SurvivedBranch(msgspec.Struct):
@@ -191,10 +192,12 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
         lost.append(f"its conversation: engine {e.get('engine', '?')} gave no id to resume")
     target = e.get("target", "") or "HEAD"
     commits = g.store.count_commits(target, sha.decode()) if sha is not None else 0
+    task = g.state().entities.get(tid)
+    merged = task is not None and task.get("status") == "merged"
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
                           iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
                           conversation, log if os.path.exists(log) else "", e.get("reason", ""),
-                          lost)
+                          [] if merged else lost, merged)
 
 
 def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:

@@ -1,4 +1,4 @@
-"""`git brat demo` runs the real commands end to end and leaves the user's repository alone."""
+"""`git brat demo` runs the whole loop end to end and leaves the user's repository alone."""
 
 from __future__ import annotations
 
@@ -8,34 +8,48 @@ import os
 from helpers import brat, status
 
 
-def test_demo_runs_every_step_and_cleans_up(repo):
+def test_demo_runs_the_whole_loop_and_cleans_up(repo):
     gitconfig = os.path.join(os.environ["HOME"], ".gitconfig")
     config_before = open(gitconfig).read()
     before = status(repo)
     hooks_before = sorted(os.listdir(repo / ".git" / "hooks"))
     proc = brat(repo, "demo", "--json", timeout=300)
     result = json.loads(proc.out)
-    assert result["ok"] and not result["kept"]
+    assert result["ok"] and not result["kept"] and result["engine"] == "demo"
     titles = [s["title"] for s in result["steps"]]
-    assert len(titles) == 8
-    assert any("race" in t for t in titles) and any("SIGKILL" in t for t in titles)
-    race = next(s for s in result["steps"] if "race" in s["title"])
-    assert race["result"].startswith("winner: ")
-    crash = next(s for s in result["steps"] if "SIGKILL" in s["title"])
-    assert "fencing token (2)" in crash["result"]
-    assert "ok" in result["steps"][-1]["result"]
+    steps = {s["title"]: s for s in result["steps"]}
+    assert "its tests fail" in titles[0] and "FAILED" in result["steps"][0]["result"]
+    mayor = next(s for s in result["steps"] if "mayor" in s["title"])
+    assert "3 tasks" in mayor["result"] and "waits for" in mayor["result"]
+    crash = next(s for s in result["steps"] if "SIGKILLed" in s["title"])
+    assert "kill -9" in " ".join(crash["commands"])
+    recovered = next(s for s in result["steps"] if "recovers" in s["title"])
+    assert recovered["result"].count("its orphaned agent stopped, its unsaved edit committed") >= 2
+    report = next(s for s in result["steps"] if "recovery report" in s["title"])
+    assert "crashed session" in report["result"] and "survive on its branch" in report["result"]
+    merges = [s for s in result["steps"] if s["title"].startswith("The refinery")]
+    assert merges and all("main now: OK" in s["result"] for s in merges)
+    assert titles[-1] == "The convoy has landed" and "landed" in steps[titles[-1]]["result"]
     assert not os.path.exists(result["directory"])
     assert status(repo) == before
     assert sorted(os.listdir(repo / ".git" / "hooks")) == hooks_before
     assert open(gitconfig).read() == config_before
 
 
-def test_demo_in_a_named_directory_keeps_it(tmp_path):
-    target = tmp_path / "demo"
-    proc = brat(tmp_path, "demo", "--dir", str(target), timeout=300)
-    assert "== A workflow turns one request into a convoy" in proc.out
-    assert (target / "alice" / ".brat" / "config.toml").exists()
-    assert (target / "hub.git").is_dir()
-    refused = brat(tmp_path, "demo", "--dir", str(target), check=False)
-    assert refused.returncode == 2 and "already exists" in refused.err
-    assert refused.err.count("\n") == 1
+def test_demo_fast_skips_the_crash_and_keep_leaves_the_repository(tmp_path, repo):
+    proc = brat(repo, "demo", "--fast", "--keep", timeout=300)
+    assert "SIGKILLed" not in proc.out and "The convoy has landed" in proc.out
+    line = next(l for l in proc.out.splitlines() if "the demo's repository is in" in l)
+    root = line.split(" is in ")[1].split(";")[0]
+    try:
+        assert os.path.isdir(os.path.join(root, "textstats", ".git"))
+        assert "brat session log" in proc.out
+    finally:
+        import shutil
+        shutil.rmtree(root)
+
+
+def test_demo_refuses_an_unknown_engine_before_anything_runs(repo):
+    from bratkit import fail
+    code, msg = fail(repo, "demo", "--engine", "nosuch")
+    assert code == 3 and "no engine named 'nosuch'" in msg
