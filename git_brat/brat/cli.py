@@ -23,6 +23,7 @@ from git_brat.brat import cli_deacon, cli_refinery  # noqa: E402
 for _module in (cli_init, cli_config, cli_convoy, cli_task, cli_workflow, cli_engine, cli_witness,
                 cli_session, cli_mayor, cli_status, cli_demo, cli_refinery, cli_deacon):
     _module.register(cli)
+from git_brat.brat import cli_completion; cli_completion.register(cli)  # noqa: E402,E702
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -189,6 +189,7 @@ cli_sync.register(cli)
 from git_brat.grite import cli_lock  # noqa: E402
 
 cli_lock.register(cli)
+from git_brat.grite import cli_completion; cli_completion.register(cli)  # noqa: E402,E702
 
 
 def main(argv: list[str] | None = None) -> None:

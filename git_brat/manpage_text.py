@@ -1,0 +1,288 @@
+"""The hand-written parts of the man pages (roff), which git_brat.manpage puts around the commands."""
+
+_COMPLETION = r"""
+.B {prog} completion bash\fR|\fBzsh\fR|\fBfish
+prints a completion script: commands, options, and task, convoy and issue ids.
+.PP
+.nf
+.B source <({prog} completion bash)\fR          # ~/.bashrc, after git's own completion
+.B {prog} completion zsh > ~/.zfunc/_{name}\fR  # a directory on $fpath
+.B {prog} completion fish > ~/.config/fish/completions/{name}.fish
+.fi
+.PP
+In bash the script also defines
+.BR _{func} ,
+which git's own completion calls for
+.BR "{prog} " <TAB>.
+"""
+
+BRAT = {
+    "name": "run many AI coding agents on one repository, coordinated through git",
+    "description": r"""
+.B git brat
+is the harness on top of
+.BR git-grite (1).
+Work is a
+.I convoy
+of
+.IR tasks ;
+each task moves through
+.B queued \(-> running \(-> needs-review \(-> merging \(-> merged
+(or
+.BR blocked ", " failed ", " dropped ),
+one event per transition. All of it is stored in the grite event log, so it is shared, synced
+and audited the same way.
+.PP
+The roles that move work:
+.B mayor
+turns a request into a convoy,
+.B witness
+runs an engine session per ready task,
+.B refinery
+merges finished work, and
+.B deacon
+cleans up after crashes.
+""",
+    "notes": {
+        "init": r"""
+Writes
+.B .brat/config.toml
+(every key present, commented with its default) and installs hooks and refspecs. Idempotent.
+With
+.B \-\-hub
+in a bare repository: a hub whose
+.B post-receive
+hook runs the refinery on pushed
+.B brat/*
+branches; settings in
+.B brat/config.toml
+inside the git directory.
+""",
+        "convoy list": "A convoy's status (active, landed, failed, stalled) is derived from its tasks.",
+        "task update": r"""
+Invalid transitions are refused naming the allowed ones;
+.B \-\-force
+is recorded in the audit log.
+""",
+        "task done": r"""
+What an agent says from its session's work tree (no id needed there), fenced with the session's
+lease: an agent whose lease has passed to another session is refused (exit 5).
+The same holds for
+.B task block
+and
+.BR "task comment" .
+""",
+        "task reply": r"""
+Answers an attempt that is needs-review, failed or blocked; the task is re-queued and the next
+session continues on its branch, resuming the engine's conversation where it can.
+""",
+        "workflow list": r"""
+Workflow templates come from
+.B .brat/workflows/*.yaml
+and the shipped
+.BR feature ", " code-review " and " fix-bug .
+""",
+        "workflow run": "A run creates the convoy and all its tasks in one batch, or nothing.",
+        "engine list": r"""
+The engine presets (claude, aider, codex, opencode, gemini, cn, copilot, shell, demo) and engines
+defined under
+.BR [engines.\fIname\fB] :
+binary, whether it is on PATH, version, the argv a session runs.
+""",
+        "witness run": r"""
+Each session runs in its own work tree under
+.B .git/brat/worktrees/
+on branch
+.BR brat/\fItask\fR ,
+supervised (heartbeats, timeouts, retries); the sessions of a witness that died are recovered.
+""",
+        "mayor ask": r"""
+The Mayor runs an engine headless in the repository, asked not to edit files, with the
+repository's layout, README and AGENTS.md excerpts, open convoys and tasks, the workflows and a
+required JSON plan schema, and creates the convoy and all its tasks (or a workflow run) in one
+batch once the plan is validated and confirmed.
+A terminal asks before anything is created;
+.B \-\-yes
+skips that and is required without a terminal.
+The engine's conversation id is kept, and the next
+.B ask
+resumes it; engines that cannot resume get the earlier exchanges summarized.
+A failure, a timeout or an answer without a valid plan creates nothing and names the file the
+answer was saved to.
+""",
+        "status": "Convoys, ready tasks, sessions, merge queue, leases, interventions and the "
+                  "recovery report.",
+        "refinery run": r"""
+The merge queue: stacks requests onto the target branch in its own worktree, runs the check,
+bisects failing batches, advances the target by compare-and-swap (pushing when a remote is
+configured). Failures and conflicts re-queue the task for its agent, fail it, or block it for a
+human, per config.
+""",
+    },
+    "sections": [
+        ("SHELL COMPLETION", _COMPLETION.format(prog="git brat", name="git-brat", func="git_brat")),
+        ("EXIT STATUS", r"""
+As for
+.BR git-grite (1):
+0 success, 1 failure, 2 bad input, 3 not found, 4 not a repository or not initialised,
+5 conflict or refused transition.
+.B witness run \-\-once
+exits 1 when a task's last session failed and 130 after Ctrl-C.
+"""),
+        ("FILES", r"""
+.TP
+.B .brat/config.toml\fR, \fB.brat/workflows/
+The user's configuration, meant to be committed.
+.TP
+.B .git/brat/
+Session work trees, session logs
+.RB ( sessions/\fIid\fB.log\fR ),
+the detached witness's pid file and log (local);
+.BI .git/brat/mayor/ n .txt
+holds the whole answer of the mayor's
+.IR n th
+request in this clone.
+"""),
+        ("SEE ALSO", r"""
+.BR git-grite (1),
+.BR git (1);
+docs/guide.md and docs/reference.md in the source distribution.
+"""),
+    ],
+}
+
+GRITE = {
+    "name": "crash-safe event log in git refs, and the issue tracker replayed from it",
+    "description": r"""
+.B git grite
+keeps an append-only log of events in git refs under
+.BR refs/grite/ ,
+never in the working tree.
+Every command that changes something appends one commit (a
+.I batch
+of events) to
+.B refs/grite/wal
+by compare-and-swap; the change is reported only after the ref update succeeded.
+Issues, tasks and locks are derived by replaying the events of every known log (this clone's and
+every replica fetched from a remote), so the same events always give the same state.
+.PP
+Ids are 32 hex digits; any unique prefix of at least 4 digits may be used, as with git objects.
+""",
+    "notes": {
+        "init": r"""
+The replica id and actor live under
+.BR .git/grite/ ;
+every remote is configured for sync and the hooks are installed.
+""",
+        "issue list": r"""
+JSON: an array of objects with
+.BR id ", " title ", " state ", " labels ", " assignees ", " created_at ", " updated_at ", " author ", " comments .
+""",
+        "issue label": r"""
+Labels and assignees are observed-remove sets: a remove cancels only the adds the
+writer had seen, so concurrent edits merge without surprises.
+""",
+        "dep add": "A dependency that would close a cycle is refused and the cycle is named.",
+        "log": "Events rejected by fencing are marked.",
+        "import": r"""
+FILE is what
+.B export
+wrote, or a plain JSON array of
+.B {"title", "body", "labels", "state"}
+objects.
+.B \-
+reads standard input.
+""",
+        "doctor": r"""
+Reports corrupt records, abandoned ref locks, rewritten replica histories and a cache that
+disagrees with the log. Snapshots are replayed in full and compared too;
+.B \-\-fix
+deletes snapshots that disagree with their events.
+""",
+        "snapshot": r"""
+The snapshot is
+.BR refs/grite/snapshots/\fIREPLICA\fR ,
+published with its log. Written automatically every
+.B grite.snapshotEvery
+events (default 10000; 0 turns that off);
+.B grite.snapshots=false
+neither uses nor writes them.
+""",
+        "actor": r"""
+Actors are who events are written as (one per agent, for example).
+.B GRITE_ACTOR
+overrides the current actor for one process.
+""",
+        "lock acquire": r"""
+With a remote (\fB\-\-remote\fR, \fBgrite.lockRemote\fR, or
+the one remote that syncs grite state) the remote decides: of many racing clones exactly one
+wins; \fB\-\-local\fR keeps a lease on this clone only.
+""",
+        "uninstall": "What was there before is restored byte for byte.",
+    },
+    "sections": [
+        ("OUTPUT", r"""
+With
+.BR \-\-json ,
+stdout carries only JSON. Errors are one line on stderr:
+.BR "git-grite: error: " ...
+"""),
+        ("SHELL COMPLETION", _COMPLETION.format(prog="git grite", name="git-grite",
+                                                func="git_grite")),
+        ("EXIT STATUS", r"""
+.TP
+.B 0
+Success.
+.TP
+.B 1
+An operation failed (a git error, I/O).
+.TP
+.B 2
+Bad input: unknown flag, bad value, empty title, ambiguous id prefix. Nothing was written.
+.TP
+.B 3
+Not found: an id, actor or file that does not exist. Nothing was written.
+.TP
+.B 4
+Not in a git repository, or grite is not initialised here.
+.TP
+.B 5
+Conflict: a lease held by someone else, a ref that stayed locked, a refused dependency cycle.
+.TP
+.B 6
+.B doctor
+found problems it did not fix.
+"""),
+        ("ENVIRONMENT", r"""
+.TP
+.B GRITE_ACTOR
+Act as this actor (id, id prefix or name) instead of the clone's current actor.
+.TP
+.B GRITE_HOLDER
+The holder of locks taken by this process (default: the current actor id).
+.TP
+.B GRITE_LOCK_TIMEOUT
+Seconds a writer keeps retrying a contended or locked log ref (default 10).
+"""),
+        ("FILES", r"""
+.TP
+.B refs/grite/wal
+This replica's event log.
+.TP
+.B refs/grite/replicas/*\fR, \fBrefs/remotes/*/grite/replicas/*
+Other replicas' logs, as published and as fetched.
+.TP
+.B refs/grite/locks/*
+Lease locks, one ref per resource.
+.TP
+.B .git/grite/
+Replica id, actors and the cache (disposable: deleting it changes no answer).
+"""),
+        ("SEE ALSO", r"""
+.BR git-brat (1),
+.BR git (1)
+"""),
+    ],
+}
+
+PAGES = {"git-brat": BRAT, "git-grite": GRITE}
