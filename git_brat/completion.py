@@ -55,8 +55,36 @@ COMP_CWORD=(commandline -t) %(prog_name)s 2>/dev/null)
     end
 end
 
-# fish's git completion forwards `git SUBCOMMAND <TAB>` to %(prog_name)s's completion.
 complete --no-files --command %(prog_name)s --arguments "(%(complete_func)s)"
+
+# `git SUBCOMMAND <TAB>` (%(prog_name)s without the "git-"): the first word after git's own
+# options names it; what follows goes to %(prog_name)s's completion.
+function %(complete_func)s_git_args
+    set -l words (commandline -opc)
+    set -e words[1]
+    while set -q words[1]
+        switch $words[1]
+            case -C -c --git-dir --work-tree --namespace --exec-path
+                set -e words[1..2]
+            case '-*'
+                set -e words[1]
+            case '*'
+                test "git-$words[1]" = %(prog_name)s; or return 1
+                set -e words[1]
+                string join ' ' -- (string escape -- $words)
+                return 0
+        end
+    end
+    return 1
+end
+
+function %(complete_func)s_git
+    set -l args (%(complete_func)s_git_args)
+    complete -C "%(prog_name)s $args "(commandline -ct)
+end
+
+complete --no-files --command git --condition %(complete_func)s_git_args \
+    --arguments "(%(complete_func)s_git)"
 """
 
 
