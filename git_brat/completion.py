@@ -191,10 +191,10 @@ def command(prog: str) -> click.Command:
     def completion(ctx, shell):
         click.echo(script(ctx.find_root().command, prog, shell), nl=False)
     completion.help = (f"Print the {sub} completion script for bash, zsh or fish.\n\n"
-                       f"bash: `source <(git {sub} completion bash)` in ~/.bashrc (after git's "
-                       f"completion, so `git {sub} <TAB>` completes too); zsh: `source <(git {sub} "
-                       f"completion zsh)` after compinit; fish: `git {sub} completion fish > "
-                       f"~/.config/fish/completions/{prog}.fish`.")
+                       f"bash: `source <(git {sub} completion bash)` in ~/.bashrc (`git {sub} "
+                       f"<TAB>` completes too, through git's completion); zsh: `source <(git {sub} "
+                       f"completion zsh)` after compinit; fish: `git {sub} completion fish | "
+                       f"source` in config.fish.")
     return completion
 
 

@@ -2,18 +2,19 @@
 
 _COMPLETION = r"""
 .B {prog} completion bash\fR|\fBzsh\fR|\fBfish
-prints a completion script: commands, options, and task, convoy and issue ids.
+prints a completion script: commands, options, and {ids}.
 .PP
 .nf
-.B source <({prog} completion bash)\fR          # ~/.bashrc, after git's own completion
-.B {prog} completion zsh > ~/.zfunc/_{name}\fR  # a directory on $fpath
-.B {prog} completion fish > ~/.config/fish/completions/{name}.fish
+\fBsource <({prog} completion bash)\fR    # ~/.bashrc
+\fBsource <({prog} completion zsh)\fR     # ~/.zshrc, after compinit
+\fB{prog} completion fish | source\fR     # ~/.config/fish/config.fish
 .fi
 .PP
-In bash the script also defines
+The bash script also defines
 .BR _{func} ,
-which git's own completion calls for
-.BR "{prog} " <TAB>.
+the function git's own completion calls for
+.BR "{prog} " <TAB>;
+the zsh and fish scripts hook into those shells' git completion the same way.
 """
 
 BRAT = {
@@ -120,7 +121,8 @@ human, per config.
 """,
     },
     "sections": [
-        ("SHELL COMPLETION", _COMPLETION.format(prog="git brat", name="git-brat", func="git_brat")),
+        ("SHELL COMPLETION", _COMPLETION.format(prog="git brat", name="git-brat", func="git_brat",
+                                                 ids="task and convoy ids")),
         ("EXIT STATUS", r"""
 As for
 .BR git-grite (1):
@@ -228,7 +230,7 @@ stdout carries only JSON. Errors are one line on stderr:
 .BR "git-grite: error: " ...
 """),
         ("SHELL COMPLETION", _COMPLETION.format(prog="git grite", name="git-grite",
-                                                func="git_grite")),
+                                                func="git_grite", ids="issue ids")),
         ("EXIT STATUS", r"""
 .TP
 .B 0
