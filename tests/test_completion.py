@@ -148,6 +148,38 @@ def test_fish_completes_git_brat_and_git_dash_brat(board):
     assert [line.split("\t")[0] for line in git_con.splitlines()] == ["config", "convoy"]
 
 
+# An interactive zsh on a pseudo-terminal completes $ZLINE<TAB>; compadd still adds the matches
+# and also appends them to $ZOUT, so what zsh offered can be read back.
+_ZSH_TAB = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z 'PROMPT="> "; autoload -U compinit; compinit -u -D; source <(git brat completion zsh)'
+zpty -w z 'compadd() { local -a h; builtin compadd -A h "$@"; (( $#h )) && print -rl -- $h >> $ZOUT; builtin compadd "$@"; }'
+zpty -w z 'bindkey "^I" complete-word; zstyle ":completion:*" menu no'
+zpty -wn z "$ZLINE"$'\t'
+for i in {1..100}; do [[ -s $ZOUT ]] && break; sleep 0.1; done
+sleep 0.3
+zpty -d z
+"""
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_completes_git_brat_through_its_git_completion(board):
+    repo, convoy, a, b = board
+    script = repo.parent / "tab.zsh"
+    script.write_text(_ZSH_TAB)
+
+    def tab(line):
+        out = repo.parent / "zout"
+        out.unlink(missing_ok=True)
+        run(["zsh", "-f", str(script)], repo, env={"ZLINE": line, "ZOUT": str(out)}, timeout=60)
+        return set(out.read_text().split()) if out.exists() else set()
+    assert tab("git-brat ta") == {"task"}
+    assert tab("git brat ta") == {"task"}          # zsh's _git calls our _git-brat
+    assert tab("git brat task show ") == {a, b}
+    assert tab("git brat convoy show ") == {convoy}
+
+
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
 def test_zsh_registers_both_git_dash_brat_and_git_brat(repo):
     proc = run(["zsh", "-f", "-c", "autoload -U compinit; compinit -u -D; "
