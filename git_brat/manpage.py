@@ -40,6 +40,14 @@ def _help_roff(help_text: str) -> list[str]:
     return out[1:] if out[:1] == [".PP"] else out
 
 
+def _summary(cmd: click.Command) -> str:
+    """The command's short help, or the first paragraph of its help, on one line."""
+    if cmd.short_help:
+        return cmd.short_help
+    text = inspect.cleandoc(cmd.help or "").split("\f", 1)[0].strip().lstrip("\b")
+    return " ".join(re.split(r"\n\s*\n", text, maxsplit=1)[0].split())
+
+
 def _option_head(record: str) -> str:
     """"-n, --limit INTEGER RANGE" -> names in bold, metavars in italics."""
     words = []
@@ -94,13 +102,15 @@ def render(name: str, group: click.Group | None = None) -> str:
     root_ctx = click.Context(group, info_name=prog, **group.context_settings)
     for head, help_text in options(group, root_ctx, keep_help=True):
         lines += [".TP", _option_head(head), esc(help_text)]
-    lines += [".SH COMMANDS",
-             "Every command prints its own usage with",
-             rf".BR \-h / \-\-help ;",
-             "ids may be given as any unique prefix."]
-    for path, cmd, ctx in commands(group, prog):
-        if len(path) == 1:
-            continue
+    every = [(path, cmd, ctx) for path, cmd, ctx in commands(group, prog) if len(path) > 1]
+    lines += [".SH COMMANDS", "Each is described in full under", ".BR \"COMMAND DETAILS\" ;",
+              "every command also prints its own usage with", rf".BR \-h / \-\-help ;",
+              "ids may be given as any unique prefix."]
+    for path, cmd, _ctx in every:
+        lines += [".TP", rf"\fB{esc(' '.join(path[1:]))}\fR",
+                  esc(_summary(cmd)) or r"\&"]
+    lines.append(".SH COMMAND DETAILS")
+    for path, cmd, ctx in every:
         usage = " ".join([*path, *cmd.collect_usage_pieces(ctx)])
         lines.append(f'.SS "{esc(usage)}"')
         if cmd.help:
