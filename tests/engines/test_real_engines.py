@@ -143,8 +143,7 @@ def _witness_available() -> str | None:
 
 def witness_repo(box: Sandbox, tmp_path: Path, body: str, **config: str):
     """A repository set up for the witness with engine box.name, one task; (repo, task, brat)."""
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")   # see worktree()
+    repo = make_repo(tmp_path / "repo")   # no exclude: the preset's scratch keeps aider's out
     env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}  # the witness's own
 
     def brat(*args, check=True):
