@@ -681,6 +681,10 @@ class Witness:
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
+        if not engine_session and self.preset.resumes and not self.preset.session_keys \
+                and live.phase == "engine":
+            # An engine that resumes from its files (aider's chat history), not by an id.
+            engine_session = ss.session_dir(self.g, live.sid)
         failure = self._failure(live, rc, result)
         res = ss.resource(live.tid)
         outcome: dict = {}
