@@ -20,7 +20,7 @@ from git_brat.brat import engines, model, prompt, runner
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Invocation, Preset
-from git_brat.brat.model import MERGE, SESSION, TASK, Board, status_of
+from git_brat.brat.model import MERGE, SESSION, Board, status_of
 from git_brat.grite import events as ev
 from git_brat.grite import locks
 from git_brat.grite.errors import Conflict, GriteError, NotFound, UsageError
