@@ -419,22 +419,23 @@ def _decide_expire(by: str, skew_ms: int) -> Decide:
 # -- the compare-and-swap engine ----------------------------------------------------
 
 
-def _apply(g: "Grite", resource: str, decide: Decide, st: Settings) -> Outcome:
+def _apply(g: "Grite", resource: str, decide: Decide, st: Settings, record: bool = True) -> Outcome:
     ref = ref_for(resource)
     if st.remote:
         try:
-            return _apply_remote(g, ref, resource, decide, st)
+            return _apply_remote(g, ref, resource, decide, st, record)
         except RemoteUnreachable as exc:
             if not st.fallback:
                 raise GriteError(f"{exc.message}; lease on {resource} unchanged "
                                  f"(drop --no-fallback to use a local lease)")
-            out = _apply_local(g, ref, resource, decide, st)
+            out = _apply_local(g, ref, resource, decide, st, record)
             out.note = f"remote {st.remote} unreachable"
             return out
-    return _apply_local(g, ref, resource, decide, st)
+    return _apply_local(g, ref, resource, decide, st, record)
 
 
-def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings) -> Outcome:
+def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
+                 record: bool = True) -> Outcome:
     """CAS on the local ref: read, decide, write the next record, swap; retry if it moved."""
     store = g.store
     deadline = time.monotonic() + lock_timeout()
@@ -455,13 +456,14 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings) -> 
                 raise
             won = False
         if won:
-            return _finish(g, ref, plan, st)
+            return _finish(g, ref, plan, st, record)
         if time.monotonic() > deadline:
             raise Conflict(f"the lease on {resource} kept changing under {attempt} attempts; try again")
         time.sleep(random.uniform(0, min(0.05, 0.001 * (2 ** min(attempt, 6)))))
 
 
-def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings) -> Outcome:
+def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
+                  record: bool = True) -> Outcome:
     """The remote's ref decides: push the next record with --force-with-lease=<ref>:<expected>.
 
     The first attempt trusts the local mirror (one round trip when it is current); a refusal
@@ -491,7 +493,7 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings) ->
         won, reason = store.push_lease(remote, commit, ref, expected, st.timeout)
         if won:
             _mirror(store, ref, mirrored, commit, _message(plan))
-            return _finish(g, ref, plan, st)
+            return _finish(g, ref, plan, st, record)
         if not any(r in reason for r in _RACE_REASONS):
             raise GriteError(f"remote {remote} refused the lease update for {resource}: {reason}")
         if time.monotonic() > deadline:
@@ -554,10 +556,10 @@ def _write(g, plan: _Plan, parent: bytes | None) -> bytes:
                                        plan.lease.written_at // 1000)
 
 
-def _finish(g, ref: bytes, plan: _Plan, st: Settings) -> Outcome:
+def _finish(g, ref: bytes, plan: _Plan, st: Settings, record: bool = True) -> Outcome:
     lease = plan.lease
     note = ""
-    if plan.grant:
+    if plan.grant and record:
         # Replay fences by this: events under older tokens written after prev_end are stale.
         try:
             g.append([Draft(lock_entity(lease.resource),
@@ -578,14 +580,18 @@ def _unchanged(resource: str, prev: Lease | None, now: int, st: Settings, ref: b
 
 
 def acquire(g: "Grite", resource: str, st: Settings, holder: Holder | None = None,
-            force: bool = False, wait: float = 0.0) -> Outcome:
-    """Take the lease (or extend it if this holder has it); wait up to `wait` seconds for it."""
+            force: bool = False, wait: float = 0.0, record: bool = True) -> Outcome:
+    """Take the lease (or extend it if this holder has it); wait up to `wait` seconds for it.
+
+    record=False leaves the grant's LeaseToken event to the caller's first `append_fenced`,
+    which adds it to that batch (one append instead of two).
+    """
     holder = holder or holder_for(g)
     decide = _decide_acquire(resource, holder, int(st.ttl * 1000), st.skew_ms, force)
     deadline = time.monotonic() + wait
     while True:
         try:
-            return _apply(g, resource, decide, st)
+            return _apply(g, resource, decide, st, record)
         except LeaseHeld as exc:
             left = deadline - time.monotonic()
             if left <= 0:
