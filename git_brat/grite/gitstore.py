@@ -215,6 +215,7 @@ class Store:
         args = ["rev-list", "--reverse", "--topo-order", "--end-of-options", *include,
                 *(f"^{e}" for e in exclude)]
         proc = run_git(["--git-dir", self.git_dir, *args])
+        _complained(proc.stderr, "rev-list")
         return proc.stdout.decode().split()
 
     def cat_log_blobs(self, commits: list[str]) -> Iterator[tuple[str, memoryview | None]]:
@@ -307,7 +308,9 @@ class Store:
                     proc.wait()
                 errors.seek(0)
                 err = errors.read().decode("utf-8", "replace").strip()
-        if not complete or walk.returncode != 0 or cat.returncode != 0:
+        # With a commit-graph, rev-list says "error: Could not read <sha>" for a missing
+        # commit and still exits 0, having listed less: its word alone is not enough.
+        if not complete or walk.returncode != 0 or cat.returncode != 0 or _complaint(err):
             raise GriteError(f"git could not read every log object: "
                              f"{err.splitlines()[-1] if err else 'an object is missing'}")
 
@@ -411,6 +414,8 @@ class Store:
             return cands
         heads = [t for t in set(tips) if self.has_object(t.encode())]
         spec = "".join(f"{c}\n" for c in present) + "".join(f"^{t}\n" for t in heads)
+        # A commit git cannot read (commit-graph: exit 0 all the same) only shortens the walk
+        # from the tips, so more candidates look unreachable and are kept: the safe side.
         proc = self._git(["rev-list", "--stdin"], input=spec.encode())
         out = set(proc.stdout.decode().split())
         return (cands - set(present)) | (out & set(present))
@@ -508,6 +513,25 @@ class Store:
         if check and proc.returncode != 0:
             raise RemoteUnreachable(remote, _first_error(proc, args[0]))
         return proc
+
+
+def _complaint(stderr: bytes | str) -> str | None:
+    """The first `error:`/`fatal:` line git printed, if any.
+
+    Some reads exit 0 having come up short (rev-list over a commit-graph skips a commit it
+    cannot read, saying so only on stderr), so a walk is trusted only when git stayed quiet.
+    """
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    for ln in text.splitlines():
+        if ln.startswith(("error: ", "fatal: ")):
+            return ln
+    return None
+
+
+def _complained(stderr: bytes, what: str) -> None:
+    line = _complaint(stderr)
+    if line:
+        raise GriteError(f"git {what} could not read everything: {line}")
 
 
 def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
