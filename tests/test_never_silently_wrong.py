@@ -31,3 +31,34 @@ def test_a_missing_log_commit_is_reported_even_with_a_commit_graph(grepo):
                for f in json.loads(doc.out)["findings"])
     # With the cache warm, the next command still warns.
     assert gone in grite(grepo, "issue", "list").err
+
+
+def _objects_of(repo, commit: str) -> list[str]:
+    return [commit, git(repo, "rev-parse", f"{commit}^{{tree}}"), git(repo, "rev-parse", f"{commit}:events")]
+
+
+def test_doctor_fix_gets_gc_fsck_and_appends_working_after_objects_were_pruned(grepo):
+    ids = [grite(grepo, "issue", "create", t).out.strip() for t in ("a", "b", "c", "d")]
+    tip = git(grepo, "rev-parse", "refs/grite/wal")
+    middle = git(grepo, "rev-parse", "refs/grite/wal~2")
+    middle_blob = git(grepo, "rev-parse", f"{middle}:events")
+    # What `git gc --prune=now` during a write does: the objects the writer had just written
+    # are gone when its ref update lands.
+    for sha in _objects_of(grepo, tip):
+        os.unlink(_loose(grepo, sha))
+    # And a record further back lost its events blob.
+    os.unlink(_loose(grepo, middle_blob))
+    assert run(["git", "gc", "-q"], grepo, check=False).returncode != 0
+    fix = grite(grepo, "doctor", "--fix", "--json", check=False)
+    assert fix.returncode == 0, fix.out + fix.err
+    report = json.loads(fix.out)
+    lost = [f for f in report["findings"] if f["kind"] == "lost"]
+    assert {f["subject"] for f in lost} == {tip, middle}
+    assert '"d"' in " ".join(f["detail"] for f in lost)   # says what was in it, where it can
+    run(["git", "fsck", "--no-dangling"], grepo)
+    run(["git", "gc", "-q"], grepo)
+    titles = {i["title"] for i in grite_json(grepo, "issue", "list")}
+    assert titles == {"a", "c"}
+    grite(grepo, "issue", "create", "e")
+    assert grite(grepo, "doctor").returncode == 0
+    assert {i["title"] for i in grite_json(grepo, "issue", "list")} == {"a", "c", "e"}

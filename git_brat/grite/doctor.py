@@ -17,7 +17,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
-    #            | unknown-ops | rewrite | deleted-log
+    #            | unknown-ops | rewrite | deleted-log | lost | repaired
     subject: str
     detail: str
     fixed: bool = False
@@ -41,14 +41,23 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
     from git_brat.grite import attic, sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
+    tips, reader, commits, events = _read_all(g)
+    repaired = []
+    if fix and reader.problems:
+        from git_brat.grite import identity, repair
+        result = repair.repair(g.store, identity.load_replica(g.store.grite_dir).id)
+        for lost in result.lost:
+            repaired.append(Finding("lost", lost.commit, lost.detail, True))
+        for p in reader.problems:
+            if not any(x.subject == p.sha for x in repaired):
+                repaired.append(Finding("corrupt", p.sha, p.detail + "; its events were carried "
+                                        "onto the rebuilt log", True))
+        tips, reader, commits, events = _read_all(g)
+        Cache(g.store).rebuild(full=True)
     for r in attic.rewrites(g.store, acknowledge=fix):
-        findings.append(Finding("deleted-log" if r.kind == "deleted" else "rewrite", r.ref,
-                                r.describe(), r.acknowledged))
-
-    tips = g.store.log_tips()
-    reader = LogReader(g.store)
-    commits = reader.new_commits(tips.values(), ())
-    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+        kind = {"deleted": "deleted-log", "damaged": "repaired"}.get(r.kind, "rewrite")
+        findings.append(Finding(kind, r.ref, r.describe(), r.acknowledged))
+    findings += repaired
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
     truth = replay(events)
@@ -70,6 +79,15 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_snapshots(g, fix)
     ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
     return Report(ok, len(commits), len(events), tips, findings)
+
+
+def _read_all(g: Grite):
+    """Every log, commit by commit (naming what cannot be read): tips, reader, commits, events."""
+    tips = g.store.log_tips()
+    reader = LogReader(g.store)
+    commits = reader.new_commits(tips.values(), ())
+    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+    return tips, reader, commits, events
 
 
 def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:

@@ -48,6 +48,7 @@ class Store:
         self.cwd = cwd            # where the repository was discovered from (None: the process cwd)
         self._repo = None
         self._toplevel: str | None = None
+        self._written: dict[bytes, tuple] = {}   # commit -> objects, until its ref update
 
     @classmethod
     def discover(cls, cwd: str | None = None) -> "Store":
@@ -458,7 +459,59 @@ class Store:
         # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         for obj in (*objects, tree, commit):
             self.repo.object_store.add_object(obj)
+        if len(self._written) > 64:   # kept only until the ref update that follows
+            self._written.clear()
+        self._written[commit.id] = (*objects, tree, commit)
         return commit.id
+
+    def reparent(self, sha: bytes, message: str) -> bytes:
+        """A parentless commit with the tree, author and time of commit sha (objects only)."""
+        from dulwich.objects import Commit
+        old = self.repo.object_store[sha]
+        commit = Commit()
+        commit.tree, commit.parents = old.tree, []
+        commit.author, commit.committer = old.author, old.committer
+        commit.author_time = commit.commit_time = old.commit_time
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = message.encode("utf-8") + b"\n"
+        self.repo.object_store.add_object(commit)
+        return commit.id
+
+    def reflog(self, ref: bytes) -> list[tuple[str, str]]:
+        """(new sha, message) of every entry in a ref's reflog, oldest first (read in-process)."""
+        path = os.path.join(self.common_dir, "logs", ref.decode())
+        try:
+            with open(path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+        out = []
+        for ln in lines:
+            head, _, message = ln.partition("\t")
+            parts = head.split(" ")
+            if len(parts) >= 2 and len(parts[1]) in (40, 64):
+                out.append((parts[1], message))
+        return out
+
+    def drop_broken_reflog_entries(self) -> None:
+        """Drop reflog entries naming commits whose objects are gone (`git gc` trips on them)."""
+        self._git(["reflog", "expire", "--stale-fix", "--expire=never",
+                   "--expire-unreachable=never", "--all"], check=False)
+
+    def confirm_written(self, commit: bytes) -> bool:
+        """After a ref update: write again any object of `commit` that vanished meanwhile.
+
+        `git gc --prune=now` (documented as unsafe while others write) can delete objects
+        written a moment before the ref that makes them reachable. Objects are content-
+        addressed, so writing them again repairs the log. True if any had to be rewritten.
+        """
+        objects = self._written.pop(commit, ())
+        store = self.repo.object_store
+        missing = [o for o in objects if not self.has_object(o.id)]
+        for obj in missing:
+            store.add_object(obj)
+        return bool(missing)
 
     def read_record(self, sha: bytes, entry: bytes) -> tuple[bytes, list[bytes]]:
         """(blob `entry` of commit sha, its parents), or raise CorruptObject."""

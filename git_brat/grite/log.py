@@ -87,6 +87,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         commit = store.write_log_commit(payload, tip, message, ident.git_author, now_ms // 1000)
         try:
             if store.cas_ref(ref, tip, commit, message=message.encode()):
+                store.confirm_written(commit)   # a gc --prune=now meanwhile must not lose it
                 return Appended(commit.decode(), events)
         except RefLocked:
             if time.monotonic() > deadline:
