@@ -62,3 +62,34 @@ def test_doctor_fix_gets_gc_fsck_and_appends_working_after_objects_were_pruned(g
     grite(grepo, "issue", "create", "e")
     assert grite(grepo, "doctor").returncode == 0
     assert {i["title"] for i in grite_json(grepo, "issue", "list")} == {"a", "c", "e"}
+
+
+def test_state_travels_along_a_chain_of_clones_and_hubs_both_ways(tmp_path):
+    from sync_helpers import bare_hub, clone, issue_json, seeded_hub
+    hub1 = seeded_hub(tmp_path, "hub1.git")
+    hub2 = bare_hub(tmp_path / "hub2.git")
+    a = clone(str(hub1), tmp_path / "a")
+    b = clone(str(hub1), tmp_path / "b")
+    git(b, "remote", "add", "hub2", str(hub2))
+    grite(b, "remote", "add-sync", "hub2")
+    git(b, "push", "-q", "hub2", "main")
+    c = clone(str(hub2), tmp_path / "c")
+    iid = grite(a, "issue", "create", "from a").out.strip()
+    grite(a, "sync")
+    grite(b, "sync")                     # b relays a's log to hub2
+    grite(c, "sync")
+    assert [i["title"] for i in grite_json(c, "issue", "list")] == ["from a"]
+    grite(c, "issue", "update", iid, "--title", "renamed by c")
+    grite(c, "issue", "close", iid)
+    git(c, "push", "-q")                 # plain push publishes c's log to hub2
+    grite(b, "sync")                     # b relays c's log to hub1
+    grite(a, "sync")
+    assert issue_json(a) == issue_json(c)
+    assert json.loads(issue_json(a)[1][0])["state"] == "closed"
+    # A clone of a clone: d knows only a, and still sees what b relayed through hub1 to a.
+    d = clone(str(a), tmp_path / "d")
+    assert issue_json(d) == issue_json(a)
+    assert grite(d, "doctor").returncode == 0
+    # Relay is forward only: the hub never gets a replica's log rewound, and nothing is forced.
+    hub_refs = git(hub1, "for-each-ref", "refs/grite/replicas/")
+    assert len(hub_refs.splitlines()) == 3

@@ -68,7 +68,10 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
             pending.pop(r.old, None)
     if not pending:
         return []
-    lost = store.unreachable(pending, tips.values())
+    # Judged without this clone's relay copies (local refs/grite/replicas/*): they keep the
+    # events anyway, but a remote that rewound a log must still be reported.
+    lost = store.unreachable(pending, [sha for r, sha in tips.items()
+                                       if not r.startswith("refs/grite/replicas/")])
     found = []
     now = int(time.time() * 1000)
     for old in sorted(lost):

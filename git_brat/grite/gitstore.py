@@ -478,6 +478,19 @@ class Store:
         self.repo.object_store.add_object(commit)
         return commit.id
 
+    def is_ancestor(self, old: str, new: str) -> bool:
+        """Whether commit old is in new's history (in-process for a plain append, else git)."""
+        if old == new:
+            return True
+        try:
+            if old.encode() in self.repo.object_store[new.encode()].parents:
+                return True
+        except Exception:   # noqa: BLE001 - missing or unreadable: let git say
+            pass
+        proc = self._git(["merge-base", "--is-ancestor", "--end-of-options", old, new],
+                         check=False)
+        return proc.returncode == 0 and not _complaint(proc.stderr)
+
     def reflog(self, ref: bytes) -> list[tuple[str, str]]:
         """(new sha, message) of every entry in a ref's reflog, oldest first (read in-process)."""
         path = os.path.join(self.common_dir, "logs", ref.decode())

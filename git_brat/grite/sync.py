@@ -10,6 +10,7 @@ forced. Fetched logs are imported (hooks, sync): rewinds are kept in the attic, 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import msgspec
@@ -265,6 +266,58 @@ def _read_stamp(store: Store) -> dict[str, str]:
         return {}
 
 
+REPLICAS = "refs/grite/replicas/"
+_REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
+
+
+def _log_owner(store: Store, sha: str) -> str | None:
+    """The replica that wrote a log's tip batch (a peer's wal fetched straight from it)."""
+    from git_brat.grite import events as ev
+    data = store.events_blob(sha)
+    try:
+        return ev.decode_head(data).replica if data is not None else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def relay_known(store: Store) -> list[RefMove]:
+    """Move this clone's own `refs/grite/replicas/<X>` forward to every fetched log of X.
+
+    They are what this clone relays: fetched by whoever clones or fetches it (under
+    `refs/grite/`), and pushed to every remote it syncs. Forward only: a ref moves only to a
+    commit that has its current tip in its history, so a remote that rewinds a log cannot
+    make us relay less, and a relay is never a forced update.
+    """
+    own = identity.load_replica(store.grite_dir).id
+    tips = store.log_tips()
+    want: dict[str, set[str]] = {}
+    for name, sha in tips.items():
+        if not name.startswith("refs/remotes/"):
+            continue
+        if "/grite/replicas/" in name:
+            owner = name.rpartition("/")[2]
+        elif name.endswith("/grite/wal"):
+            owner = _log_owner(store, sha)
+        else:
+            continue
+        if owner and owner != own and _REPLICA_ID.match(owner):
+            want.setdefault(owner, set()).add(sha)
+    moved = []
+    for owner, shas in sorted(want.items()):
+        ref = REPLICAS + owner
+        cur = first = tips.get(ref)
+        for sha in sorted(shas):
+            if sha == cur or (cur is not None and store.is_ancestor(sha, cur)):
+                continue
+            if (cur is None or store.is_ancestor(cur, sha)) and store.cas_ref(
+                    ref.encode(), cur.encode() if cur else None, sha.encode(),
+                    b"grite: relay a fetched log"):
+                cur = sha
+        if cur != first:
+            moved.append(RefMove(ref, first, cur))
+    return moved
+
+
 def import_logs(g: Grite, before: dict[str, str] | None = None,
                 hint: list[tuple[str, str]] = ()) -> ImportResult:
     """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
@@ -275,6 +328,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     store = g.store
     last = _read_stamp(store)
     known = len(attic.load(store))
+    relay_known(store)
     tips = store.log_tips()
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     g.state(refresh=True)
@@ -306,6 +360,7 @@ class Publication(msgspec.Struct):
     status: str             # pushed | up-to-date | nothing | failed
     error: str | None = None
     snapshot_error: str | None = None   # why the hub refused this replica's snapshot, if it did
+    relayed: list[str] = []   # other replicas' logs this clone relayed to the remote
 
 
 def _published_path(store: Store) -> str:
@@ -337,17 +392,42 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
         return Publication(remote, ref, old, old, "nothing")
     wal_s = wal.decode()
     published = _load_published(store)
-    if tracked == wal or (dest is not None and published.get(dest) == wal_s):
-        pub = Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
-    else:
-        proc = store.push(dest or remote, [f"{WAL}:{ref}"], transport_env(), net_timeout())
-        if proc.returncode != 0:
-            return Publication(remote, ref, old, old, "failed",
-                               _failed_refs(proc).get(ref) or _git_error(proc))
-        _remember(store, dest, wal_s)
-        pub = Publication(remote, ref, old, wal_s, "pushed")
+    relays = _relays_due(store, rid, remote, dest, published)
+    own_due = not (tracked == wal or (dest is not None and published.get(dest) == wal_s))
+    specs = ([f"{WAL}:{ref}"] if own_due else []) + [f"{r}:{r}" for r in relays]
+    pub = Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
+    if specs:
+        proc = store.push(dest or remote, specs, transport_env(), net_timeout())
+        failed = _failed_refs(proc)
+        if proc.returncode != 0 and not failed:   # nothing was pushed at all
+            return Publication(remote, ref, old, old, "failed", _git_error(proc))
+        if own_due:
+            if ref in failed:
+                return Publication(remote, ref, old, old, "failed", failed[ref])
+            _remember(store, dest, wal_s)
+            pub = Publication(remote, ref, old, wal_s, "pushed")
+        for r, sha in relays.items():
+            if r not in failed:   # refused: the remote has newer (or other) history of it
+                _remember(store, dest, sha, f"{dest} {r}")
+                pub.relayed.append(r)
     pub.snapshot_error = _publish_snapshot(g, rid, remote, dest, wal_s)
     return pub
+
+
+def _relays_due(store: Store, rid: str, remote: str, dest: str | None,
+                published: dict[str, str]) -> dict[str, str]:
+    """Other replicas' logs this clone knows and the remote lacks (as far as we know): ref -> sha."""
+    due = {}
+    for name, sha in store.refs_under(REPLICAS.encode()).items():
+        ref, sha = name.decode(), sha.decode()
+        owner = ref[len(REPLICAS):]
+        if owner == rid:
+            continue
+        tracked = store.read_ref(f"refs/remotes/{remote}/grite/replicas/{owner}".encode())
+        if tracked == sha.encode() or (dest is not None and published.get(f"{dest} {ref}") == sha):
+            continue
+        due[ref] = sha
+    return due
 
 
 def _publish_snapshot(g: Grite, rid: str, remote: str, dest: str | None, wal: str) -> str | None:
