@@ -93,3 +93,20 @@ def test_state_travels_along_a_chain_of_clones_and_hubs_both_ways(tmp_path):
     # Relay is forward only: the hub never gets a replica's log rewound, and nothing is forced.
     hub_refs = git(hub1, "for-each-ref", "refs/grite/replicas/")
     assert len(hub_refs.splitlines()) == 3
+
+
+@pytest.mark.parametrize("command", [["fetch", "origin", "main"], ["pull", "-q", "origin", "main"],
+                                     ["pull", "-q", "--rebase", "origin", "main"]])
+def test_fetch_or_pull_naming_a_branch_still_brings_the_state(tmp_path, command):
+    from sync_helpers import clone, seeded_hub
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a")
+    b = clone(str(hub), tmp_path / "b")
+    grite(a, "issue", "create", "from a")
+    (a / "f").write_text("x\n")
+    git(a, "add", "f")
+    git(a, "commit", "-q", "-m", "work")
+    git(a, "push", "-q", "origin", "main")       # the branch and a's log
+    proc = run(["git", *command], b)
+    assert "warning" not in proc.err, proc.err
+    assert [i["title"] for i in grite_json(b, "issue", "list")] == ["from a"]

@@ -18,7 +18,7 @@ import msgspec
 from git_brat.grite import attic, hooks, identity, snapshot
 from git_brat.grite.errors import GriteError, NotFound, UsageError
 from git_brat.grite.files import atomic_write
-from git_brat.grite.gitstore import Store
+from git_brat.grite.gitstore import Store, is_log_ref
 from git_brat.grite.repo import Grite
 
 WAL = "refs/grite/wal"
@@ -579,6 +579,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
                 parts = line.split()
                 if len(parts) == 3:
                     hint.append((parts[2], parts[0]))
+            if hint and not any(is_log_ref(r) for r, _old in hint):
+                return _after_named_fetch(g, [r for r, _old in hint])
         found = [r for r in import_logs(g, hint=hint).rewrites if r.kind == "rewrite"]
         if found:
             return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
@@ -598,6 +600,70 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
     else:
         raise UsageError(f"unknown hook {name!r}")
     return None
+
+
+def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
+    """A fetch moved remote-tracking branches and no grite ref: if it was given refspecs
+    (`git fetch origin main`, `git pull origin main`), it skipped grite's; fetch them from the
+    same remote now, so the state after it is that remote's."""
+    store = g.store
+    argv = _command_line(os.environ.get("GRITE_FETCH_PID", ""))
+    if argv is not None and not _fetch_has_refspecs(argv):
+        return None   # a plain fetch: grite refs came with it and did not change
+    remotes = sorted((r for r in synced_remotes(store)), key=len, reverse=True)
+    hit = next((r for ref in moved for r in remotes if ref.startswith(f"refs/remotes/{r}/")), None)
+    if hit is None:
+        return None
+    before = store.log_tips()
+    proc = store.fetch(hit, [refspec(hit)], transport_env(), net_timeout())
+    if proc.returncode != 0:
+        raise GriteError(f"could not fetch grite state from {hit}: {_git_error(proc)} "
+                         f"(`git grite sync {hit}` retries)")
+    found = [r for r in import_logs(g, before=before).rewrites if r.kind == "rewrite"]
+    if found:
+        return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
+                f"(see `git grite doctor`)")
+    return None
+
+
+# Options of `git fetch` that take their value as the next argument.
+_FETCH_VALUE_OPTS = {"--depth", "--deepen", "--shallow-since", "--shallow-exclude", "-j", "--jobs",
+                     "--upload-pack", "-o", "--server-option", "--negotiation-tip", "--refmap",
+                     "--filter", "--recurse-submodules-default", "--submodule-prefix"}
+
+
+def _fetch_has_refspecs(argv: list[str]) -> bool:
+    """Whether a `git fetch` command line names refspecs after its remote."""
+    if "fetch" not in argv:
+        return False
+    args = argv[argv.index("fetch") + 1:]
+    positional, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg == "--":
+            positional += args[i + 1:]
+            break
+        elif arg in ("--all", "--multiple", "--stdin"):
+            return arg == "--stdin"
+        elif arg in _FETCH_VALUE_OPTS:
+            skip = True
+        elif not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+    return len(positional) >= 2
+
+
+def _command_line(pid: str) -> list[str] | None:
+    """argv of process pid, or None if it cannot be read."""
+    if not pid.isdigit():
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace").split("\0")
+    except OSError:   # no /proc (macOS, BSD): ps gives the command line, space-separated
+        proc = subprocess.run(["ps", "-o", "args=", "-p", pid], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+        return proc.stdout.decode("utf-8", "replace").split() or None
 
 
 def _push_is_dry_run(pid: str) -> bool:
