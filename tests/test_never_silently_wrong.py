@@ -110,3 +110,43 @@ def test_fetch_or_pull_naming_a_branch_still_brings_the_state(tmp_path, command)
     proc = run(["git", *command], b)
     assert "warning" not in proc.err, proc.err
     assert [i["title"] for i in grite_json(b, "issue", "list")] == ["from a"]
+
+
+def _two_hub_clones(tmp_path):
+    from sync_helpers import bare_hub, clone, seeded_hub
+    hub = seeded_hub(tmp_path)
+    backup = bare_hub(tmp_path / "backup.git")
+    a = clone(str(hub), tmp_path / "a")
+    git(a, "remote", "add", "backup", str(backup))
+    grite(a, "remote", "add-sync", "backup")
+    b = clone(str(hub), tmp_path / "b")
+    return hub, backup, a, b
+
+
+def test_a_clone_syncing_two_remotes_never_takes_a_lease_locally(tmp_path):
+    _hub, _backup, a, b = _two_hub_clones(tmp_path)
+    got = grite_json(a, "lock", "acquire", "task:t1")
+    assert got["mode"] == "remote" and got["remote"] == "origin"
+    refused = grite(b, "lock", "acquire", "task:t1", check=False)
+    assert refused.returncode == 5
+
+
+def test_ambiguous_lock_remote_is_refused_with_the_fix_named(tmp_path):
+    _hub, _backup, a, _b = _two_hub_clones(tmp_path)
+    git(a, "remote", "rename", "origin", "hub")
+    proc = grite(a, "lock", "acquire", "task:t1", check=False)
+    assert proc.returncode == 2
+    assert "[locks] remote" in proc.err and "grite.lockRemote" in proc.err
+    assert not git(a, "for-each-ref", "refs/grite/locks/")
+
+
+def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_path):
+    _hub, _backup, a, _b = _two_hub_clones(tmp_path)
+    (a / ".brat").mkdir()
+    (a / ".brat" / "config.toml").write_text('[locks]\nremote = "backup"\n')
+    git(a, "config", "grite.lockRemote", "origin")   # the committed file wins over local config
+    assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "origin"   # not committed yet
+    grite(a, "lock", "release", "task:t2")
+    git(a, "add", ".brat/config.toml")
+    git(a, "commit", "-q", "-m", "locks on backup")
+    assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "backup"

@@ -87,6 +87,13 @@ class StatusSettings(_Section):
                            "many seconds is reported as stuck.", gt=0) = 900
 
 
+class Locks(_Section):
+    """Lease locks (task claims): where they are decided. Read by git grite too."""
+    remote: _d(str, "Remote whose refs decide every lease, the same for every clone once this "
+                    "file is committed; empty: git config grite.lockRemote, else the only "
+                    "remote syncing grite state, else origin.") = ""
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -110,10 +117,12 @@ class Config(_Section):
     refinery: Refinery = msgspec.field(default_factory=Refinery)
     deacon: Deacon = msgspec.field(default_factory=Deacon)
     status: StatusSettings = msgspec.field(default_factory=StatusSettings)
+    locks: Locks = msgspec.field(default_factory=Locks)
     engines: dict[str, Engine] = {}
 
 
-SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings}
+SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings,
+            "locks": Locks}
 
 
 # -- describing types ------------------------------------------------------------

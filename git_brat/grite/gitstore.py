@@ -491,6 +491,17 @@ class Store:
                          check=False)
         return proc.returncode == 0 and not _complaint(proc.stderr)
 
+    def committed_file(self, path: str) -> bytes | None:
+        """A file as HEAD has it (None: no HEAD, no such file, or unreadable); in-process."""
+        from dulwich.object_store import tree_lookup_path
+        try:
+            head = self.repo.refs[b"HEAD"]
+            store = self.repo.object_store
+            _mode, sha = tree_lookup_path(store.__getitem__, store[head].tree, path.encode())
+            return store[sha].as_raw_string()
+        except Exception:   # noqa: BLE001 - unborn HEAD, absent path, damaged object
+            return None
+
     def reflog(self, ref: bytes) -> list[tuple[str, str]]:
         """(new sha, message) of every entry in a ref's reflog, oldest first (read in-process)."""
         path = os.path.join(self.common_dir, "logs", ref.decode())
