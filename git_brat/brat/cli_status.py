@@ -38,7 +38,9 @@ def render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = N
     def sid(i: str) -> str:
         return short.get(i, i[:7])
 
-    lines: list[str] = []
+    import textwrap
+    lines: list[str] = [ln for w in s.warnings for ln in textwrap.wrap(
+        f"warning: {w}", WIDTH - 1, subsequent_indent="  ", break_on_hyphens=False)]
     if s.convoys:
         fixed = 7 + 2 + 7 + 5 * len(STATES) + 2
         lines.append(f"{'CONVOYS':<16}" + "".join(f" {HEADS[x]:>4}" for x in STATES) + "  title")

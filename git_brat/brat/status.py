@@ -68,6 +68,7 @@ class Status(msgspec.Struct):
     leases: list[LeaseView]
     interventions: list[Intervention]
     recovery: RecoveryReport
+    warnings: list[str] = []   # e.g. grite's hooks not live: pushes would not publish
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -196,8 +197,10 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     related = None if tasks is None else _with_prerequisites(board, tasks)
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
+    from git_brat.grite.sync import hooks_warning
+    warning = hooks_warning(g.store)
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
-                  recovery(g, board, tasks, lease_problems))
+                  recovery(g, board, tasks, lease_problems), [warning] if warning else [])
 
 
 __all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "build"]

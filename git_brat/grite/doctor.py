@@ -17,7 +17,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
-    #            | unknown-ops | rewrite | deleted-log | lost | repaired
+    #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
     subject: str
     detail: str
     fixed: bool = False
@@ -77,6 +77,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     elif fix and cached is None:
         cache.rebuild(full=True)
     findings += _check_snapshots(g, fix)
+    findings += _check_hooks(g, fix)
     ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
     return Report(ok, len(commits), len(events), tips, findings)
 
@@ -126,6 +127,21 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             f.fixed = True
         findings.append(f)
     return findings
+
+
+def _check_hooks(g: Grite, fix: bool) -> list[Finding]:
+    """grite's shims must be live where git runs hooks from, or pushes stop publishing."""
+    from git_brat.grite import sync
+    hooks_dir, missing = sync.hooks_not_live(g.store)
+    if not missing:
+        return []
+    fixed = False
+    if fix:
+        sync.install(g.store)
+        fixed = not sync.hooks_not_live(g.store)[1]
+    return [Finding("hooks-missing", hooks_dir, "; ".join(missing.values()) +
+                    ": pushes do not publish and fetches do not import until they are back",
+                    fixed)]
 
 
 def _clear_lock(path: str, age: float) -> bool:

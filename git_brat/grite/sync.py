@@ -116,7 +116,8 @@ def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
         manifest.hooks_dirs.append(hooks_dir)
     # Record first: an interrupted install is still fully undone by uninstall.
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
-    changes = hooks.install(hooks_dir, _hide_from_status(store, hooks_dir, manifest))
+    changes = hooks.install(hooks_dir, _hide_from_status(store, hooks_dir, manifest),
+                            user=store.common_dir)
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
     added = []
     for r in store.remotes() if remotes is None else remotes:
@@ -150,18 +151,18 @@ def _hide_from_status(store: Store, hooks_dir: str, manifest: Installed) -> dict
     if os.path.commonpath([top, real]) != top:
         return {}
     rel = os.path.relpath(real, top)
-    names = {h: [f"{rel}/{h}", f"{rel}/{h}{hooks.CHAINED}"] for h in hooks.HOOKS}
+    names = {h: [f"{rel}/{h}", f"{rel}/{hooks.OWN_DIR}/{h}"] for h in hooks.HOOKS}
     tracked = store.tracked([p for ps in names.values() for p in ps])
     leave = {h: f"{ps[0]} is tracked by git in your work tree; grite leaves it alone "
                 f"(use `git grite sync` for that direction)"
              for h, ps in names.items() if tracked.intersection(ps)}
     # A hook the user already has (untracked) stays visible as it was: only the renamed copy
     # is hidden; a shim where there was nothing is hidden too.
-    lines = []
-    for h, (shim, chained) in names.items():
+    lines = [f"/{rel}/{hooks.OWN_DIR}/"]   # grite's own directory: chained hooks, users
+    for h, (shim, _chained) in names.items():
         if h not in leave:
             user_file = os.path.lexists(os.path.join(real, h)) and not hooks.is_shim(os.path.join(real, h))
-            lines += [f"/{chained}"] if user_file else [f"/{shim}", f"/{chained}"]
+            lines += [] if user_file else [f"/{shim}"]
     path = os.path.join(store.common_dir, "info", "exclude")
     try:
         with open(path, encoding="utf-8") as f:
@@ -209,7 +210,7 @@ def uninstall(store: Store) -> UninstallResult:
     changes = []
     for d in dirs:
         if os.path.isdir(d):
-            changes += hooks.uninstall(d)
+            changes += hooks.uninstall(d, user=store.common_dir)
     for d in manifest.created_dirs:
         try:
             os.rmdir(d)    # only if empty: anything put there since is the user's
@@ -224,6 +225,35 @@ def uninstall(store: Store) -> UninstallResult:
     if os.path.exists(_manifest_path(store)):
         os.unlink(_manifest_path(store))
     return UninstallResult(dirs, changes, removed)
+
+
+def hooks_not_live(store: Store) -> tuple[str, dict[str, str]]:
+    """(effective hooks dir, hook -> why grite's shim does not run there) for an installed grite.
+
+    Nothing when grite was never installed here (or uninstalled). A hook file git tracks in
+    the work tree is left alone by design and not reported.
+    """
+    if not os.path.exists(_manifest_path(store)):
+        return "", {}
+    hooks_dir = store.hooks_dir()
+    missing = hooks.live(hooks_dir)
+    if missing:
+        top = store.toplevel()
+        real = os.path.realpath(hooks_dir)
+        if top and os.path.commonpath([os.path.realpath(top), real]) == os.path.realpath(top):
+            rel = os.path.relpath(real, os.path.realpath(top))
+            tracked = store.tracked([f"{rel}/{h}" for h in missing])
+            missing = {h: why for h, why in missing.items() if f"{rel}/{h}" not in tracked}
+    return hooks_dir, missing
+
+
+def hooks_warning(store: Store) -> str | None:
+    """One line for a status view while grite's hooks are not live (None when they are)."""
+    hooks_dir, missing = hooks_not_live(store)
+    if not missing:
+        return None
+    return (f"grite's hooks are not live in {hooks_dir} ({', '.join(sorted(missing))}): pushes "
+            f"do not publish and fetches do not import; `git grite doctor --fix` puts them back")
 
 
 def remove_sync(store: Store, remote: str) -> bool:
