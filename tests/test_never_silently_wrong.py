@@ -184,3 +184,31 @@ def test_reads_work_on_a_read_only_repository_cold_or_warm(grepo):
     grite(grepo, "issue", "list", "--json")   # warm the cache, then read it read-only
     assert json.loads(_read_only(grepo, "git", "grite", "issue", "list", "--json").out)[0][
         "title"] == "readable"
+
+
+def test_deleting_the_cache_while_commands_run_costs_no_answer(grepo):
+    import shutil as _sh
+    import subprocess
+    import threading
+    for i in range(5):
+        grite(grepo, "issue", "create", f"i{i}")
+    cache = grepo / ".git" / "grite" / "cache"
+    stop = threading.Event()
+
+    def vandal():
+        while not stop.is_set():
+            _sh.rmtree(cache, ignore_errors=True)
+
+    t = threading.Thread(target=vandal, daemon=True)
+    t.start()
+    try:
+        procs = [subprocess.Popen(["git", "grite", "issue", "list", "--json"], cwd=grepo,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(24)]
+        results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+    finally:
+        stop.set()
+        t.join()
+    failed = [err.decode() for rc, _out, err in results if rc != 0]
+    assert failed == []
+    assert all(len(json.loads(out)) == 5 for _rc, out, _err in results)
