@@ -29,8 +29,14 @@ def emit_json(obj: Any) -> None:
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# Bidi overrides and zero-width characters make text read differently from what it is: shown
+# as escapes (\u202e).
+_DECEPTIVE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
 def printable(text: str) -> str:
-    return _UNPRINTABLE.sub("\ufffd", text)
+    text = _UNPRINTABLE.sub("\ufffd", text)
+    return _DECEPTIVE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def emit(as_json: bool, obj: Any, human: Callable[[], str | None]) -> None:

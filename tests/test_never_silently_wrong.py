@@ -212,3 +212,18 @@ def test_deleting_the_cache_while_commands_run_costs_no_answer(grepo):
     failed = [err.decode() for rc, _out, err in results if rc != 0]
     assert failed == []
     assert all(len(json.loads(out)) == 5 for _rc, out, _err in results)
+
+
+def test_terminal_escapes_never_reach_git_log_or_tables(grepo):
+    title = "evil \x1b[2J\x07 \u202eright-to-left\u202c zero\u200bwidth"
+    iid = grite(grepo, "issue", "create", title).out.strip()
+    grite(grepo, "issue", "update", iid, "--title", title + "!")
+    grite(grepo, "lock", "acquire", "task:\u202ex", check=False)
+    subjects = git(grepo, "log", "--format=%B", "refs/grite/wal")
+    reflog = (grepo / ".git" / "logs" / "refs" / "grite" / "wal").read_text()
+    for text in (subjects, reflog):
+        assert not any(c in text for c in "\x1b\x07\u202e\u202c\u200b"), repr(text)
+    assert "\\u202e" in subjects   # shown escaped, not dropped
+    table = grite(grepo, "issue", "list").out + grite(grepo, "issue", "show", iid).out
+    assert not any(c in table for c in "\x1b\x07\u202e\u202c\u200b"), repr(table)
+    assert grite_json(grepo, "issue", "show", iid)["title"] == title + "!"   # exact in JSON

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from typing import Generator, Iterable, Iterator
@@ -14,6 +15,21 @@ ZERO = b"0" * 40
 LOG_PREFIXES = (b"refs/grite/wal", b"refs/grite/replicas/", b"refs/grite/attic/")
 REMOTE_LOG_INFIX = b"/grite/replicas/"
 REMOTE_WAL_SUFFIX = b"/grite/wal"   # a peer clone's own log, fetched straight from it
+
+
+# What a commit subject (and a reflog line) must never carry: control characters (they drive
+# the terminal of whoever runs `git log`), bidi overrides and zero-width characters (they make
+# text read differently from what it is).
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+                     "\u2066-\u2069\ufeff]")
+
+
+def safe_subject(text: str) -> str:
+    """One line with every hidden or controlling character shown as an escape (\\x1b, \\u202e)."""
+    def esc(m: re.Match) -> str:
+        c = ord(m.group(0))
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return _HIDDEN.sub(esc, text)
 
 
 def is_log_ref(name: bytes | str) -> bool:
@@ -134,6 +150,9 @@ class Store:
         """
         from dulwich.file import FileLocked
         refs = self.repo.refs
+        if message:   # the reflog line: the same rule as commit subjects
+            message = safe_subject(message.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape")
         try:
             if old is None:
                 return refs.add_if_new(name, new, message=message or None)
@@ -455,7 +474,7 @@ class Store:
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
-        commit.message = message.encode("utf-8") + b"\n"
+        commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
         # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         for obj in (*objects, tree, commit):
             self.repo.object_store.add_object(obj)
@@ -474,7 +493,7 @@ class Store:
         commit.author_time = commit.commit_time = old.commit_time
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
-        commit.message = message.encode("utf-8") + b"\n"
+        commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
         self.repo.object_store.add_object(commit)
         return commit.id
 
