@@ -227,3 +227,26 @@ def test_terminal_escapes_never_reach_git_log_or_tables(grepo):
     table = grite(grepo, "issue", "list").out + grite(grepo, "issue", "show", iid).out
     assert not any(c in table for c in "\x1b\x07\u202e\u202c\u200b"), repr(table)
     assert grite_json(grepo, "issue", "show", iid)["title"] == title + "!"   # exact in JSON
+
+
+def test_object_lock_and_temp_files_left_by_a_killed_writer_are_reported_and_removed(grepo):
+    import time as _t
+    grite(grepo, "issue", "create", "x")
+    objects = grepo / ".git" / "objects"
+    left = [objects / "ab" / ("c" * 38 + ".lock"), objects / "ab" / "tmp_obj_Xy12ab"]
+    for p in left:
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(b"x\x9c half an object")
+        old = _t.time() - 3600
+        os.utime(p, (old, old))
+    fresh = objects / "ab" / ("d" * 38 + ".lock")   # a writer at work right now: left alone
+    fresh.write_bytes(b"")
+    assert "bad sha1 file" in run(["git", "fsck"], grepo, check=False).err
+    doc = grite(grepo, "doctor", "--json", check=False)
+    assert doc.returncode == 6
+    found = {f["subject"] for f in json.loads(doc.out)["findings"] if f["kind"] == "stale-temp"}
+    assert found == {str(p) for p in left}
+    grite(grepo, "doctor", "--fix")
+    assert not any(p.exists() for p in left) and fresh.exists()
+    fresh.unlink()
+    run(["git", "fsck"], grepo)

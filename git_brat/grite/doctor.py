@@ -18,6 +18,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
+    #            | stale-temp
     subject: str
     detail: str
     fixed: bool = False
@@ -35,6 +36,12 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings: list[Finding] = []
     for path, age in g.store.stale_ref_locks(stale_after):
         f = Finding("stale-lock", path, f"ref lock left {age:.0f}s ago by a writer that is gone")
+        if fix:
+            f.fixed = _clear_lock(path, age)
+        findings.append(f)
+    for path, age in g.store.stale_object_temps(stale_after):
+        f = Finding("stale-temp", path, f"half-written object file left {age:.0f}s ago by a "
+                    "writer that is gone (`git fsck` calls it a bad object)")
         if fix:
             f.fixed = _clear_lock(path, age)
         findings.append(f)

@@ -187,6 +187,38 @@ class Store:
                         found.append((path, age))
         return sorted(found)
 
+    def stale_object_temps(self, max_age: float) -> list[tuple[str, float]]:
+        """Half-written object files older than max_age seconds: `<object>.lock` (dulwich),
+        `tmp_obj_*` / `tmp_pack_*` / `tmp_idx_*` (git), left by a writer that was killed.
+        `git fsck` reports them as bad objects; nothing ever completes them."""
+        found = []
+        root = os.path.join(self.common_dir, "objects")
+        now = time.time()
+        try:
+            subdirs = os.listdir(root)
+        except OSError:
+            return []
+        for sub in subdirs:
+            if not (len(sub) == 2 or sub == "pack"):
+                continue
+            d = os.path.join(root, sub)
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for fn in names:
+                if not (fn.endswith(".lock") or fn.startswith(("tmp_obj_", "tmp_pack_",
+                                                               "tmp_idx_"))):
+                    continue
+                path = os.path.join(d, fn)
+                try:
+                    age = now - os.stat(path).st_mtime
+                except FileNotFoundError:
+                    continue
+                if age >= max_age:
+                    found.append((path, age))
+        return sorted(found)
+
     # -- objects -------------------------------------------------------------
 
     def write_log_commit(self, payload: bytes, parent: bytes | None, message: str,
