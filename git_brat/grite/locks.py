@@ -254,7 +254,7 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
         if path is not None and not os.path.exists(os.path.join(store.toplevel() or store.git_dir,
                                                                 path)):
             if "/" not in name and ":" not in name:
-                raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
+                raise NotFound(f"no remote named {name!r} ({src}); see `git remote -v`")
             # A configured path that is gone is unreachable (an unmounted share) and falls
             # back; a path typed on this command line that does not exist is a mistake.
             if remote:

@@ -27,8 +27,12 @@ class Draft(NamedTuple):
 
 
 class Appended(msgspec.Struct):
-    commit: str
+    commit: str            # "" when there was nothing to write (the change was already made)
     events: list[ev.Event]
+
+    @property
+    def written(self) -> bool:
+        return bool(self.commit)
 
 
 class LogUnreadable(Exception):
@@ -75,8 +79,8 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         attempt += 1
         tip = store.read_ref(ref)
         drafts = build(tip)
-        if not drafts:
-            raise GriteError("nothing to write")
+        if not drafts:   # the change is already there: a no-op writes nothing
+            return Appended("", [])
         base = max(head_lamport(store, tip), seen_lamport())
         now_ms = int(time.time() * 1000)
         events = [ev.make_event(d.entity, ident.actor.id, base + i + 1, now_ms, d.op, d.fence)
