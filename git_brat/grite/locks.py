@@ -258,7 +258,7 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
             # A configured path that is gone is unreachable (an unmounted share) and falls
             # back; a path typed on this command line that does not exist is a mistake.
             if remote:
-                raise UsageError(f"{src} {name!r}: no such repository (the path does not exist)")
+                raise NotFound(f"{src} {name!r}: no such repository (the path does not exist)")
     return Settings(name, ttl_s, skew_s, fallback, timeout)
 
 
