@@ -342,6 +342,7 @@ def test_a_snapshot_is_not_published_to_a_remote_that_lacks_logs_it_covers(tmp_p
     grite(secret, "issue", "create", "SECRET acquisition plan")
     grite(secret, "sync")
     a = clone(str(public), tmp_path / "a")
+    git(a, "config", "remote.origin.griteRelay", "false")   # the public hub gets a's log only
     git(a, "remote", "add", "private", str(private))
     grite(a, "remote", "add-sync", "private")
     grite(a, "issue", "create", "public work")

@@ -446,7 +446,15 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
 
 def _relays_due(store: Store, rid: str, remote: str, dest: str | None,
                 published: dict[str, str]) -> dict[str, str]:
-    """Other replicas' logs this clone knows and the remote lacks (as far as we know): ref -> sha."""
+    """Other replicas' logs this clone knows and the remote lacks (as far as we know): ref -> sha.
+
+    None for a remote set to `git config remote.<name>.griteRelay false`: it gets only this
+    replica's own log (a public hub must not get a private hub's issues through a clone that
+    syncs both).
+    """
+    if (store.config_get(f"remote.{remote}.griteRelay") or "true").strip().lower() in (
+            "false", "no", "off", "0"):
+        return {}
     due = {}
     for name, sha in store.refs_under(REPLICAS.encode()).items():
         ref, sha = name.decode(), sha.decode()
