@@ -94,6 +94,16 @@ def test_husky_hooks_still_run_when_husky_was_there_before_grite(tmp_path, husky
     _push_blocked_then_allowed(hub, a, a / ".husky" / "pre-push", "husky-pre-push-ran")
     assert grite(a, "doctor").returncode == 0
     assert ".husky/_" not in git(a, "status", "--porcelain")
+    # `npm install` runs husky again (its `prepare`): it rewrites its stubs over grite's shims.
+    _husky(a, husky)
+    assert grite(a, "doctor", check=False).returncode == 6
+    grite(a, "doctor", "--fix")
+    assert grite(a, "doctor").returncode == 0
+    grite(a, "issue", "create", "after husky ran again")
+    (a / ".husky" / "pre-push").write_text("echo husky-again >&2\nexit 0\n")
+    before = refs(hub, "refs/grite/")
+    assert "husky-again" in run(["git", "push", "origin", "main"], a).err
+    assert refs(hub, "refs/grite/") != before
 
 
 def test_husky_installed_after_grite_is_noticed_and_doctor_fix_puts_grite_back(tmp_path, husky):
