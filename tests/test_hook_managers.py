@@ -221,3 +221,20 @@ def test_lefthook_hooks_still_run_beside_grite(tmp_path):
     (a / "allow-push").write_text("")
     run(["git", "push", "origin", "main"], a)
     assert _published(hub, a)
+
+
+def test_hooks_chained_by_an_earlier_grite_are_moved_and_still_restored(tmp_path):
+    hub, a = _hub_and_clone(tmp_path)
+    hooks = a / ".git" / "hooks"
+    user = b"#!/bin/sh\necho users-own-hook >&2\n"
+    # The earlier layout: the user's hook beside the shim as pre-push.grite-chained.
+    (hooks / "pre-push.grite-chained").write_bytes(user)
+    (hooks / "pre-push.grite-chained").chmod(0o755)
+    grite(a, "init")
+    assert not (hooks / "pre-push.grite-chained").exists()
+    assert (hooks / ".grite" / "pre-push").read_bytes() == user
+    grite(a, "issue", "create", "x")
+    assert "users-own-hook" in run(["git", "push", "origin", "main"], a).err
+    assert _published(hub, a)
+    grite(a, "uninstall")
+    assert (hooks / "pre-push").read_bytes() == user and not (hooks / ".grite").exists()

@@ -169,14 +169,21 @@ def _hide_from_status(store: Store, hooks_dir: str, manifest: Installed) -> dict
             current = f.read()
     except FileNotFoundError:
         current = None
+    block = "\n".join([_EXCLUDE_BEGIN, *lines, _EXCLUDE_END]) + "\n"
     if lines and _EXCLUDE_BEGIN not in (current or ""):
         if manifest.excluded == []:
             manifest.exclude_before = current
         manifest.excluded = lines
         base = current or ""
         sep = "" if not base or base.endswith("\n") else "\n"
-        atomic_write(path, (base + sep + "\n".join([_EXCLUDE_BEGIN, *lines, _EXCLUDE_END])
-                            + "\n").encode())
+        atomic_write(path, (base + sep + block).encode())
+    elif lines and current is not None and block not in current:
+        # Written by an earlier version (other file names): the block is brought up to date.
+        start, end = current.find(_EXCLUDE_BEGIN), current.find(_EXCLUDE_END)
+        if 0 <= start < end:
+            manifest.excluded = lines
+            atomic_write(path, (current[:start] + block +
+                                current[end + len(_EXCLUDE_END) + 1:]).encode())
     return leave
 
 
