@@ -78,7 +78,9 @@ def columns(text: str) -> int:
     if text.isascii():
         return len(text)
     import unicodedata
-    return sum(0 if unicodedata.combining(ch) else
+    # Characters printable() shows as escapes take the escape's width (\u202e, \xff).
+    return sum(6 if _DECEPTIVE.match(ch) else 4 if "\udc80" <= ch <= "\udcff" else
+               0 if unicodedata.combining(ch) else
                2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 

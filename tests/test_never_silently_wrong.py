@@ -226,6 +226,8 @@ def test_terminal_escapes_never_reach_git_log_or_tables(grepo):
     assert "\\u202e" in subjects   # shown escaped, not dropped
     table = grite(grepo, "issue", "list").out + grite(grepo, "issue", "show", iid).out
     assert not any(c in table for c in "\x1b\x07\u202e\u202c\u200b"), repr(table)
+    grite(grepo, "issue", "create", "\u200b" * 70)
+    assert all(len(line) <= 80 for line in grite(grepo, "issue", "list").out.splitlines())
     assert grite_json(grepo, "issue", "show", iid)["title"] == title + "!"   # exact in JSON
 
 
