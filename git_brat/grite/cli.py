@@ -136,8 +136,9 @@ def doctor(fix, stale_after, as_json):
     def human():
         lines = [f"{len(report.logs)} logs, {report.commits} commits, {report.events} events"]
         for f in report.findings:
-            mark = "fixed" if f.fixed else "PROBLEM"
-            lines.append(f"{mark}: {f.kind} {f.subject}: {f.detail}".replace(" : ", ": "))
+            mark = "LOST" if f.kind == "lost" else "fixed" if f.fixed else "PROBLEM"
+            kind = "" if f.kind == "lost" else f"{f.kind} "
+            lines.append(f"{mark}: {kind}{f.subject}: {f.detail}".replace(" : ", ": "))
         lines.append("ok" if report.ok else "problems found" + ("" if fix else
                      "; `git grite doctor --fix` repairs locks and cache"))
         return "\n".join(lines)

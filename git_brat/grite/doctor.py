@@ -52,6 +52,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     repaired = []
     if fix and reader.problems:
         from git_brat.grite import identity, repair
+        before = _cached_state(g)   # what this clone showed before the damage, if it kept it
         result = repair.repair(g.store, identity.load_replica(g.store.grite_dir).id)
         for lost in result.lost:
             repaired.append(Finding("lost", lost.commit, lost.detail, True))
@@ -60,7 +61,10 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
                 repaired.append(Finding("corrupt", p.sha, p.detail + "; its events were carried "
                                         "onto the rebuilt log", True))
         tips, reader, commits, events = _read_all(g)
-        Cache(g.store).rebuild(full=True)
+        after = Cache(g.store).rebuild(full=True)
+        if before is not None:
+            repaired += [Finding("lost", eid, detail, True)
+                         for eid, detail in _changed_entities(before, after)]
     for r in attic.rewrites(g.store, acknowledge=fix):
         kind = {"deleted": "deleted-log", "damaged": "repaired"}.get(r.kind, "rewrite")
         findings.append(Finding(kind, r.ref, r.describe(), r.acknowledged))
@@ -87,6 +91,41 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_hooks(g, fix)
     ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
     return Report(ok, len(commits), len(events), tips, findings)
+
+
+def _cached_state(g: Grite):
+    """The cache's state, whatever frontier it was built at (None: no usable cache)."""
+    cache = Cache(g.store)
+    meta = cache._read_meta()
+    from git_brat.grite.state import State
+    return cache._read("state", meta.generation, State) if meta else None
+
+
+def _changed_entities(before, after) -> list[tuple[str, str]]:
+    """Entities whose state the repair could not bring back as this clone last showed it:
+    exactly what the lost records held, as far as it can still be told."""
+    def digest(ent):
+        return (ent.kind, sorted((k, repr(v[0])) for k, v in ent.fields.items()),
+                sorted((k, tuple(sorted(v for v, t in vals.items() if t)))
+                       for k, vals in ent.sets.items()), sorted(ent.comments))
+    out = []
+    for eid, old in sorted(before.entities.items()):
+        if not old.created or old.kind == "actor":
+            continue
+        new = after.entities.get(eid)
+        if new is None or not new.created:
+            out.append((eid, f"{old.kind} {old.get('title', '')!r} is gone: its create was in "
+                             f"a lost record"))
+        elif digest(new) != digest(old):
+            what = [k for k, v in old.fields.items() if new.fields.get(k, (None,))[0] != v[0]]
+            what += [k for k, vals in old.sets.items()
+                     if sorted(v for v, t in vals.items() if t) != new.members(k)]
+            if set(old.comments) != set(new.comments):
+                what.append("comments")
+            out.append((eid, f"{old.kind} {old.get('title', '')!r} lost changes to "
+                             f"{', '.join(sorted(set(what))) or 'its history'}; it was "
+                             f"{old.get('state', old.get('status', ''))!s} as last shown here"))
+    return out
 
 
 def _read_all(g: Grite):
