@@ -254,3 +254,28 @@ def test_object_lock_and_temp_files_left_by_a_killed_writer_are_reported_and_rem
     assert not any(p.exists() for p in left) and fresh.exists()
     fresh.unlink()
     run(["git", "fsck"], grepo)
+
+
+def test_an_append_survives_a_gc_prune_between_its_objects_and_its_ref_update(grepo, tmp_path):
+    import subprocess
+    import time as _t
+    grite(grepo, "issue", "create", "before")
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    writer = subprocess.Popen(["git", "grite", "issue", "create", "written during gc"],
+                              cwd=grepo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=dict(os.environ, GRITE_TEST_PAUSE_BEFORE_REF=str(gate)))
+    deadline = _t.monotonic() + 30
+    while not (tmp_path / "gate.waiting").exists() and _t.monotonic() < deadline:
+        _t.sleep(0.01)
+    run(["git", "gc", "-q", "--prune=now"], grepo)   # documented as unsafe while others write
+    gate.unlink()
+    out, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err
+    run(["git", "fsck", "--no-dangling"], grepo)
+    run(["git", "gc", "-q"], grepo)
+    import shutil as _sh
+    _sh.rmtree(grepo / ".git" / "grite" / "cache", ignore_errors=True)
+    proc = grite(grepo, "issue", "list", "--json")
+    assert {i["title"] for i in json.loads(proc.out)} == {"before", "written during gc"}
+    assert proc.err == ""

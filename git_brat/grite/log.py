@@ -53,6 +53,20 @@ def lock_timeout() -> float:
         return 10.0
 
 
+def _pause_before_ref_update() -> None:
+    """Tests only: with GRITE_TEST_PAUSE_BEFORE_REF=PATH, wait (at most 30 s) while PATH exists,
+    having created PATH.waiting, so a test can run a real `git gc --prune=now` in exactly the
+    window between writing a batch's objects and the ref update that acknowledges it."""
+    path = os.environ.get("GRITE_TEST_PAUSE_BEFORE_REF")
+    if not path:
+        return
+    with open(path + ".waiting", "w"):
+        pass
+    deadline = time.monotonic() + 30
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def head_lamport(store: Store, tip: bytes | None) -> int:
     """Highest Lamport clock this replica has written (read from the tip batch's header)."""
     if tip is None:
@@ -89,6 +103,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
                                            base + len(events), events))
         message = summary(events)
         commit = store.write_log_commit(payload, tip, message, ident.git_author, now_ms // 1000)
+        _pause_before_ref_update()
         try:
             if store.cas_ref(ref, tip, commit, message=message.encode()):
                 store.confirm_written(commit)   # a gc --prune=now meanwhile must not lose it
