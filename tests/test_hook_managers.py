@@ -160,15 +160,16 @@ def _pre_commit_repo(tmp_path, pre_commit, grite_first: bool):
 @pytest.mark.parametrize("grite_first", [True, False], ids=["grite-first", "pre-commit-first"])
 def test_pre_commit_gates_the_push_and_grite_still_publishes(tmp_path, pre_commit, grite_first):
     hub, a = _pre_commit_repo(tmp_path, pre_commit, grite_first)
+    if grite_first:
+        # pre-commit keeps grite's shim as pre-push.legacy and would run it before its own
+        # gate: doctor says so, and --fix puts pre-commit's hook first, as a chained hook.
+        doc = grite_json(a, "doctor", check=False)
+        assert not doc["ok"] and "runs before" in " ".join(f["detail"] for f in doc["findings"])
+        grite(a, "doctor", "--fix")
     grite(a, "issue", "create", "work")
     blocked = run(["git", "push", "origin", "main"], a, check=False)
     assert blocked.returncode != 0 and "pre-commit-gate-ran" in blocked.out + blocked.err
-    assert "main" not in git(hub, "branch", "--contains", git(a, "rev-parse", "HEAD"),
-                             check=False)
-    # pre-commit installed after grite runs grite's shim as its legacy hook, before its own
-    # gate: the log may be published then (documented). Installed before grite, the gate
-    # runs first and decides.
-    assert _published(hub, a) is grite_first
+    assert not _published(hub, a)   # the gate decided, before grite published anything
     (a / "allow-push").write_text("")
     run(["git", "push", "origin", "main"], a)
     assert _published(hub, a)
@@ -182,8 +183,18 @@ def test_uninstall_after_pre_commit_install_removes_the_shims_it_moved(tmp_path,
     out = grite_json(a, "uninstall")
     assert any("moved to" in h["detail"] for h in out["hooks"])
     run([*pre_commit, "uninstall", "-t", "pre-push", "-t", "post-merge"], a)
-    left = [p.name for p in hooks.iterdir() if b"git-grite hook shim" in p.read_bytes()[:256]]
+    left = [p.name for p in hooks.iterdir() if p.is_file() and
+            b"git-grite hook shim" in p.read_bytes()[:256]]
     assert left == []
+    # And after doctor --fix put pre-commit's hook behind grite's shim: uninstall puts it back.
+    grite(a, "init")
+    run([*pre_commit, "install", "-t", "pre-push"], a)
+    grite(a, "doctor", "--fix")
+    assert (hooks / ".grite" / "pre-push").exists()
+    grite(a, "uninstall")
+    assert b"pre-commit" in (hooks / "pre-push").read_bytes()
+    run([*pre_commit, "uninstall", "-t", "pre-push"], a)
+    assert not (hooks / "pre-push").exists()
 
 
 def test_uninstall_keeps_shims_another_repository_uses_through_a_shared_hooks_path(tmp_path):

@@ -100,9 +100,26 @@ def install(hooks_dir: str, leave_alone: dict[str, str] | None = None,
         if os.path.lexists(old) and not os.path.lexists(chained):
             os.rename(old, chained)   # the layout of earlier versions
         want = shim_text(hook)
+        legacy = path + ".legacy"
+        swapped = False
+        if not is_shim(path) and os.path.lexists(path) and is_shim(legacy) and \
+                not os.path.lexists(chained):
+            # pre-commit installed after grite keeps grite's shim as H.legacy and runs it
+            # before its own hooks, so grite would publish on a push they then refuse. Put
+            # the manager's hook where grite chains hooks, and the shim back in front.
+            os.rename(path, chained)
+            os.replace(legacy, path)
+            swapped = True
         if is_shim(path):
             with open(path, "rb") as f:
                 same = f.read() == want
+            if swapped:
+                if not same:
+                    _write_shim(path, want)
+                changes.append(HookChange(hook, "chained", f"{chained} (the hook manager's, "
+                                          f"which had moved grite's shim to {legacy}) now runs "
+                                          "first and decides"))
+                continue
             if same and os.access(path, os.X_OK):
                 changes.append(HookChange(hook, "unchanged"))
                 continue
@@ -149,20 +166,14 @@ def live(hooks_dir: str) -> dict[str, str]:
             if not os.access(path, os.X_OK):
                 missing[hook] = f"{path} is not executable"
             continue
-        legacy = path + ".legacy"   # pre-commit runs the hook it replaced from here
-        if is_shim(legacy) and _mentions(path, b"pre-commit"):
+        legacy = path + ".legacy"   # pre-commit runs the hook it replaced from here, first
+        if is_shim(legacy):
+            missing[hook] = (f"grite's shim was moved to {legacy} and runs before the hook "
+                             f"manager's own {hook} hooks")
             continue
         missing[hook] = (f"{path} is not grite's shim" if os.path.lexists(path)
                          else f"no {hook} hook in {hooks_dir}")
     return missing
-
-
-def _mentions(path: str, word: bytes) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return word in f.read(4096)
-    except OSError:
-        return False
 
 
 def uninstall(hooks_dir: str, user: str | None = None) -> list[HookChange]:
