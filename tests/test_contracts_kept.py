@@ -120,10 +120,15 @@ def test_status_watch_into_a_pipe_writes_no_screen_codes_and_fits_the_width(grep
     brat(grepo, "convoy", "create", "A convoy with a rather long title that will not fit in forty")
     env = dict(os.environ, COLUMNS="40")
     proc = subprocess.Popen(["git-brat", "status", "--watch", "--interval", "0.2"], cwd=grepo,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    time.sleep(2)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    lines, deadline = [], time.monotonic() + 60
+    while sum("refreshing every" in ln for ln in lines) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.decode())
     proc.send_signal(signal.SIGINT)
-    out, _err = proc.communicate(timeout=30)
-    text = out.decode()
+    rest, _err = proc.communicate(timeout=30)
+    text = "".join(lines) + rest.decode()
     assert "\x1b" not in text and "CONVOYS" in text
     assert max(len(line) for line in text.splitlines()) <= 40, text
