@@ -279,3 +279,29 @@ def test_an_append_survives_a_gc_prune_between_its_objects_and_its_ref_update(gr
     proc = grite(grepo, "issue", "list", "--json")
     assert {i["title"] for i in json.loads(proc.out)} == {"before", "written during gc"}
     assert proc.err == ""
+
+
+def test_a_damaged_fetched_log_is_carried_and_the_next_fetch_brings_it_back_whole(tmp_path):
+    import msgspec
+    from sync_helpers import clone, replica_id, seeded_hub
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a")
+    b = clone(str(hub), tmp_path / "b")
+    for t in ("one", "two", "three"):
+        grite(a, "issue", "create", t)
+    grite(a, "sync")
+    git(b, "fetch", "-q")
+    ref = f"refs/remotes/origin/grite/replicas/{replica_id(a)}"
+    middle = git(b, "rev-parse", f"{ref}~1")
+    os.unlink(_loose(b, git(b, "rev-parse", f"{middle}:events")))   # "two" is gone here
+    assert run(["git", "gc", "-q"], b, check=False).returncode != 0
+    assert grite(b, "doctor", "--fix", check=False).returncode == 0
+    run(["git", "fsck", "--no-dangling"], b)
+    assert {i["title"] for i in grite_json(b, "issue", "list")} == {"one", "three"}
+    # b's log now carries a's readable batches, under b's name (a log's batches name its owner).
+    for sha in git(b, "rev-list", "refs/grite/wal").split():
+        blob = run(["git", "cat-file", "blob", f"{sha}:events"], b).stdout
+        assert msgspec.msgpack.decode(blob)[1] == replica_id(b)
+    git(b, "fetch", "-q")   # the hub still has a's log whole
+    assert {i["title"] for i in grite_json(b, "issue", "list")} == {"one", "two", "three"}
+    assert grite(b, "doctor").returncode == 0

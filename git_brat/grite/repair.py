@@ -6,8 +6,8 @@ is gone or damaged: `git gc --prune=now` while grite wrote, a disk fault) makes 
 
 - the local log `refs/grite/wal` is rebuilt on its newest commit whose whole history reads
   (its current tip, else what its reflog names), and every batch still readable in the damaged
-  part of any log (ours, fetched ones, the attic) is carried onto it, bytes unchanged, so
-  every such event keeps its id (replay is idempotent: one that is also elsewhere counts once);
+  part of any log (ours, fetched ones, the attic) is carried onto it, events unchanged (the
+  batch header names us), so every such event keeps its id (replay is idempotent: one that is also elsewhere counts once);
 - damaged refs other than ours are deleted once their readable batches are carried (a fetch
   brings a remote's copy back whole), and so are snapshots that cover unreadable records
   (their content is kept, parentless, under `refs/grite/salvage/<replica>/<commit>`);
@@ -115,6 +115,16 @@ def _reachable(recs: dict[str, _Rec | None], starts) -> set[str]:
     return seen
 
 
+def _as_ours(payload: bytes, replica: str) -> bytes:
+    """A batch carried from another replica's log, with our replica in its header: a log's
+    batches name its owner (a peer reads the owner of a fetched wal from its tip). The events,
+    and so their ids, are unchanged."""
+    batch = ev.decode_batch(payload)
+    if batch.replica == replica or any(isinstance(e.op, ev.UnknownOp) for e in batch.events):
+        return payload
+    return ev.encode_batch(ev.Batch(batch.v, replica, batch.lamport, batch.events))
+
+
 def repair(store: Store, replica: str) -> Repair:
     """Rebuild the local log from what is readable anywhere; drop what git cannot read.
 
@@ -185,7 +195,8 @@ def repair(store: Store, replica: str) -> Repair:
         if rec.payload in seen_payloads:
             continue
         seen_payloads.add(rec.payload)
-        new_tip = store.write_log_commit(rec.payload, new_tip.encode() if new_tip else None,
+        new_tip = store.write_log_commit(_as_ours(rec.payload, replica),
+                                         new_tip.encode() if new_tip else None,
                                          rec.message.strip(), rec.author.encode(),
                                          rec.time).decode()
         carried += 1
