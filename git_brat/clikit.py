@@ -29,8 +29,25 @@ def emit_json(obj: Any) -> None:
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# Bidi overrides and zero-width characters make text read differently from what it is: shown
+# as escapes (\u202e).
+_DECEPTIVE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+# Bytes that were not UTF-8 arrive as lone surrogates (surrogateescape): shown as the byte.
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
+_RAW_BYTE_REPR = re.compile(r"\\udc([89a-f][0-9a-f])")
+
+
 def printable(text: str) -> str:
-    return _UNPRINTABLE.sub("\ufffd", text)
+    text = _UNPRINTABLE.sub("\ufffd", text)
+    text = _RAW_BYTE.sub(lambda m: f"\\x{ord(m.group(0)) - 0xdc00:02x}", text)
+    return _DECEPTIVE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def error_text(message: str) -> str:
+    """An error line as shown: a repr'd argument shows its undecodable bytes as \\xff."""
+    return printable(_RAW_BYTE_REPR.sub(r"\\x\1", message))
 
 
 def emit(as_json: bool, obj: Any, human: Callable[[], str | None]) -> None:
@@ -61,7 +78,9 @@ def columns(text: str) -> int:
     if text.isascii():
         return len(text)
     import unicodedata
-    return sum(0 if unicodedata.combining(ch) else
+    # Characters printable() shows as escapes take the escape's width (\u202e, \xff).
+    return sum(6 if _DECEPTIVE.match(ch) else 4 if "\udc80" <= ch <= "\udcff" else
+               0 if unicodedata.combining(ch) else
                2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
@@ -105,13 +124,13 @@ def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
         group.main(args=argv, prog_name=prog, standalone_mode=False)
         return 0
     except GriteError as exc:
-        click.echo(printable(f"{prog}: error: {exc.message}"), err=True)
+        click.echo(error_text(f"{prog}: error: {exc.message}"), err=True)
         return exc.exit_code
     except _NO_ARGS_IS_HELP:   # bare group: click printed the help
         return 0
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(f"{prog}: error: {exc.format_message()}{hint}", err=True)
+        click.echo(error_text(f"{prog}: error: {exc.format_message()}{hint}"), err=True)
         return EXIT_USAGE
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -196,10 +196,13 @@ objects.
 reads standard input.
 """,
         "doctor": r"""
-Reports corrupt records, abandoned ref locks, rewritten replica histories and a cache that
-disagrees with the log. Snapshots are replayed in full and compared too;
+Reports corrupt records, abandoned ref locks and half-written object files, rewritten replica
+histories, grite hooks that are not live where git runs hooks from, and a cache that disagrees
+with the log. Snapshots are replayed in full and compared too.
 .B \-\-fix
-deletes snapshots that disagree with their events.
+clears abandoned locks and temp files, reinstalls the hooks, deletes snapshots that disagree
+with their events, rebuilds a log git cannot read from every record still readable (naming what
+is lost) so that git gc and git fsck work again, and rebuilds the cache.
 """,
         "snapshot": r"""
 The snapshot is
@@ -216,9 +219,10 @@ Actors are who events are written as (one per agent, for example).
 overrides the current actor for one process.
 """,
         "lock acquire": r"""
-With a remote (\fB\-\-remote\fR, \fBgrite.lockRemote\fR, or
-the one remote that syncs grite state) the remote decides: of many racing clones exactly one
-wins; \fB\-\-local\fR keeps a lease on this clone only.
+With a remote (\fB\-\-remote\fR, \fB[locks] remote\fR in the
+committed \fB.brat/config.toml\fR, \fBgrite.lockRemote\fR, the one remote that syncs grite
+state, or \fBorigin\fR among several) the remote decides: of many racing clones exactly one
+wins; an ambiguous choice is refused; \fB\-\-local\fR keeps a lease on this clone only.
 """,
         "uninstall": "What was there before is restored byte for byte.",
     },

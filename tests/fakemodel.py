@@ -300,7 +300,8 @@ class FakeModel:
     """`with FakeModel() as fm:` serves on fm.url (http://127.0.0.1:PORT) in a thread."""
 
     def __init__(self, log_path: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 workdir: str = "", hang_marker: str = ""):
+                 workdir: str = "", hang_marker: str = "", reply: str = ""):
+        self.reply = reply              # the final text of a request with no FAKE-EDIT task
         self.log_path = log_path
         self.workdir = workdir          # used when a request names no work tree (aider's)
         # FAKE-HANG in the task: the first request after the read gets no answer until its
@@ -535,6 +536,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._hang_if_asked(body, done)
         plan = plan_turn(tools, done, directive, find_workdir(body)) if tools else \
             Plan(text=_plain_text(body, directive))
+        if directive is None and self.fake.reply and not plan.tool:
+            plan = Plan(text=self.fake.reply)
         model = body.get("model") or "claude-fake"
         mid = "msg_" + uuid.uuid4().hex[:24]
         usage = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,

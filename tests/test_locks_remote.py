@@ -107,7 +107,7 @@ def test_configured_lock_remote_decides_and_local_opts_out(tmp_path, hub):
     assert git(hub, "for-each-ref", "refs/grite/locks/path/") == git(
         hub, "for-each-ref", "refs/grite/locks/path/src%2Fparser")          # never pushed
     bad = grite(a, "lock", "status", "--remote", "nosuchremote", check=False)
-    assert bad.returncode == 2 and "no remote named 'nosuchremote'" in bad.err
+    assert bad.returncode == 3 and "no remote named 'nosuchremote'" in bad.err
 
 
 def test_unreachable_remote_falls_back_to_a_local_lease_and_says_so(tmp_path, hub):
@@ -181,10 +181,10 @@ def test_a_remote_path_that_does_not_exist_is_refused_not_used_as_an_outage(tmp_
     (a,) = _clones(tmp_path, str(hub), 1)
     for typo in ("../hbu.git", str(tmp_path / "nowhere.git"), "file:///nowhere/at/all.git"):
         proc = grite(a, "lock", "acquire", "task:t-1", "--remote", typo, check=False)
-        assert proc.returncode == 2 and "no such repository" in proc.err and proc.out == ""
+        assert proc.returncode == 3 and "no such repository" in proc.err and proc.out == ""
     assert git(a, "for-each-ref", "refs/grite/locks/") == ""          # nothing taken locally
     proc = grite(a, "lock", "acquire", "task:t-1", "--remote", "nosuchremote", check=False)
-    assert proc.returncode == 2 and "no remote named 'nosuchremote'" in proc.err
+    assert proc.returncode == 3 and "no remote named 'nosuchremote'" in proc.err
 
 
 def test_a_configured_lock_remote_path_that_vanished_falls_back_like_an_outage(tmp_path, hub):

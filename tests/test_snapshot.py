@@ -238,12 +238,19 @@ def test_no_snapshot_is_taken_while_records_cannot_be_read(grepo):
 def test_a_snapshot_whose_records_became_unreadable_is_kept_by_doctor(grepo):
     _some_history(grepo, 5)
     snap = grite_json(grepo, "snapshot")["snapshot"]
+    blob = git(grepo, "rev-parse", "refs/grite/wal~3:events")
     _damage_a_blob(grepo, "refs/grite/wal~3")
-    report = json.loads(grite(grepo, "doctor", "--fix", "--json", check=False).out)
+    report = json.loads(grite(grepo, "doctor", "--json", check=False).out)
     kinds = {f["kind"]: f for f in report["findings"]}
     assert "corrupt" in kinds and "snapshot-mismatch" not in kinds
     assert kinds["snapshot-unverified"]["subject"].startswith("refs/grite/snapshots/")
     assert git(grepo, "rev-parse", f"refs/grite/snapshots/{replica_id(grepo)}") == snap
+    # --fix makes git whole again; the snapshot's content is kept apart, not thrown away.
+    grite(grepo, "doctor", "--fix")
+    kept = git(grepo, "rev-parse", f"refs/grite/salvage/{replica_id(grepo)}/{snap}")
+    assert git(grepo, "rev-parse", f"{kept}^{{tree}}") == git(grepo, "rev-parse", f"{snap}^{{tree}}")
+    (grepo / ".git" / "objects" / blob[:2] / (blob[2:] + ".aside")).unlink()
+    run(["git", "fsck", "--no-dangling"], grepo)
 
 
 def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo, tmp_path):
@@ -335,6 +342,7 @@ def test_a_snapshot_is_not_published_to_a_remote_that_lacks_logs_it_covers(tmp_p
     grite(secret, "issue", "create", "SECRET acquisition plan")
     grite(secret, "sync")
     a = clone(str(public), tmp_path / "a")
+    git(a, "config", "remote.origin.griteRelay", "false")   # the public hub gets a's log only
     git(a, "remote", "add", "private", str(private))
     grite(a, "remote", "add-sync", "private")
     grite(a, "issue", "create", "public work")

@@ -147,7 +147,7 @@ def test_core_hooks_path_is_honoured(tmp_path):
     out = grite_json(a, "init")
     assert out["hooks_dir"] == str(shared)
     assert sorted(p.name for p in shared.iterdir()) == [
-        "post-merge", "post-rewrite", "pre-push", "reference-transaction"]
+        ".grite", "post-merge", "post-rewrite", "pre-push", "reference-transaction"]
     assert snapshot_dir(a / ".git" / "hooks") == dot_hooks
 
     grite(b, "issue", "create", "from b")

@@ -31,14 +31,29 @@ def _rows(rows: list[list[str]], widths: list[int | None]) -> list[str]:
     return table(rows, widths, WIDTH - 2).splitlines() if rows else []
 
 
-def render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = None) -> str:
-    """The human status: sections that each fit in 80 columns (lease holders by actor name)."""
+def render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = None,
+           width: int = WIDTH) -> str:
+    """The human status: every line fits in `width` columns (80 by default), but for the
+    intervention commands, which are never cut: they are meant to be pasted."""
+    text = _render(s, short, names)
+    if width >= WIDTH:
+        return text
+    return "\n".join(ln if ln.startswith(_PASTE) else cut(ln, width)
+                     for ln in text.split("\n"))
+
+
+_PASTE = f"{'':<11}  $ "
+
+
+def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = None) -> str:
     names = names or {}
 
     def sid(i: str) -> str:
         return short.get(i, i[:7])
 
-    lines: list[str] = []
+    import textwrap
+    lines: list[str] = [ln for w in s.warnings for ln in textwrap.wrap(
+        f"warning: {w}", WIDTH - 1, subsequent_indent="  ", break_on_hyphens=False)]
     if s.convoys:
         fixed = 7 + 2 + 7 + 5 * len(STATES) + 2
         lines.append(f"{'CONVOYS':<16}" + "".join(f" {HEADS[x]:>4}" for x in STATES) + "  title")
@@ -64,7 +79,7 @@ def render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = N
     body = []
     for i in s.interventions:
         body.append(cut(f"{i.kind:<11}  {sid(i.task)}  {i.title} — {i.detail}", WIDTH - 2))
-        body.append(f"{'':<11}  $ {i.command}")   # never cut: it is meant to be pasted
+        body.append(f"{_PASTE}{i.command}")   # never cut: it is meant to be pasted
     lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS", body)
     lines.append("")
     lines += _section("RECOVERY", _recovery(s.recovery, sid))
@@ -138,19 +153,26 @@ def status(convoy_id, watch, interval, as_json):
 
     With --watch --json, prints one JSON document per line at every refresh.
     """
+    import shutil
     if not watch:
         s, short, names = _collect(convoy_id)
-        emit(as_json, s, lambda: render(s, short, names))
+        width = max(20, min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns))
+        emit(as_json, s, lambda: render(s, short, names, width))
         return
+    tty = sys.stdout.isatty()
     try:
         while True:
             s, short, names = _collect(convoy_id)
             if as_json:
                 emit_json(s)
             else:
-                footer = (f"\n\n{when(s.generated_at)}  refreshing every {interval:g}s; "
-                          f"Ctrl-C to stop")
-                sys.stdout.write(CLEAR + printable(render(s, short, names)) + footer + "\n")
+                # The terminal's width (COLUMNS, else the tty's); into a pipe or a file, no
+                # screen codes: each refresh follows the last, after a blank line.
+                width = max(20, min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns))
+                footer = cut(f"{when(s.generated_at)}  refreshing every {interval:g}s; "
+                             f"Ctrl-C to stop", width)
+                sys.stdout.write((CLEAR if tty else "\n") + printable(render(s, short, names, width))
+                                 + "\n\n" + footer + "\n")
                 sys.stdout.flush()
             gc.unfreeze()   # replay froze this round's objects (state.no_gc): let them go
             time.sleep(interval)

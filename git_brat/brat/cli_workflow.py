@@ -6,7 +6,7 @@ import os
 
 import click
 
-from git_brat.brat.cli_common import open_grite
+from git_brat.brat.cli_common import load_config, open_grite
 from git_brat.clikit import cut, emit, json_option, table
 from git_brat.grite.gitstore import Store
 
@@ -73,6 +73,7 @@ def run(name, pairs, dry_run, as_json):
     """Create the convoy and all its tasks in one atomic batch."""
     w = _wf()
     g = open_grite()
+    load_config(g)   # an invalid .brat/config.toml is refused here as `status` refuses it
     wf = w.find(g.store, name)
     result = w.run(g, wf, w.parse_vars(list(pairs)), dry_run=dry_run)
 

@@ -124,6 +124,13 @@ class Mayor(_Section):
                      "resume a conversation by id.", ge=0, le=1000) = 10
 
 
+class Locks(_Section):
+    """Lease locks (task claims): where they are decided. Read by git grite too."""
+    remote: _d(str, "Remote whose refs decide every lease, the same for every clone once this "
+                    "file is committed; empty: git config grite.lockRemote, else the only "
+                    "remote syncing grite state, else origin.") = ""
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -150,11 +157,12 @@ class Config(_Section):
     deacon: Deacon = msgspec.field(default_factory=Deacon)
     status: StatusSettings = msgspec.field(default_factory=StatusSettings)
     mayor: Mayor = msgspec.field(default_factory=Mayor)
+    locks: Locks = msgspec.field(default_factory=Locks)
     engines: dict[str, Engine] = {}
 
 
 SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings,
-            "mayor": Mayor}
+            "mayor": Mayor, "locks": Locks}
 
 
 # -- describing types ------------------------------------------------------------

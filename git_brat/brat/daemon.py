@@ -73,6 +73,21 @@ def detach(brat_dir: str, role: str, args: list[str], cwd: str) -> PidFile:
     return pf
 
 
+def write_own(brat_dir: str, role: str, argv: list[str] | None = None, log: str = "") -> None:
+    """Record this process as the running <role> (the pid file names it by pid and start time,
+    so a reused pid is never taken for it)."""
+    os.makedirs(brat_dir, exist_ok=True)
+    pf = PidFile(role, os.getpid(), runner.start_time(os.getpid()) or 0, socket.gethostname(),
+                 argv if argv is not None else ["git", "brat", *sys.argv[1:]],
+                 int(time.time() * 1000), log or os.path.join(brat_dir, f"{role}.log"))
+    atomic_write(pid_path(brat_dir, role), msgspec.json.encode(pf))
+
+
+def running_pid(brat_dir: str, role: str) -> int | None:
+    pf = read(brat_dir, role)
+    return pf.pid if pf is not None else None
+
+
 def forget(brat_dir: str, role: str) -> None:
     """Remove our own pid file (a detached role calls this as it exits)."""
     pf = read(brat_dir, role)
@@ -81,10 +96,10 @@ def forget(brat_dir: str, role: str) -> None:
 
 
 def stop(brat_dir: str, role: str, timeout: float = 60.0) -> PidFile:
-    """SIGTERM the detached role and wait for it to finish stopping its work."""
+    """SIGTERM the running role and wait for it to finish stopping its work."""
     pf = read(brat_dir, role)
     if pf is None:
-        raise NotFound(f"no detached {role} runs here")
+        raise NotFound(f"no {role} runs here")
     os.kill(pf.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -92,7 +107,7 @@ def stop(brat_dir: str, role: str, timeout: float = 60.0) -> PidFile:
             break
         time.sleep(0.1)
     else:
-        raise Conflict(f"the {role} (pid {pf.pid}) did not stop within {timeout:g}s")
+        raise Conflict(f"the {role} (pid {pf.pid}) did not stop within {timeout:.0f}s")
     try:
         os.unlink(pid_path(brat_dir, role))
     except FileNotFoundError:
@@ -100,4 +115,4 @@ def stop(brat_dir: str, role: str, timeout: float = 60.0) -> PidFile:
     return pf
 
 
-__all__ = ["PidFile", "detach", "read", "stop", "forget"]
+__all__ = ["PidFile", "detach", "read", "stop", "forget", "write_own", "running_pid"]

@@ -268,39 +268,18 @@ def last_run(g: Grite, state: State) -> LastRun | None:
     return LastRun(iso(int(ran * 1000)) if ran else None, acted, actions, duties)
 
 
-def pid_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "deacon.pid")
-
-
 def running_pid(g: Grite) -> int | None:
     """The pid of this repository's looping deacon, if one runs."""
-    from git_brat.brat.refinery_check import pid_alive
-    try:
-        with open(pid_path(g)) as f:
-            pid = int(f.read().strip() or 0)
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if b"deacon" not in f.read():
-                return None
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 1 and pid_alive(pid) else None
+    from git_brat.brat import daemon
+    return daemon.running_pid(g.store.brat_dir, "deacon")
 
 
 def stop(g: Grite, wait: float = 30.0) -> int | None:
     """SIGTERM to the looping deacon; its pid once it has exited, None if none ran."""
-    import signal
-    from git_brat.brat.refinery_check import pid_alive
-    from git_brat.grite.errors import Conflict
-    pid = running_pid(g)
-    if pid is None:
+    from git_brat.brat import daemon
+    if running_pid(g) is None:
         return None
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and pid_alive(pid):
-        time.sleep(0.05)
-    if pid_alive(pid):
-        raise Conflict(f"the deacon (pid {pid}) did not stop within {wait:.0f}s")
-    return pid
+    return daemon.stop(g.store.brat_dir, "deacon", wait).pid
 
 
 def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
@@ -309,9 +288,8 @@ def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
     out: list[Report] = []
     stop = {"now": False}
     old = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    os.makedirs(g.store.brat_dir, exist_ok=True)
-    with open(pid_path(g), "w") as f:
-        f.write(f"{os.getpid()}\n")
+    from git_brat.brat import daemon
+    daemon.write_own(g.store.brat_dir, "deacon")
     try:
         while not stop["now"]:
             g.state(refresh=True)
@@ -323,10 +301,7 @@ def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
                 time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
     finally:
         signal.signal(signal.SIGTERM, old)
-        try:
-            os.unlink(pid_path(g))
-        except OSError:
-            pass
+        daemon.forget(g.store.brat_dir, "deacon")
     return out
 
 

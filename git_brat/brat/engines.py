@@ -55,8 +55,6 @@ class Preset(msgspec.Struct, kw_only=True):
         return self.resume is not None
 
 
-_TOOLS = ["Bash", "Read", "Write", "Edit", "Glob", "Grep"]
-
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         name="claude", package="npm @anthropic-ai/claude-code",
@@ -250,16 +248,25 @@ def json_objects(text: str) -> list[dict]:
                 return [whole]
         except msgspec.DecodeError:
             pass
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
+    out, pos, past = [], 0, 0
+    decoder = None
+    for line in text.splitlines(keepends=True):
+        start, pos = pos, pos + len(line)
+        stripped = line.strip()
+        if not stripped.startswith("{") or start < past:
+            continue
+        try:
+            obj = msgspec.json.decode(stripped)
+        except msgspec.DecodeError:
+            # A pretty-printed document after other output: decode from here on.
+            import json
+            decoder = decoder or json.JSONDecoder()
             try:
-                obj = msgspec.json.decode(line)
-            except msgspec.DecodeError:
+                obj, past = decoder.raw_decode(text, start + len(line) - len(line.lstrip()))
+            except ValueError:
                 continue
-            if isinstance(obj, dict):
-                out.append(obj)
+        if isinstance(obj, dict):
+            out.append(obj)
     return out
 
 
@@ -282,8 +289,17 @@ def read_result(p: Preset, output: str) -> EngineResult:
         for key, bad in p.error_when.items():
             if _dig(obj, key) == bad:
                 error = True
-                message = str(_dig(obj, "message") or _dig(obj, "error") or message)
+                message = _error_text(obj) or message
     return EngineResult(error, message or _last_line(output), session, bool(objs))
+
+
+def _error_text(obj: dict) -> str:
+    """The message of an error event, wherever the engine puts it."""
+    for key in ("error.message", "data.message", "message", "error", "data.error"):
+        value = _dig(obj, key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _last_line(text: str) -> str:

@@ -11,47 +11,23 @@ from datetime import datetime
 
 import msgspec
 
-from git_brat.brat import model
+from git_brat.brat import daemon, model
 from git_brat.brat import refinery_queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.refinery import PassReport, Refinery, Stopped, merge_log
 from git_brat.grite import gitstore, locks
-from git_brat.grite.errors import Conflict
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import iso
 
 POLL = 5.0
 
 
-def pid_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "refinery.pid")
-
-
 def log_path(g: Grite) -> str:
     return os.path.join(g.store.brat_dir, "refinery.log")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"refinery" in f.read()
-    except OSError:
-        return True
-
-
 def running_pid(g: Grite) -> int | None:
-    try:
-        with open(pid_path(g)) as f:
-            pid = int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 0 and _alive(pid) else None
+    return daemon.running_pid(g.store.brat_dir, "refinery")
 
 
 class RunReport(msgspec.Struct):
@@ -105,9 +81,7 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
 
 def _passes(g: Grite, ref: Refinery, report: RunReport, once: bool,
             max_passes: int | None) -> None:
-    os.makedirs(g.store.brat_dir, exist_ok=True)
-    with open(pid_path(g), "w") as f:
-        f.write(f"{os.getpid()}\n")
+    daemon.write_own(g.store.brat_dir, "refinery", log=log_path(g))
 
     def on_term(_sig, _frm):
         ref.kill_check()
@@ -130,13 +104,7 @@ def _passes(g: Grite, ref: Refinery, report: RunReport, once: bool,
         signal.signal(signal.SIGTERM, old)
         ref.cleanup()
         ref.release()
-        try:
-            with open(pid_path(g)) as f:
-                mine = f.read().strip() == str(os.getpid())
-            if mine:
-                os.unlink(pid_path(g))
-        except OSError:
-            pass
+        daemon.forget(g.store.brat_dir, "refinery")
 
 
 def detach(g: Grite, args: list[str]) -> int:
@@ -172,16 +140,9 @@ class StopResult(msgspec.Struct):
 
 
 def stop(g: Grite, wait: float = 30.0) -> StopResult:
-    pid = running_pid(g)
-    if pid is None:
+    if running_pid(g) is None:
         return StopResult(False, None)
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    if _alive(pid):
-        raise Conflict(f"the refinery (pid {pid}) did not stop within {wait:.0f}s")
-    return StopResult(True, pid)
+    return StopResult(True, daemon.stop(g.store.brat_dir, "refinery", wait).pid)
 
 
 # -- the status view ------------------------------------------------------------------------

@@ -77,6 +77,7 @@ class Status(msgspec.Struct):
     interventions: list[Intervention]
     recovery: RecoveryReport
     deacon: Any = None         # what the deacon last did (deacon.LastRun), None if it never ran
+    warnings: list[str] = []   # e.g. grite's hooks not live: pushes would not publish
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -230,8 +231,11 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
     from git_brat.brat.deacon import last_run
+    from git_brat.grite.sync import hooks_warning
+    warning = hooks_warning(g.store)
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
-                  recovery(g, board, tasks, lease_problems), last_run(g, board.state))
+                  recovery(g, board, tasks, lease_problems), last_run(g, board.state),
+                  [warning] if warning else [])
 
 
 __all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "build"]

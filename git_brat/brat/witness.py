@@ -20,7 +20,7 @@ from git_brat.brat import engines, model, prompt, runner
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Invocation, Preset
-from git_brat.brat.model import MERGE, SESSION, TASK, Board, status_of
+from git_brat.brat.model import MERGE, SESSION, Board, status_of
 from git_brat.grite import events as ev
 from git_brat.grite import locks
 from git_brat.grite.errors import Conflict, GriteError, NotFound, UsageError
@@ -29,7 +29,7 @@ from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import Entity
 
-TICK = 0.1             # seconds between looks at the running sessions
+TICK = 0.02            # seconds between looks at the running sessions
 STATE_EVERY = 1.0      # seconds between reads of the log (done, block, stop requests)
 DONE_GRACE = 10.0      # seconds an agent that said `task done` has to exit by itself
 TAIL_LINES = 30
@@ -196,6 +196,7 @@ class Witness:
         self.jobs: dict[str, Future] = {}
         self._count = threading.Lock()
         self.held_elsewhere: set[str] = set()
+        self._freed = False        # a session ended since the last look for work
         self.preset = engines.resolve(opts.engine, cfg)
         if not self.preset.argv:
             engines.invocation(self.preset, "", "", "")   # raises the clear "no command" error
@@ -246,6 +247,7 @@ class Witness:
                     continue
             if ended:
                 self.live.pop(sid, None)
+                self._freed = True
             elif live is not None:
                 live.busy = False
 
@@ -264,19 +266,22 @@ class Witness:
             while True:
                 now = time.monotonic()
                 claimed = 0
-                if not self.stopping and (now >= next_claim or
-                                          (self.opts.once and len(self.live) < self.opts.max_sessions)):
-                    if not self.opts.once:
+                # Look for work on the poll interval, and at once whenever a session ended
+                # and freed a slot (that is what keeps eight slots busy).
+                freed = self._freed and len(self.live) < self.opts.max_sessions
+                if not self.stopping and (now >= next_claim or freed):
+                    if not self.opts.once and now >= next_claim:
                         self._housekeeping()
+                    self._freed = False
                     claimed = self.claim()
                     next_claim = now + (0.5 if self.opts.once else self.opts.poll)
                 self.supervise()
                 if self.stopping:
                     self.stop_all(self.stopping)
                     break
-                if self.opts.once and not self.live and claimed == 0 and now >= next_claim - 0.5:
-                    if self.claim() == 0:
-                        break
+                if self.opts.once and not self.live and not self.jobs and claimed == 0 \
+                        and self.claim() == 0:
+                    break
                 time.sleep(TICK)
         finally:
             self._wait_jobs()
@@ -349,9 +354,9 @@ class Witness:
         """(worker) Take the task's lease and record the session; True if it did not start."""
         g, tid, sid, holder = self.g, live.tid, live.sid, live.holder
         res = ss.resource(tid)
-        known = g.state(refresh=True).fences.get(res, 0)
+        g.state(refresh=True)
         try:
-            lease = locks.acquire(g, res, self.st, holder)
+            lease = locks.acquire(g, res, self.st, holder, record=False)   # token: with the claim
         except locks.LeaseHeld:
             if self.opts.once:
                 self.held_elsewhere.add(tid)   # someone else runs it: not ours this pass
@@ -359,9 +364,10 @@ class Witness:
         except GriteError as exc:
             self.say(f"warning: could not lease task {tid[:7]}: {exc.message}")
             return True
-        if lease.action == "acquire" and lease.token - 1 > known and not self._caught_up(res, lease.token):
-            # Someone held this task and let it go cleanly, and we have not seen what they
-            # wrote: their work may have moved it on. Never run it on an old view.
+        before = self._previous_session(res) if lease.action == "acquire" else ""
+        if before and not self._knows(before):
+            # A session we have never heard of held this task and let it go cleanly: it ran on
+            # another clone, and its work may have moved the task on. Never run on an old view.
             self.say(f"task {tid[:7]}: another clone worked on it; waiting until its log arrives")
             self._release(res, holder)
             return True
@@ -406,15 +412,29 @@ class Witness:
             _log_line(live.log, f"could not start: {live.setup_failed}")
             return self._finish(live, None)
 
-    def _caught_up(self, res: str, token: int) -> bool:
-        """Fetch the lock remote's logs; whether we now know every earlier grant of `res`."""
+    def _previous_session(self, res: str) -> str:
+        """The session that held `res` before this grant ("" when it was no session's)."""
+        try:
+            records = locks.history(self.g, res, limit=8)
+        except GriteError:
+            return ""
+        token = records[0].token if records else 0
+        prev = next((r for r in records if r.token < token), None)
+        if prev is None or not prev.holder.id.startswith("session:"):
+            return ""
+        return prev.holder.session or prev.holder.id[len("session:"):]
+
+    def _knows(self, sid: str) -> bool:
+        """Whether this clone has the record of session sid: fetched from the lock remote if not."""
+        if sid in self.g.state().kinds:
+            return True
         from git_brat.grite import sync
         if self.st.remote in sync.synced_remotes(self.g.store):
             try:
                 sync.sync(self.g, self.st.remote, push=False)
             except GriteError as exc:
                 self.say(f"warning: could not fetch from {self.st.remote}: {exc.message}")
-        return self.g.state(refresh=True).fences.get(res, 0) >= token - 1
+        return sid in self.g.state(refresh=True).kinds
 
     def _publish(self) -> None:
         """Publish our log before letting a lease go, so whoever takes the task next sees it."""
@@ -681,6 +701,10 @@ class Witness:
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
+        if not engine_session and self.preset.resumes and not self.preset.session_keys \
+                and live.phase == "engine":
+            # An engine that resumes from its files (aider's chat history), not by an id.
+            engine_session = ss.session_dir(self.g, live.sid)
         failure = self._failure(live, rc, result)
         res = ss.resource(live.tid)
         outcome: dict = {}

@@ -26,7 +26,9 @@ _STEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _INPUT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.S)
 
-_STEP_KEYS = ("id", "title", "body", "needs", "priority", "paths")
+# brat's own format: `labels` (task labels) and `depends_on` (the same as `needs`) too.
+_STEP_KEYS = ("id", "title", "body", "needs", "depends_on", "priority", "paths", "labels")
+_LABEL = re.compile(r"[^\s\x00-\x1f\x7f]+")
 _INPUT_KEYS = ("description", "default", "required")
 
 
@@ -51,6 +53,7 @@ class Step(msgspec.Struct):
     priority: int
     paths: list[str]
     line: int
+    labels: list[str] = []
 
 
 class Workflow(msgspec.Struct):
@@ -84,6 +87,7 @@ class PlannedTask(msgspec.Struct):
     needs: list[str]
     priority: int
     paths: list[str]
+    labels: list[str] = []
 
 
 class Plan(msgspec.Struct):
@@ -190,8 +194,19 @@ def parse(text: str, name: str, source: str, shipped: bool = False,
 
 
 def _parse(d: _Doc, root, name: str, source: str, shipped: bool, overrides: bool) -> Workflow:
-    every = ("type", "description", "inputs", "title", "body", "steps", "legs", "synthesis")
+    every = ("name", "version", "type", "description", "inputs", "title", "body", "steps", "legs",
+             "synthesis")
     top = d.mapping(root, "the workflow", every)
+    if "name" in top:   # brat's format names the workflow; here the file name does
+        named = d.text(top["name"][1], "name")
+        if named != name:
+            raise d.fail(top["name"][1], f"name {named!r} does not match the file name "
+                                         f"{name!r}: rename the file to {named}.yaml or change "
+                                         f"`name:`")
+    if "version" in top:   # informational
+        v = top["version"][1]
+        if not isinstance(v, yaml.ScalarNode):
+            raise d.fail(v, "version must be a number or text")
     if "type" not in top:
         raise d.fail(root, "missing `type:` (workflow or convoy)")
     wtype = d.text(top["type"][1], "type")
@@ -264,12 +279,12 @@ def _allow_any(node) -> tuple[str, ...]:
 def _step(d: _Doc, node, role: str, declared: set[str],
           legs: list[str] | None = None) -> tuple[Step, dict[str, int]]:
     """One step, and the line each of its `needs` entries is on (for error messages)."""
-    keys = tuple(k for k in _STEP_KEYS if not (role == "leg" and k == "needs"))
+    keys = tuple(k for k in _STEP_KEYS if not (role == "leg" and k in ("needs", "depends_on")))
     what = {"step": "a step", "leg": "a leg", "synthesis": "the synthesis"}[role]
     if role == "leg" and isinstance(node, yaml.MappingNode):
         for k, _v in node.value:
-            if getattr(k, "value", None) == "needs":
-                raise d.fail(k, "legs run in parallel: `needs` is not allowed in a leg "
+            if getattr(k, "value", None) in ("needs", "depends_on"):
+                raise d.fail(k, f"legs run in parallel: `{k.value}` is not allowed in a leg "
                                 "(the synthesis waits for the legs)")
     m = d.mapping(node, what, keys)
     if "id" in m:
@@ -302,9 +317,21 @@ def _step(d: _Doc, node, role: str, declared: set[str],
                 raise d.fail(p, "a path glob must be one non-empty line")
             _check_placeholders(d, p, text, declared)
             paths.append(text)
+    if "needs" in m and "depends_on" in m:
+        raise d.fail(m["depends_on"][0], "`depends_on` and `needs` say the same thing: use one")
+    labels = []
+    if "labels" in m:
+        vnode = m["labels"][1]
+        items = [vnode] if isinstance(vnode, yaml.ScalarNode) else d.sequence(vnode, "labels")
+        for n in items:
+            text = d.text(n, "a label")
+            if not _LABEL.fullmatch(text):
+                raise d.fail(n, f"label {text!r} is not allowed: one word, no spaces or "
+                                "control characters")
+            labels.append(text)
     needs: list[tuple[str, int]] = []
-    if "needs" in m:
-        vnode = m["needs"][1]
+    if "needs" in m or "depends_on" in m:
+        vnode = m["needs" if "needs" in m else "depends_on"][1]
         items = [vnode] if isinstance(vnode, yaml.ScalarNode) else d.sequence(vnode, "needs")
         needs = [(d.text(n, "needs"), n.start_mark.line + 1) for n in items]
     elif role == "synthesis":
@@ -315,7 +342,7 @@ def _step(d: _Doc, node, role: str, declared: set[str],
                 raise d.fail(line, f"the synthesis needs {n!r}, which is not a leg "
                                    f"(legs: {', '.join(legs or ())})")
     step = Step(sid, role, title, body, [n for n, _ in needs], priority, paths,
-                node.start_mark.line + 1)
+                node.start_mark.line + 1, list(dict.fromkeys(labels)))
     return step, dict(needs)
 
 
@@ -519,7 +546,8 @@ def plan(wf: Workflow, given: dict[str, str]) -> Plan:
         tasks.append(PlannedTask(
             s.id, one_line(_substitute(s.title, values), f"the title of {s.role} {s.id!r}", s.line),
             _body(s.body, values), list(s.needs), s.priority,
-            [one_line(_substitute(p, values), f"a path of {s.role} {s.id!r}", s.line) for p in s.paths]))
+            [one_line(_substitute(p, values), f"a path of {s.role} {s.id!r}", s.line) for p in s.paths],
+            list(s.labels)))
     return Plan(wf.name, wf.type, title, _body(wf.body, values), values, tasks)
 
 
@@ -533,6 +561,7 @@ def run(g: Grite, wf: Workflow, given: dict[str, str], dry_run: bool = False) ->
     for t in p.tasks:
         drafts += model.task_drafts(ids[t.step], cid, t.title, t.body, [ids[n] for n in t.needs],
                                     t.priority, t.paths, step=t.step)
+        drafts += [Draft(ids[t.step], ev.AddTo("labels", label)) for label in t.labels]
     if not dry_run:
         g.append(drafts, summary(f"workflow.run {wf.name}", cid, p.title))
     tasks = [RunTask(t.step, ids[t.step], t.title, [ids[n] for n in t.needs]) for t in p.tasks]

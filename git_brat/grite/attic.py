@@ -29,8 +29,12 @@ class Rewrite(msgspec.Struct):
     detected_at: int         # ms since the epoch
     acknowledged: bool = False
     kind: str = "rewrite"    # rewrite (moved to a history without it) | deleted (the ref is gone)
+    #                          | damaged (unreadable records; repaired by doctor --fix)
 
     def describe(self) -> str:
+        if self.kind == "damaged":
+            return (f"held records git could not read; rebuilt from every readable record "
+                    f"(was {self.old[:12]}" + (f", now {self.new[:12]})" if self.new else ")"))
         kept = f"its events are kept as {self.attic}" if self.attic else "its objects were already gone"
         if self.kind == "deleted":   # a removed remote, a pruned or hand-deleted ref: not an attack
             return f"deleted (remote removed, pruned or deleted by hand); {kept}"
@@ -58,7 +62,16 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
         pending[old] = ref
     if not pending:
         return []
-    lost = store.unreachable(pending, tips.values())
+    # A tip doctor --fix replaced because git could not read it is not kept: it would break gc.
+    for r in load(store):
+        if r.kind == "damaged":
+            pending.pop(r.old, None)
+    if not pending:
+        return []
+    # Judged without this clone's relay copies (local refs/grite/replicas/*): they keep the
+    # events anyway, but a remote that rewound a log must still be reported.
+    lost = store.unreachable(pending, [sha for r, sha in tips.items()
+                                       if not r.startswith("refs/grite/replicas/")])
     found = []
     now = int(time.time() * 1000)
     for old in sorted(lost):
@@ -112,6 +125,11 @@ def _record(store: Store, new: list[Rewrite], acknowledge: bool = False) -> list
                 r.acknowledged = True
         atomic_write(_path(store), msgspec.json.encode(records))
         return records
+
+
+def note(store: Store, records: list[Rewrite]) -> None:
+    """Record rewrites grite made itself (a repair), acknowledged."""
+    _record(store, records)
 
 
 def rewrites(store: Store, acknowledge: bool = False) -> list[Rewrite]:

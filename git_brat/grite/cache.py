@@ -10,6 +10,7 @@ list recomputes just those.
 
 from __future__ import annotations
 
+import errno
 import os
 from datetime import datetime
 
@@ -76,6 +77,9 @@ class Cache:
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
         self.views_stamp = ""                 # the issue views the last issues() answer came from
+        # True once the cache directory could not be written (a read-only .git, a full disk):
+        # answers are then computed in memory and nothing is written.
+        self.read_only = False
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -162,7 +166,7 @@ class Cache:
         body = msgspec.json.encode(views) + b"\n"
         # Stamped with the views it came from (not whatever is current by now: a writer may
         # have moved the cache on meanwhile, and then this file must not match it).
-        atomic_write(path, self.views_stamp.encode() + b"\n" + body)
+        self._write(os.path.basename(path), self.views_stamp.encode() + b"\n" + body)
         return body
 
     def rebuild(self, full: bool = False) -> State:
@@ -218,8 +222,41 @@ class Cache:
         return snap, True
 
     def _locked(self):
-        os.makedirs(self.dir, exist_ok=True)
-        return _lock(self._path("lock"))
+        """The writers' lock; a null context when the cache cannot be written (read-only)."""
+        import contextlib
+        if self.read_only:
+            return contextlib.nullcontext()
+        for _attempt in range(5):
+            try:
+                os.makedirs(self.dir, exist_ok=True)
+                lock = _lock(self._path("lock"))
+                lock.acquire()
+            except FileNotFoundError:   # the directory was deleted meanwhile: make it again
+                continue
+            except OSError as exc:
+                if exc.errno in _UNWRITABLE:
+                    self.read_only = True
+                    return contextlib.nullcontext()
+                raise
+            return _Held(lock)
+        self.read_only = True   # deleted over and over while we looked: serve from memory
+        return contextlib.nullcontext()
+
+    def _write(self, name: str, data: bytes) -> None:
+        """Replace one cache file; losing the directory or write access only costs speed."""
+        if self.read_only:
+            return
+        for _attempt in range(2):
+            try:
+                atomic_write(self._path(name), data)
+                return
+            except FileNotFoundError:   # deleted while we wrote: atomic_write makes it again
+                continue
+            except OSError as exc:
+                if exc.errno not in _UNWRITABLE:
+                    raise
+                break
+        self.read_only = True
 
     def _current(self) -> tuple[Meta, State]:
         """Under the lock: meta and state at the current frontier, extending the cache if needed."""
@@ -237,8 +274,8 @@ class Cache:
         views = self._issue_views(state, touched, old)
         meta.views, meta.dirty = os.urandom(8).hex(), []
         enc = msgspec.msgpack.encode
-        atomic_write(self._path("issues"), enc(_Stamped(meta.views, msgspec.Raw(enc(views)))))
-        atomic_write(self._path("meta"), enc(meta))
+        self._write("issues", enc(_Stamped(meta.views, msgspec.Raw(enc(views)))))
+        self._write("meta", enc(meta))
         return views
 
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
@@ -252,7 +289,11 @@ class Cache:
                  full: bool) -> tuple[Meta, State]:
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
-            attic.keep(self.store, prior.frontier.items(), tips)
+            try:
+                attic.keep(self.store, prior.frontier.items(), tips)
+            except OSError as exc:   # a read-only repository: nothing can be kept, or lost
+                if exc.errno not in _UNWRITABLE:
+                    raise
         reader = LogReader(self.store)
         touched: set[str] | None = None
         if meta is None or state is None:
@@ -277,7 +318,7 @@ class Cache:
             problems = _merge_problems(meta.problems, reader.problems)
         enc = msgspec.msgpack.encode
         encoded = enc(state)
-        if settings is not None and settings.every and not problems and \
+        if settings is not None and settings.every and not problems and not self.read_only and \
                 state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
             if state.event_count - covered >= settings.every:
@@ -288,8 +329,8 @@ class Cache:
             views, dirty = meta.views, sorted(touched.union(meta.dirty))
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, problems, covered,
                    views, dirty)
-        atomic_write(self._path("state"), enc(_Stamped(new.generation, msgspec.Raw(encoded))))
-        atomic_write(self._path("meta"), enc(new))
+        self._write("state", enc(_Stamped(new.generation, msgspec.Raw(encoded))))
+        self._write("meta", enc(new))
         self._answered(new)
         return new, state
 
@@ -341,6 +382,26 @@ class Cache:
             views = [issue_view(ent, names) for ent in state.of_kind("issue")]
         views.sort(key=lambda v: (v.created_at, v.id))
         return views
+
+
+_UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+class _Held:
+    """Context manager releasing an already acquired portalocker lock."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self.lock
+
+    def __exit__(self, *exc):
+        try:
+            self.lock.release()
+        except OSError:
+            pass
+        return False
 
 
 def _lock(path: str):

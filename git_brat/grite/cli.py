@@ -74,10 +74,15 @@ def log(entity, limit, as_json):
 @click.option("--format", "fmt", type=click.Choice(["json", "md"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="Write to this file instead of stdout.")
-def export(fmt, output):
+@click.option("--json", "as_json", is_flag=True,
+              help="The JSON export (the same as --format json, the default).")
+def export(fmt, output, as_json):
     """Export every issue (with comments and dependencies) as JSON or Markdown."""
     import msgspec
     from git_brat.grite import transfer
+    from git_brat.grite.errors import UsageError
+    if as_json and fmt != "json":
+        raise UsageError("--json and --format md contradict each other: give one")
     g = open_grite()
     state = g.state()
     report_problems(g)
@@ -117,7 +122,7 @@ def import_(file, as_json):
 @cli.command()
 @click.option("--fix", is_flag=True, help="Clear abandoned ref locks, rebuild a wrong cache, "
               "acknowledge rewritten replica refs (their events stay kept).")
-@click.option("--stale-after", type=float, default=None, metavar="SECONDS",
+@click.option("--stale-after", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="Age after which a ref .lock counts as abandoned (default 10).")
 @json_option
 def doctor(fix, stale_after, as_json):
@@ -131,8 +136,9 @@ def doctor(fix, stale_after, as_json):
     def human():
         lines = [f"{len(report.logs)} logs, {report.commits} commits, {report.events} events"]
         for f in report.findings:
-            mark = "fixed" if f.fixed else "PROBLEM"
-            lines.append(f"{mark}: {f.kind} {f.subject}: {f.detail}".replace(" : ", ": "))
+            mark = "LOST" if f.kind == "lost" else "fixed" if f.fixed else "PROBLEM"
+            kind = "" if f.kind == "lost" else f"{f.kind} "
+            lines.append(f"{mark}: {kind}{f.subject}: {f.detail}".replace(" : ", ": "))
         lines.append("ok" if report.ok else "problems found" + ("" if fix else
                      "; `git grite doctor --fix` repairs locks and cache"))
         return "\n".join(lines)

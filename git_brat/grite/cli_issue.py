@@ -31,7 +31,7 @@ def _detail_text(d: issues.IssueDetail) -> str:
         lines.append(f"labels:    {', '.join(d.labels)}")
     if d.assignees:
         lines.append(f"assignees: {', '.join(d.assignees)}")
-    for name in ("depends_on", "blocks", "related_to", "dependents"):
+    for name in ("depends_on", "blocks", "related_to", "dependents", "blocked_by"):
         ids = getattr(d.deps, name)
         if ids:
             lines.append(f"{name + ':':<10} {', '.join(i[:7] for i in ids)}")
@@ -93,12 +93,15 @@ def show(issue_id, as_json):
     emit(as_json, d, lambda: _detail_text(d))
 
 
-def _done(g: Grite, ent_id: str, as_json: bool, message: str) -> None:
-    """Print the changed issue (JSON) or a one-line confirmation."""
+def _done(g: Grite, ent_id: str, as_json: bool, message: str, changed: bool = True,
+          already: str = "") -> None:
+    """Print the changed issue (JSON) or a one-line confirmation; a no-op says so."""
     if as_json:
         emit(True, issues.detail(g.state(), g.resolve(ent_id, issues.KIND)), lambda: None)
-    else:
+    elif changed:
         emit(False, None, lambda: message)
+    else:
+        emit(False, None, lambda: f"{ent_id[:7]} {already or 'unchanged'}; nothing written")
 
 
 @issue.command()
@@ -109,8 +112,8 @@ def _done(g: Grite, ent_id: str, as_json: bool, message: str) -> None:
 def update(issue_id, title, body, as_json):
     """Change the title and/or body."""
     g = _grite()
-    ent = issues.update(g, issue_id, title, body)
-    _done(g, ent.id, as_json, f"updated {ent.id[:7]}")
+    ent, changed = issues.update(g, issue_id, title, body)
+    _done(g, ent.id, as_json, f"updated {ent.id[:7]}", changed, "already says that")
 
 
 @issue.command()
@@ -119,8 +122,8 @@ def update(issue_id, title, body, as_json):
 def close(issue_id, as_json):
     """Close an issue."""
     g = _grite()
-    ent = issues.set_state(g, issue_id, "closed")
-    _done(g, ent.id, as_json, f"closed {ent.id[:7]}")
+    ent, changed = issues.set_state(g, issue_id, "closed")
+    _done(g, ent.id, as_json, f"closed {ent.id[:7]}", changed, "is already closed")
 
 
 @issue.command()
@@ -129,8 +132,8 @@ def close(issue_id, as_json):
 def reopen(issue_id, as_json):
     """Reopen a closed issue."""
     g = _grite()
-    ent = issues.set_state(g, issue_id, "open")
-    _done(g, ent.id, as_json, f"reopened {ent.id[:7]}")
+    ent, changed = issues.set_state(g, issue_id, "open")
+    _done(g, ent.id, as_json, f"reopened {ent.id[:7]}", changed, "is already open")
 
 
 @issue.command()
@@ -152,8 +155,9 @@ def _set_command(name: str, set_name: str, what: str, help_text: str):
     @json_option
     def command(issue_id, add, remove, as_json):
         g = _grite()
-        ent = issues.edit_set(g, issue_id, set_name, list(add), list(remove), what)
-        _done(g, ent.id, as_json, f"updated {what}s of {ent.id[:7]}")
+        ent, changed = issues.edit_set(g, issue_id, set_name, list(add), list(remove), what)
+        _done(g, ent.id, as_json, f"updated {what}s of {ent.id[:7]}", changed,
+              f"{what}s already as asked")
     command.__doc__ = help_text
     issue.command(name)(command)
 
@@ -181,9 +185,10 @@ _type_option = click.option("--type", "dep_type", type=click.Choice(issues.DEP_T
 def dep_add(issue_id, other, dep_type, as_json):
     """ISSUE depends on (or blocks, or relates to) OTHER. A cycle is refused."""
     g = _grite()
-    src, dst = issues.dep_add(g, issue_id, other, dep_type)
-    emit(as_json, {"issue": src.id, "type": dep_type, "on": dst.id},
-         lambda: f"{src.id[:7]} {dep_type.replace('_', ' ')} {dst.id[:7]}")
+    src, dst, changed = issues.dep_add(g, issue_id, other, dep_type)
+    emit(as_json, {"issue": src.id, "type": dep_type, "on": dst.id, "changed": changed},
+         lambda: f"{src.id[:7]} {dep_type.replace('_', ' ')} {dst.id[:7]}"
+                 + ("" if changed else " already; nothing written"))
 
 
 @dep.command("remove")
@@ -211,7 +216,7 @@ def dep_list(issue_id, as_json):
 
     def human():
         lines = []
-        for name in ("depends_on", "blocks", "related_to", "dependents"):
+        for name in ("depends_on", "blocks", "related_to", "dependents", "blocked_by"):
             for i in getattr(deps, name):
                 lines.append(f"{name:<11} {i[:7]}  {state.entities[i].get('title', '') if i in state.entities else ''}")
         return "\n".join(lines) or "no dependencies"

@@ -17,7 +17,8 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
-    #            | unknown-ops | rewrite | deleted-log
+    #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
+    #            | stale-temp
     subject: str
     detail: str
     fixed: bool = False
@@ -38,17 +39,36 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
         if fix:
             f.fixed = _clear_lock(path, age)
         findings.append(f)
+    for path, age in g.store.stale_object_temps(stale_after):
+        f = Finding("stale-temp", path, f"half-written object file left {age:.0f}s ago by a "
+                    "writer that is gone (`git fsck` calls it a bad object)")
+        if fix:
+            f.fixed = _clear_lock(path, age)
+        findings.append(f)
 
     from git_brat.grite import attic, sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
+    tips, reader, commits, events = _read_all(g)
+    repaired = []
+    if fix and reader.problems:
+        from git_brat.grite import identity, repair
+        before = _cached_state(g)   # what this clone showed before the damage, if it kept it
+        result = repair.repair(g.store, identity.load_replica(g.store.grite_dir).id)
+        for lost in result.lost:
+            repaired.append(Finding("lost", lost.commit, lost.detail, True))
+        for p in reader.problems:
+            if not any(x.subject == p.sha for x in repaired):
+                repaired.append(Finding("corrupt", p.sha, p.detail + "; its events were carried "
+                                        "onto the rebuilt log", True))
+        tips, reader, commits, events = _read_all(g)
+        after = Cache(g.store).rebuild(full=True)
+        if before is not None:
+            repaired += [Finding("lost", eid, detail, True)
+                         for eid, detail in _changed_entities(before, after)]
     for r in attic.rewrites(g.store, acknowledge=fix):
-        findings.append(Finding("deleted-log" if r.kind == "deleted" else "rewrite", r.ref,
-                                r.describe(), r.acknowledged))
-
-    tips = g.store.log_tips()
-    reader = LogReader(g.store)
-    commits = reader.new_commits(tips.values(), ())
-    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+        kind = {"deleted": "deleted-log", "damaged": "repaired"}.get(r.kind, "rewrite")
+        findings.append(Finding(kind, r.ref, r.describe(), r.acknowledged))
+    findings += repaired
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
     truth = replay(events)
@@ -68,8 +88,53 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     elif fix and cached is None:
         cache.rebuild(full=True)
     findings += _check_snapshots(g, fix)
+    findings += _check_hooks(g, fix)
     ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
     return Report(ok, len(commits), len(events), tips, findings)
+
+
+def _cached_state(g: Grite):
+    """The cache's state, whatever frontier it was built at (None: no usable cache)."""
+    cache = Cache(g.store)
+    meta = cache._read_meta()
+    from git_brat.grite.state import State
+    return cache._read("state", meta.generation, State) if meta else None
+
+
+def _changed_entities(before, after) -> list[tuple[str, str]]:
+    """Entities whose state the repair could not bring back as this clone last showed it:
+    exactly what the lost records held, as far as it can still be told."""
+    def digest(ent):
+        return (ent.kind, sorted((k, repr(v[0])) for k, v in ent.fields.items()),
+                sorted((k, tuple(sorted(v for v, t in vals.items() if t)))
+                       for k, vals in ent.sets.items()), sorted(ent.comments))
+    out = []
+    for eid, old in sorted(before.entities.items()):
+        if not old.created or old.kind == "actor":
+            continue
+        new = after.entities.get(eid)
+        if new is None or not new.created:
+            out.append((eid, f"{old.kind} {old.get('title', '')!r} is gone: its create was in "
+                             f"a lost record"))
+        elif digest(new) != digest(old):
+            what = [k for k, v in old.fields.items() if new.fields.get(k, (None,))[0] != v[0]]
+            what += [k for k, vals in old.sets.items()
+                     if sorted(v for v, t in vals.items() if t) != new.members(k)]
+            if set(old.comments) != set(new.comments):
+                what.append("comments")
+            out.append((eid, f"{old.kind} {old.get('title', '')!r} lost changes to "
+                             f"{', '.join(sorted(set(what))) or 'its history'}; it was "
+                             f"{old.get('state', old.get('status', ''))!s} as last shown here"))
+    return out
+
+
+def _read_all(g: Grite):
+    """Every log, commit by commit (naming what cannot be read): tips, reader, commits, events."""
+    tips = g.store.log_tips()
+    reader = LogReader(g.store)
+    commits = reader.new_commits(tips.values(), ())
+    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+    return tips, reader, commits, events
 
 
 def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
@@ -108,6 +173,21 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             f.fixed = True
         findings.append(f)
     return findings
+
+
+def _check_hooks(g: Grite, fix: bool) -> list[Finding]:
+    """grite's shims must be live where git runs hooks from, or pushes stop publishing."""
+    from git_brat.grite import sync
+    hooks_dir, missing = sync.hooks_not_live(g.store)
+    if not missing:
+        return []
+    fixed = False
+    if fix:
+        sync.install(g.store)
+        fixed = not sync.hooks_not_live(g.store)[1]
+    return [Finding("hooks-missing", hooks_dir, "; ".join(missing.values()) +
+                    ": pushes do not publish and fetches do not import until they are back",
+                    fixed)]
 
 
 def _clear_lock(path: str, age: float) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from typing import Generator, Iterable, Iterator
@@ -14,6 +15,21 @@ ZERO = b"0" * 40
 LOG_PREFIXES = (b"refs/grite/wal", b"refs/grite/replicas/", b"refs/grite/attic/")
 REMOTE_LOG_INFIX = b"/grite/replicas/"
 REMOTE_WAL_SUFFIX = b"/grite/wal"   # a peer clone's own log, fetched straight from it
+
+
+# What a commit subject (and a reflog line) must never carry: control characters (they drive
+# the terminal of whoever runs `git log`), bidi overrides and zero-width characters (they make
+# text read differently from what it is).
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+                     "\u2066-\u2069\ufeff]")
+
+
+def safe_subject(text: str) -> str:
+    """One line with every hidden or controlling character shown as an escape (\\x1b, \\u202e)."""
+    def esc(m: re.Match) -> str:
+        c = ord(m.group(0))
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return _HIDDEN.sub(esc, text)
 
 
 def is_log_ref(name: bytes | str) -> bool:
@@ -48,6 +64,7 @@ class Store:
         self.cwd = cwd            # where the repository was discovered from (None: the process cwd)
         self._repo = None
         self._toplevel: str | None = None
+        self._written: dict[bytes, tuple] = {}   # commit -> objects, until its ref update
 
     @classmethod
     def discover(cls, cwd: str | None = None) -> "Store":
@@ -133,6 +150,9 @@ class Store:
         """
         from dulwich.file import FileLocked
         refs = self.repo.refs
+        if message:   # the reflog line: the same rule as commit subjects
+            message = safe_subject(message.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape")
         try:
             if old is None:
                 return refs.add_if_new(name, new, message=message or None)
@@ -165,6 +185,38 @@ class Store:
                         continue
                     if age >= max_age:
                         found.append((path, age))
+        return sorted(found)
+
+    def stale_object_temps(self, max_age: float) -> list[tuple[str, float]]:
+        """Half-written object files older than max_age seconds: `<object>.lock` (dulwich),
+        `tmp_obj_*` / `tmp_pack_*` / `tmp_idx_*` (git), left by a writer that was killed.
+        `git fsck` reports them as bad objects; nothing ever completes them."""
+        found = []
+        root = os.path.join(self.common_dir, "objects")
+        now = time.time()
+        try:
+            subdirs = os.listdir(root)
+        except OSError:
+            return []
+        for sub in subdirs:
+            if not (len(sub) == 2 or sub == "pack"):
+                continue
+            d = os.path.join(root, sub)
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for fn in names:
+                if not (fn.endswith(".lock") or fn.startswith(("tmp_obj_", "tmp_pack_",
+                                                               "tmp_idx_"))):
+                    continue
+                path = os.path.join(d, fn)
+                try:
+                    age = now - os.stat(path).st_mtime
+                except FileNotFoundError:
+                    continue
+                if age >= max_age:
+                    found.append((path, age))
         return sorted(found)
 
     # -- objects -------------------------------------------------------------
@@ -215,6 +267,7 @@ class Store:
         args = ["rev-list", "--reverse", "--topo-order", "--end-of-options", *include,
                 *(f"^{e}" for e in exclude)]
         proc = run_git(["--git-dir", self.git_dir, *args])
+        _complained(proc.stderr, "rev-list")
         return proc.stdout.decode().split()
 
     def cat_log_blobs(self, commits: list[str]) -> Iterator[tuple[str, memoryview | None]]:
@@ -307,7 +360,9 @@ class Store:
                     proc.wait()
                 errors.seek(0)
                 err = errors.read().decode("utf-8", "replace").strip()
-        if not complete or walk.returncode != 0 or cat.returncode != 0:
+        # With a commit-graph, rev-list says "error: Could not read <sha>" for a missing
+        # commit and still exits 0, having listed less: its word alone is not enough.
+        if not complete or walk.returncode != 0 or cat.returncode != 0 or _complaint(err):
             raise GriteError(f"git could not read every log object: "
                              f"{err.splitlines()[-1] if err else 'an object is missing'}")
 
@@ -411,6 +466,8 @@ class Store:
             return cands
         heads = [t for t in set(tips) if self.has_object(t.encode())]
         spec = "".join(f"{c}\n" for c in present) + "".join(f"^{t}\n" for t in heads)
+        # A commit git cannot read (commit-graph: exit 0 all the same) only shortens the walk
+        # from the tips, so more candidates look unreachable and are kept: the safe side.
         proc = self._git(["rev-list", "--stdin"], input=spec.encode())
         out = set(proc.stdout.decode().split())
         return (cands - set(present)) | (out & set(present))
@@ -449,11 +506,87 @@ class Store:
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
-        commit.message = message.encode("utf-8") + b"\n"
+        commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
         # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         for obj in (*objects, tree, commit):
             self.repo.object_store.add_object(obj)
+        if len(self._written) > 64:   # kept only until the ref update that follows
+            self._written.clear()
+        self._written[commit.id] = (*objects, tree, commit)
         return commit.id
+
+    def reparent(self, sha: bytes, message: str) -> bytes:
+        """A parentless commit with the tree, author and time of commit sha (objects only)."""
+        from dulwich.objects import Commit
+        old = self.repo.object_store[sha]
+        commit = Commit()
+        commit.tree, commit.parents = old.tree, []
+        commit.author, commit.committer = old.author, old.committer
+        commit.author_time = commit.commit_time = old.commit_time
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
+        self.repo.object_store.add_object(commit)
+        return commit.id
+
+    def is_ancestor(self, old: str, new: str) -> bool:
+        """Whether commit old is in new's history (in-process for a plain append, else git)."""
+        if old == new:
+            return True
+        try:
+            if old.encode() in self.repo.object_store[new.encode()].parents:
+                return True
+        except Exception:   # noqa: BLE001 - missing or unreadable: let git say
+            pass
+        proc = self._git(["merge-base", "--is-ancestor", "--end-of-options", old, new],
+                         check=False)
+        return proc.returncode == 0 and not _complaint(proc.stderr)
+
+    def committed_file(self, path: str) -> bytes | None:
+        """A file as HEAD has it (None: no HEAD, no such file, or unreadable); in-process."""
+        from dulwich.object_store import tree_lookup_path
+        try:
+            head = self.repo.refs[b"HEAD"]
+            store = self.repo.object_store
+            _mode, sha = tree_lookup_path(store.__getitem__, store[head].tree, path.encode())
+            return store[sha].as_raw_string()
+        except Exception:   # noqa: BLE001 - unborn HEAD, absent path, damaged object
+            return None
+
+    def reflog(self, ref: bytes) -> list[tuple[str, str]]:
+        """(new sha, message) of every entry in a ref's reflog, oldest first (read in-process)."""
+        path = os.path.join(self.common_dir, "logs", ref.decode())
+        try:
+            with open(path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+        out = []
+        for ln in lines:
+            head, _, message = ln.partition("\t")
+            parts = head.split(" ")
+            if len(parts) >= 2 and len(parts[1]) in (40, 64):
+                out.append((parts[1], message))
+        return out
+
+    def drop_broken_reflog_entries(self) -> None:
+        """Drop reflog entries naming commits whose objects are gone (`git gc` trips on them)."""
+        self._git(["reflog", "expire", "--stale-fix", "--expire=never",
+                   "--expire-unreachable=never", "--all"], check=False)
+
+    def confirm_written(self, commit: bytes) -> bool:
+        """After a ref update: write again any object of `commit` that vanished meanwhile.
+
+        `git gc --prune=now` (documented as unsafe while others write) can delete objects
+        written a moment before the ref that makes them reachable. Objects are content-
+        addressed, so writing them again repairs the log. True if any had to be rewritten.
+        """
+        objects = self._written.pop(commit, ())
+        store = self.repo.object_store
+        missing = [o for o in objects if not self.has_object(o.id)]
+        for obj in missing:
+            store.add_object(obj)
+        return bool(missing)
 
     def read_record(self, sha: bytes, entry: bytes) -> tuple[bytes, list[bytes]]:
         """(blob `entry` of commit sha, its parents), or raise CorruptObject."""
@@ -585,6 +718,26 @@ class Store:
         head = run_git(["rev-parse", "-q", "--verify", "HEAD"], cwd=top, check=False)
         st = run_git(["status", "--porcelain"], cwd=top, check=False)
         return head.stdout.decode().strip(), st.stdout.decode("utf-8", "replace")
+
+
+def _complaint(stderr: bytes | str) -> str | None:
+    """The first `error:`/`fatal:` line git printed, if any.
+
+    Some reads exit 0 having come up short (rev-list over a commit-graph skips a commit it
+    cannot read, saying so only on stderr), so a walk is trusted only when git stayed quiet.
+    """
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    for ln in text.splitlines():
+        if ln.startswith(("error: ", "fatal: ")):
+            return ln
+    return None
+
+
+def _complained(stderr: bytes, what: str) -> None:
+    line = _complaint(stderr)
+    if line:
+        raise GriteError(f"git {what} could not read everything: {line}")
+
 
 def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:
     """git's own first fatal/error line (what it failed at), else the first line it printed."""

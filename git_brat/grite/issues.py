@@ -30,7 +30,8 @@ class Deps(msgspec.Struct):
     depends_on: list[str]
     blocks: list[str]
     related_to: list[str]
-    dependents: list[str]      # issues that depend on this one (incoming edges)
+    dependents: list[str]      # issues that depend on this one (incoming depends_on edges)
+    blocked_by: list[str] = []   # issues that block this one (incoming blocks edges)
 
 
 class IssueDetail(msgspec.Struct):
@@ -82,7 +83,9 @@ def create(g: Grite, title: str, body: str = "", labels: list[str] = (),
     return eid
 
 
-def update(g: Grite, ref: str, title: str | None = None, body: str | None = None) -> Entity:
+def update(g: Grite, ref: str, title: str | None = None,
+           body: str | None = None) -> tuple[Entity, bool]:
+    """Set title and/or body: (the issue, whether anything was written; False: already so)."""
     ent = g.resolve(ref, KIND)
     fields = {}
     if title is not None:
@@ -91,15 +94,25 @@ def update(g: Grite, ref: str, title: str | None = None, body: str | None = None
         fields["body"] = body
     if not fields:
         raise UsageError("nothing to update: give --title and/or --body")
-    g.append([Draft(ent.id, ev.SetFields(fields))], summary("issue.update", ent.id, fields.get("title", "")))
-    return ent
+
+    def build() -> list[Draft]:   # decided at the tip appended to: a no-op writes nothing
+        cur = g.state().entities[ent.id]
+        todo = {k: v for k, v in fields.items() if cur.get(k, "") != v}
+        return [Draft(ent.id, ev.SetFields(todo))] if todo else []
+    res = g.append(build, summary("issue.update", ent.id, fields.get("title", "")))
+    return ent, res.written
 
 
-def set_state(g: Grite, ref: str, state: str) -> Entity:
+def set_state(g: Grite, ref: str, state: str) -> tuple[Entity, bool]:
+    """(the issue, whether anything was written: closing a closed issue writes nothing)."""
     ent = g.resolve(ref, KIND)
-    g.append([Draft(ent.id, ev.SetFields({"state": state}))],
-             summary("issue.close" if state == "closed" else "issue.reopen", ent.id))
-    return ent
+
+    def build() -> list[Draft]:
+        if g.state().entities[ent.id].get("state", "open") == state:
+            return []
+        return [Draft(ent.id, ev.SetFields({"state": state}))]
+    res = g.append(build, summary("issue.close" if state == "closed" else "issue.reopen", ent.id))
+    return ent, res.written
 
 
 def comment(g: Grite, ref: str, text: str) -> str:
@@ -109,7 +122,8 @@ def comment(g: Grite, ref: str, text: str) -> str:
     return res.events[0].id
 
 
-def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str], what: str) -> Entity:
+def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str],
+             what: str) -> tuple[Entity, bool]:
     """Add/remove members of an observed-remove set (labels, assignees) in one batch."""
     ent = g.resolve(ref, KIND)
     add = sorted({check_name(x, what) for x in add})
@@ -117,13 +131,15 @@ def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str
     if not add and not remove:
         raise UsageError("nothing to change: give --add and/or --remove")
     def build() -> list[Draft]:
-        # A remove cancels the adds observed at the tip we append to, no older view.
+        # A remove cancels the adds observed at the tip we append to, no older view. Adding
+        # a member that is there, or removing one that is not, changes nothing: not written.
         cur = g.state().entities[ent.id]
-        drafts = [Draft(ent.id, ev.AddTo(set_name, x)) for x in add]
+        have = set(cur.members(set_name))
+        drafts = [Draft(ent.id, ev.AddTo(set_name, x)) for x in add if x not in have]
         return drafts + [Draft(ent.id, ev.RemoveFrom(set_name, x, cur.live_tags(set_name, x)))
-                         for x in remove if x not in add]
-    g.append(build, summary(f"issue.{what}", ent.id))
-    return ent
+                         for x in remove if x not in add and x in have]
+    res = g.append(build, summary(f"issue.{what}", ent.id))
+    return ent, res.written
 
 
 # -- dependencies --------------------------------------------------------------
@@ -156,7 +172,8 @@ def find_cycle(pre: dict[str, set[str]], start: str) -> list[str] | None:
     return None
 
 
-def dep_add(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[Entity, Entity]:
+def dep_add(g: Grite, ref: str, on: str,
+            dep_type: str = "depends_on") -> tuple[Entity, Entity, bool]:
     if dep_type not in DEP_TYPES:
         raise UsageError(f"unknown dependency type {dep_type!r}: use one of {', '.join(DEP_TYPES)}")
     src, dst = g.resolve(ref, KIND), g.resolve(on, KIND)
@@ -174,10 +191,12 @@ def dep_add(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[
             if cycle:
                 names = short_names(state, cycle)
                 raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
+        if dst.id in g.state().entities[src.id].members("dep:" + dep_type):
+            return []   # already there: nothing to write
         return [Draft(src.id, ev.AddTo("dep:" + dep_type, dst.id))]
 
-    g.append(build, summary(f"dep.add {dep_type}", src.id))
-    return src, dst
+    res = g.append(build, summary(f"dep.add {dep_type}", src.id))
+    return src, dst, res.written
 
 
 def dep_remove(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tuple[Entity, Entity]:
@@ -195,11 +214,18 @@ def dep_remove(g: Grite, ref: str, on: str, dep_type: str = "depends_on") -> tup
 
 
 def deps_of(state: State, ent: Entity) -> Deps:
-    dependents = sorted(i for i in state.dep_sources.get(ent.id, ())
-                        if state.kinds.get(i) == ent.kind
-                        and ent.id in state.entities[i].members("dep:depends_on"))
-    return Deps(ent.members("dep:depends_on"), ent.members("dep:blocks"),
-                ent.members("dep:related_to"), dependents)
+    """Both directions: an edge is shown on the issue it points at too."""
+    incoming: dict[str, list[str]] = {t: [] for t in DEP_TYPES}
+    for i in state.dep_sources.get(ent.id, ()):
+        if state.kinds.get(i) != ent.kind:
+            continue
+        src = state.entities[i]
+        for t in DEP_TYPES:
+            if ent.id in src.members("dep:" + t):
+                incoming[t].append(i)
+    related = sorted(set(ent.members("dep:related_to")) | set(incoming["related_to"]))
+    return Deps(ent.members("dep:depends_on"), ent.members("dep:blocks"), related,
+                sorted(incoming["depends_on"]), sorted(incoming["blocks"]))
 
 
 def topo(state: State, kind: str = KIND, include=lambda e: True) -> list[Entity]:
@@ -250,8 +276,10 @@ def short_names(state: State, ids: list[str]) -> list[str]:
 
 def detail(state: State, ent: Entity) -> IssueDetail:
     names = actor_names(state)
+    # In time order (wall clock, then causal order for ties): what a reader expects.
     comments = [CommentView(eid, names.get(actor, actor), iso(ts), body)
-                for eid, _lamport, actor, ts, body in ent.sorted_comments()]
+                for eid, _lamport, actor, ts, body in sorted(
+                    ent.sorted_comments(), key=lambda c: (c[3], c[1], c[2], c[0]))]
     return IssueDetail(ent.id, ent.get("title", ""), ent.get("body", ""), ent.get("state", "open"),
                        ent.members("labels"), ent.members("assignees"),
                        names.get(ent.created_by, ent.created_by), iso(ent.created_at),
@@ -270,9 +298,15 @@ def list_issues(g: Grite, state_filter: str = "open", labels: list[str] = ()) ->
     return views
 
 
-def import_key(title: str, body: str) -> str:
-    """Deterministic id for an imported issue without one, so re-importing creates nothing new."""
-    return hashlib.blake2b(f"import\0{title}\0{body}".encode(), digest_size=16).hexdigest()
+def import_key(title: str, body: str, occurrence: int = 0) -> str:
+    """Deterministic id for an imported issue without one, so re-importing creates nothing new.
+
+    `occurrence`: how many issues with this title and body came before it in the same file,
+    so two different issues that read the same are two issues, still idempotently.
+    """
+    extra = f"\0{occurrence}" if occurrence else ""
+    return hashlib.blake2b(f"import\0{title}\0{body}{extra}".encode(),
+                           digest_size=16).hexdigest()
 
 
 __all__ = ["create", "update", "set_state", "comment", "edit_set", "dep_add", "dep_remove",

@@ -242,19 +242,23 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
     ttl_s = seconds("grite.lockTtl", "--ttl", ttl, DEFAULT_TTL, 0.001)
     skew_s = seconds("grite.lockSkew", "--skew", skew, DEFAULT_SKEW, 0.0)
     timeout = seconds("grite.lockTimeout", "", None, DEFAULT_REMOTE_TIMEOUT, 0.1)
-    name = None if local else (remote or cfg.get("grite.lockremote") or _only_synced_remote(store))
+    if local:
+        name, src = None, ""
+    elif remote:
+        name, src = remote, "--remote"
+    else:
+        name, src = lock_remote(store, cfg)
     if name is not None and f"remote.{name}.url" not in cfg:
-        src = "--remote" if remote else "git config grite.lockRemote"
         path = _local_path(name)
         # Relative to the top of the work tree, as `git push ../hub.git` takes it.
         if path is not None and not os.path.exists(os.path.join(store.toplevel() or store.git_dir,
                                                                 path)):
             if "/" not in name and ":" not in name:
-                raise UsageError(f"no remote named {name!r} ({src}); see `git remote -v`")
+                raise NotFound(f"no remote named {name!r} ({src}); see `git remote -v`")
             # A configured path that is gone is unreachable (an unmounted share) and falls
             # back; a path typed on this command line that does not exist is a mistake.
             if remote:
-                raise UsageError(f"{src} {name!r}: no such repository (the path does not exist)")
+                raise NotFound(f"{src} {name!r}: no such repository (the path does not exist)")
     return Settings(name, ttl_s, skew_s, fallback, timeout)
 
 
@@ -268,12 +272,56 @@ def _local_path(url: str) -> str | None:
     return url
 
 
-def _only_synced_remote(store: "Store") -> str | None:
-    """With exactly one remote syncing grite state, leases are decided there by default:
-    clones that share work through it must never both hold a lease (DESIGN.md section 6)."""
+BRAT_CONFIG = ".brat/config.toml"
+
+
+def committed_locks_table(store: "Store") -> dict:
+    """The `[locks]` table of `.brat/config.toml` as HEAD has it ({} when there is none).
+
+    Read from the commit, not the work tree: a committed file is the same for every clone,
+    which is the point of naming the lock remote there. (grite knows nothing else of brat's
+    config; `git brat config` validates the rest.)
+    """
+    import tomllib
+    data = store.committed_file(BRAT_CONFIG)
+    if data is None:
+        return {}
+    try:
+        table = tomllib.loads(data.decode("utf-8")).get("locks", {})
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{BRAT_CONFIG} (as committed at HEAD) is not valid TOML: {exc}; "
+                         f"fix it and commit, or pass --remote / --local")
+    if not isinstance(table, dict) or not isinstance(table.get("remote", ""), str):
+        raise UsageError(f"{BRAT_CONFIG} (as committed at HEAD): [locks] remote must be "
+                         f"a remote name")
+    return table
+
+
+def lock_remote(store: "Store", cfg: dict[str, str]) -> tuple[str | None, str]:
+    """The remote leases are decided on, and where that came from (DESIGN.md section 6).
+
+    `[locks] remote` in the committed .brat/config.toml, else git config grite.lockRemote,
+    else the only remote syncing grite state, else `origin` among several. With remotes
+    syncing and none of these, the command is refused: a lease taken locally there would let
+    two clones hold it. No synced remote: local leases (None).
+    """
     from git_brat.grite.sync import synced_remotes
+    named = committed_locks_table(store).get("remote")
+    if named:
+        return named, f"[locks] remote in {BRAT_CONFIG}"
+    if cfg.get("grite.lockremote"):
+        return cfg["grite.lockremote"], "git config grite.lockRemote"
     remotes = synced_remotes(store)
-    return remotes[0] if len(remotes) == 1 else None
+    if len(remotes) == 1:
+        return remotes[0], f"the only remote syncing grite state ({remotes[0]})"
+    if "origin" in remotes:
+        return "origin", "origin, among the remotes syncing grite state"
+    if remotes:
+        raise UsageError(f"which remote decides leases is ambiguous: {', '.join(remotes)} all "
+                         f"sync grite state; name one in [locks] remote in {BRAT_CONFIG} "
+                         f"(committed, so every clone agrees) or with `git config "
+                         f"grite.lockRemote NAME`, or pass --remote NAME")
+    return None, ""
 
 
 def default_holder_id(g: "Grite") -> str:
@@ -419,22 +467,23 @@ def _decide_expire(by: str, skew_ms: int) -> Decide:
 # -- the compare-and-swap engine ----------------------------------------------------
 
 
-def _apply(g: "Grite", resource: str, decide: Decide, st: Settings) -> Outcome:
+def _apply(g: "Grite", resource: str, decide: Decide, st: Settings, record: bool = True) -> Outcome:
     ref = ref_for(resource)
     if st.remote:
         try:
-            return _apply_remote(g, ref, resource, decide, st)
+            return _apply_remote(g, ref, resource, decide, st, record)
         except RemoteUnreachable as exc:
             if not st.fallback:
                 raise GriteError(f"{exc.message}; lease on {resource} unchanged "
                                  f"(drop --no-fallback to use a local lease)")
-            out = _apply_local(g, ref, resource, decide, st)
+            out = _apply_local(g, ref, resource, decide, st, record)
             out.note = f"remote {st.remote} unreachable"
             return out
-    return _apply_local(g, ref, resource, decide, st)
+    return _apply_local(g, ref, resource, decide, st, record)
 
 
-def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings) -> Outcome:
+def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
+                 record: bool = True) -> Outcome:
     """CAS on the local ref: read, decide, write the next record, swap; retry if it moved."""
     store = g.store
     deadline = time.monotonic() + lock_timeout()
@@ -455,13 +504,14 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings) -> 
                 raise
             won = False
         if won:
-            return _finish(g, ref, plan, st)
+            return _finish(g, ref, plan, st, record)
         if time.monotonic() > deadline:
             raise Conflict(f"the lease on {resource} kept changing under {attempt} attempts; try again")
         time.sleep(random.uniform(0, min(0.05, 0.001 * (2 ** min(attempt, 6)))))
 
 
-def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings) -> Outcome:
+def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
+                  record: bool = True) -> Outcome:
     """The remote's ref decides: push the next record with --force-with-lease=<ref>:<expected>.
 
     The first attempt trusts the local mirror (one round trip when it is current); a refusal
@@ -491,7 +541,7 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings) ->
         won, reason = store.push_lease(remote, commit, ref, expected, st.timeout)
         if won:
             _mirror(store, ref, mirrored, commit, _message(plan))
-            return _finish(g, ref, plan, st)
+            return _finish(g, ref, plan, st, record)
         if not any(r in reason for r in _RACE_REASONS):
             raise GriteError(f"remote {remote} refused the lease update for {resource}: {reason}")
         if time.monotonic() > deadline:
@@ -554,10 +604,10 @@ def _write(g, plan: _Plan, parent: bytes | None) -> bytes:
                                        plan.lease.written_at // 1000)
 
 
-def _finish(g, ref: bytes, plan: _Plan, st: Settings) -> Outcome:
+def _finish(g, ref: bytes, plan: _Plan, st: Settings, record: bool = True) -> Outcome:
     lease = plan.lease
     note = ""
-    if plan.grant:
+    if plan.grant and record:
         # Replay fences by this: events under older tokens written after prev_end are stale.
         try:
             g.append([Draft(lock_entity(lease.resource),
@@ -578,14 +628,18 @@ def _unchanged(resource: str, prev: Lease | None, now: int, st: Settings, ref: b
 
 
 def acquire(g: "Grite", resource: str, st: Settings, holder: Holder | None = None,
-            force: bool = False, wait: float = 0.0) -> Outcome:
-    """Take the lease (or extend it if this holder has it); wait up to `wait` seconds for it."""
+            force: bool = False, wait: float = 0.0, record: bool = True) -> Outcome:
+    """Take the lease (or extend it if this holder has it); wait up to `wait` seconds for it.
+
+    record=False leaves the grant's LeaseToken event to the caller's first `append_fenced`,
+    which adds it to that batch (one append instead of two).
+    """
     holder = holder or holder_for(g)
     decide = _decide_acquire(resource, holder, int(st.ttl * 1000), st.skew_ms, force)
     deadline = time.monotonic() + wait
     while True:
         try:
-            return _apply(g, resource, decide, st)
+            return _apply(g, resource, decide, st, record)
         except LeaseHeld as exc:
             left = deadline - time.monotonic()
             if left <= 0:

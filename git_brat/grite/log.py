@@ -27,8 +27,12 @@ class Draft(NamedTuple):
 
 
 class Appended(msgspec.Struct):
-    commit: str
+    commit: str            # "" when there was nothing to write (the change was already made)
     events: list[ev.Event]
+
+    @property
+    def written(self) -> bool:
+        return bool(self.commit)
 
 
 class LogUnreadable(Exception):
@@ -47,6 +51,20 @@ def lock_timeout() -> float:
         return float(os.environ.get("GRITE_LOCK_TIMEOUT", "10"))
     except ValueError:
         return 10.0
+
+
+def _pause_before_ref_update() -> None:
+    """Tests only: with GRITE_TEST_PAUSE_BEFORE_REF=PATH, wait (at most 30 s) while PATH exists,
+    having created PATH.waiting, so a test can run a real `git gc --prune=now` in exactly the
+    window between writing a batch's objects and the ref update that acknowledges it."""
+    path = os.environ.get("GRITE_TEST_PAUSE_BEFORE_REF")
+    if not path:
+        return
+    with open(path + ".waiting", "w"):
+        pass
+    deadline = time.monotonic() + 30
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def head_lamport(store: Store, tip: bytes | None) -> int:
@@ -75,8 +93,8 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         attempt += 1
         tip = store.read_ref(ref)
         drafts = build(tip)
-        if not drafts:
-            raise GriteError("nothing to write")
+        if not drafts:   # the change is already there: a no-op writes nothing
+            return Appended("", [])
         base = max(head_lamport(store, tip), seen_lamport())
         now_ms = int(time.time() * 1000)
         events = [ev.make_event(d.entity, ident.actor.id, base + i + 1, now_ms, d.op, d.fence)
@@ -85,8 +103,10 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
                                            base + len(events), events))
         message = summary(events)
         commit = store.write_log_commit(payload, tip, message, ident.git_author, now_ms // 1000)
+        _pause_before_ref_update()
         try:
             if store.cas_ref(ref, tip, commit, message=message.encode()):
+                store.confirm_written(commit)   # a gc --prune=now meanwhile must not lose it
                 return Appended(commit.decode(), events)
         except RefLocked:
             if time.monotonic() > deadline:

@@ -13,6 +13,7 @@ from git_brat.grite.log import WAL, Appended, Draft, append
 from git_brat.grite.state import Entity, State
 
 MIN_PREFIX = 4
+ID_LENGTH = 32   # entity ids are 128-bit hex: anything longer names nothing
 
 
 class Grite:
@@ -80,8 +81,8 @@ def resolve(state: State, ref: str, kind: str | None = None) -> Entity:
     ref = ref.strip().lower()
     if ref.startswith("#"):
         ref = ref[1:]
-    if len(ref) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ref):
-        raise UsageError(f"{ref!r} is not a valid {what} id (at least {MIN_PREFIX} hex digits)")
+    if len(ref) < MIN_PREFIX or len(ref) > ID_LENGTH or any(c not in "0123456789abcdef" for c in ref):
+        raise UsageError(f"{ref!r} is not a valid {what} id ({MIN_PREFIX} to {ID_LENGTH} hex digits)")
     ent = state.entities.get(ref)
     if ent is not None and ent.created and (kind is None or ent.kind == kind):
         return ent

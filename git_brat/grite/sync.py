@@ -10,6 +10,7 @@ forced. Fetched logs are imported (hooks, sync): rewinds are kept in the attic, 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import msgspec
@@ -17,7 +18,7 @@ import msgspec
 from git_brat.grite import attic, hooks, identity, snapshot
 from git_brat.grite.errors import GriteError, NotFound, UsageError
 from git_brat.grite.files import atomic_write
-from git_brat.grite.gitstore import Store
+from git_brat.grite.gitstore import Store, is_log_ref
 from git_brat.grite.repo import Grite
 
 WAL = "refs/grite/wal"
@@ -115,7 +116,8 @@ def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
         manifest.hooks_dirs.append(hooks_dir)
     # Record first: an interrupted install is still fully undone by uninstall.
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
-    changes = hooks.install(hooks_dir, _hide_from_status(store, hooks_dir, manifest))
+    changes = hooks.install(hooks_dir, _hide_from_status(store, hooks_dir, manifest),
+                            user=store.common_dir)
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
     added = []
     for r in store.remotes() if remotes is None else remotes:
@@ -149,32 +151,39 @@ def _hide_from_status(store: Store, hooks_dir: str, manifest: Installed) -> dict
     if os.path.commonpath([top, real]) != top:
         return {}
     rel = os.path.relpath(real, top)
-    names = {h: [f"{rel}/{h}", f"{rel}/{h}{hooks.CHAINED}"] for h in hooks.HOOKS}
+    names = {h: [f"{rel}/{h}", f"{rel}/{hooks.OWN_DIR}/{h}"] for h in hooks.HOOKS}
     tracked = store.tracked([p for ps in names.values() for p in ps])
     leave = {h: f"{ps[0]} is tracked by git in your work tree; grite leaves it alone "
                 f"(use `git grite sync` for that direction)"
              for h, ps in names.items() if tracked.intersection(ps)}
     # A hook the user already has (untracked) stays visible as it was: only the renamed copy
     # is hidden; a shim where there was nothing is hidden too.
-    lines = []
-    for h, (shim, chained) in names.items():
+    lines = [f"/{rel}/{hooks.OWN_DIR}/"]   # grite's own directory: chained hooks, users
+    for h, (shim, _chained) in names.items():
         if h not in leave:
             user_file = os.path.lexists(os.path.join(real, h)) and not hooks.is_shim(os.path.join(real, h))
-            lines += [f"/{chained}"] if user_file else [f"/{shim}", f"/{chained}"]
+            lines += [] if user_file else [f"/{shim}"]
     path = os.path.join(store.common_dir, "info", "exclude")
     try:
         with open(path, encoding="utf-8") as f:
             current = f.read()
     except FileNotFoundError:
         current = None
+    block = "\n".join([_EXCLUDE_BEGIN, *lines, _EXCLUDE_END]) + "\n"
     if lines and _EXCLUDE_BEGIN not in (current or ""):
         if manifest.excluded == []:
             manifest.exclude_before = current
         manifest.excluded = lines
         base = current or ""
         sep = "" if not base or base.endswith("\n") else "\n"
-        atomic_write(path, (base + sep + "\n".join([_EXCLUDE_BEGIN, *lines, _EXCLUDE_END])
-                            + "\n").encode())
+        atomic_write(path, (base + sep + block).encode())
+    elif lines and current is not None and block not in current:
+        # Written by an earlier version (other file names): the block is brought up to date.
+        start, end = current.find(_EXCLUDE_BEGIN), current.find(_EXCLUDE_END)
+        if 0 <= start < end:
+            manifest.excluded = lines
+            atomic_write(path, (current[:start] + block +
+                                current[end + len(_EXCLUDE_END) + 1:]).encode())
     return leave
 
 
@@ -208,7 +217,7 @@ def uninstall(store: Store) -> UninstallResult:
     changes = []
     for d in dirs:
         if os.path.isdir(d):
-            changes += hooks.uninstall(d)
+            changes += hooks.uninstall(d, user=store.common_dir)
     for d in manifest.created_dirs:
         try:
             os.rmdir(d)    # only if empty: anything put there since is the user's
@@ -223,6 +232,35 @@ def uninstall(store: Store) -> UninstallResult:
     if os.path.exists(_manifest_path(store)):
         os.unlink(_manifest_path(store))
     return UninstallResult(dirs, changes, removed)
+
+
+def hooks_not_live(store: Store) -> tuple[str, dict[str, str]]:
+    """(effective hooks dir, hook -> why grite's shim does not run there) for an installed grite.
+
+    Nothing when grite was never installed here (or uninstalled). A hook file git tracks in
+    the work tree is left alone by design and not reported.
+    """
+    if not os.path.exists(_manifest_path(store)):
+        return "", {}
+    hooks_dir = store.hooks_dir()
+    missing = hooks.live(hooks_dir)
+    if missing:
+        top = store.toplevel()
+        real = os.path.realpath(hooks_dir)
+        if top and os.path.commonpath([os.path.realpath(top), real]) == os.path.realpath(top):
+            rel = os.path.relpath(real, os.path.realpath(top))
+            tracked = store.tracked([f"{rel}/{h}" for h in missing])
+            missing = {h: why for h, why in missing.items() if f"{rel}/{h}" not in tracked}
+    return hooks_dir, missing
+
+
+def hooks_warning(store: Store) -> str | None:
+    """One line for a status view while grite's hooks are not live (None when they are)."""
+    hooks_dir, missing = hooks_not_live(store)
+    if not missing:
+        return None
+    return (f"grite's hooks are not live in {hooks_dir} ({', '.join(sorted(missing))}): pushes "
+            f"do not publish and fetches do not import; `git grite doctor --fix` puts them back")
 
 
 def remove_sync(store: Store, remote: str) -> bool:
@@ -265,6 +303,58 @@ def _read_stamp(store: Store) -> dict[str, str]:
         return {}
 
 
+REPLICAS = "refs/grite/replicas/"
+_REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
+
+
+def _log_owner(store: Store, sha: str) -> str | None:
+    """The replica that wrote a log's tip batch (a peer's wal fetched straight from it)."""
+    from git_brat.grite import events as ev
+    data = store.events_blob(sha)
+    try:
+        return ev.decode_head(data).replica if data is not None else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def relay_known(store: Store) -> list[RefMove]:
+    """Move this clone's own `refs/grite/replicas/<X>` forward to every fetched log of X.
+
+    They are what this clone relays: fetched by whoever clones or fetches it (under
+    `refs/grite/`), and pushed to every remote it syncs. Forward only: a ref moves only to a
+    commit that has its current tip in its history, so a remote that rewinds a log cannot
+    make us relay less, and a relay is never a forced update.
+    """
+    own = identity.load_replica(store.grite_dir).id
+    tips = store.log_tips()
+    want: dict[str, set[str]] = {}
+    for name, sha in tips.items():
+        if not name.startswith("refs/remotes/"):
+            continue
+        if "/grite/replicas/" in name:
+            owner = name.rpartition("/")[2]
+        elif name.endswith("/grite/wal"):
+            owner = _log_owner(store, sha)
+        else:
+            continue
+        if owner and owner != own and _REPLICA_ID.match(owner):
+            want.setdefault(owner, set()).add(sha)
+    moved = []
+    for owner, shas in sorted(want.items()):
+        ref = REPLICAS + owner
+        cur = first = tips.get(ref)
+        for sha in sorted(shas):
+            if sha == cur or (cur is not None and store.is_ancestor(sha, cur)):
+                continue
+            if (cur is None or store.is_ancestor(cur, sha)) and store.cas_ref(
+                    ref.encode(), cur.encode() if cur else None, sha.encode(),
+                    b"grite: relay a fetched log"):
+                cur = sha
+        if cur != first:
+            moved.append(RefMove(ref, first, cur))
+    return moved
+
+
 def import_logs(g: Grite, before: dict[str, str] | None = None,
                 hint: list[tuple[str, str]] = ()) -> ImportResult:
     """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
@@ -275,6 +365,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     store = g.store
     last = _read_stamp(store)
     known = len(attic.load(store))
+    relay_known(store)
     tips = store.log_tips()
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     g.state(refresh=True)
@@ -306,6 +397,7 @@ class Publication(msgspec.Struct):
     status: str             # pushed | up-to-date | nothing | failed
     error: str | None = None
     snapshot_error: str | None = None   # why the hub refused this replica's snapshot, if it did
+    relayed: list[str] = []   # other replicas' logs this clone relayed to the remote
 
 
 def _published_path(store: Store) -> str:
@@ -337,17 +429,50 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
         return Publication(remote, ref, old, old, "nothing")
     wal_s = wal.decode()
     published = _load_published(store)
-    if tracked == wal or (dest is not None and published.get(dest) == wal_s):
-        pub = Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
-    else:
-        proc = store.push(dest or remote, [f"{WAL}:{ref}"], transport_env(), net_timeout())
-        if proc.returncode != 0:
-            return Publication(remote, ref, old, old, "failed",
-                               _failed_refs(proc).get(ref) or _git_error(proc))
-        _remember(store, dest, wal_s)
-        pub = Publication(remote, ref, old, wal_s, "pushed")
+    relays = _relays_due(store, rid, remote, dest, published)
+    own_due = not (tracked == wal or (dest is not None and published.get(dest) == wal_s))
+    specs = ([f"{WAL}:{ref}"] if own_due else []) + [f"{r}:{r}" for r in relays]
+    pub = Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
+    if specs:
+        proc = store.push(dest or remote, specs, transport_env(), net_timeout())
+        failed = _failed_refs(proc)
+        if proc.returncode != 0 and not failed:   # nothing was pushed at all
+            return Publication(remote, ref, old, old, "failed", _git_error(proc))
+        if own_due:
+            if ref in failed:
+                return Publication(remote, ref, old, old, "failed", failed[ref])
+            _remember(store, dest, wal_s)
+            pub = Publication(remote, ref, old, wal_s, "pushed")
+        for r, sha in relays.items():
+            if r not in failed:   # refused: the remote has newer (or other) history of it
+                _remember(store, dest, sha, f"{dest} {r}")
+                pub.relayed.append(r)
     pub.snapshot_error = _publish_snapshot(g, rid, remote, dest, wal_s)
     return pub
+
+
+def _relays_due(store: Store, rid: str, remote: str, dest: str | None,
+                published: dict[str, str]) -> dict[str, str]:
+    """Other replicas' logs this clone knows and the remote lacks (as far as we know): ref -> sha.
+
+    None for a remote set to `git config remote.<name>.griteRelay false`: it gets only this
+    replica's own log (a public hub must not get a private hub's issues through a clone that
+    syncs both).
+    """
+    if (store.config_get(f"remote.{remote}.griteRelay") or "true").strip().lower() in (
+            "false", "no", "off", "0"):
+        return {}
+    due = {}
+    for name, sha in store.refs_under(REPLICAS.encode()).items():
+        ref, sha = name.decode(), sha.decode()
+        owner = ref[len(REPLICAS):]
+        if owner == rid:
+            continue
+        tracked = store.read_ref(f"refs/remotes/{remote}/grite/replicas/{owner}".encode())
+        if tracked == sha.encode() or (dest is not None and published.get(f"{dest} {ref}") == sha):
+            continue
+        due[ref] = sha
+    return due
 
 
 def _publish_snapshot(g: Grite, rid: str, remote: str, dest: str | None, wal: str) -> str | None:
@@ -499,6 +624,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
                 parts = line.split()
                 if len(parts) == 3:
                     hint.append((parts[2], parts[0]))
+            if hint and not any(is_log_ref(r) for r, _old in hint):
+                return _after_named_fetch(g, [r for r, _old in hint])
         found = [r for r in import_logs(g, hint=hint).rewrites if r.kind == "rewrite"]
         if found:
             return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
@@ -518,6 +645,70 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
     else:
         raise UsageError(f"unknown hook {name!r}")
     return None
+
+
+def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
+    """A fetch moved remote-tracking branches and no grite ref: if it was given refspecs
+    (`git fetch origin main`, `git pull origin main`), it skipped grite's; fetch them from the
+    same remote now, so the state after it is that remote's."""
+    store = g.store
+    argv = _command_line(os.environ.get("GRITE_FETCH_PID", ""))
+    if argv is not None and not _fetch_has_refspecs(argv):
+        return None   # a plain fetch: grite refs came with it and did not change
+    remotes = sorted((r for r in synced_remotes(store)), key=len, reverse=True)
+    hit = next((r for ref in moved for r in remotes if ref.startswith(f"refs/remotes/{r}/")), None)
+    if hit is None:
+        return None
+    before = store.log_tips()
+    proc = store.fetch(hit, [refspec(hit)], transport_env(), net_timeout())
+    if proc.returncode != 0:
+        raise GriteError(f"could not fetch grite state from {hit}: {_git_error(proc)} "
+                         f"(`git grite sync {hit}` retries)")
+    found = [r for r in import_logs(g, before=before).rewrites if r.kind == "rewrite"]
+    if found:
+        return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
+                f"(see `git grite doctor`)")
+    return None
+
+
+# Options of `git fetch` that take their value as the next argument.
+_FETCH_VALUE_OPTS = {"--depth", "--deepen", "--shallow-since", "--shallow-exclude", "-j", "--jobs",
+                     "--upload-pack", "-o", "--server-option", "--negotiation-tip", "--refmap",
+                     "--filter", "--recurse-submodules-default", "--submodule-prefix"}
+
+
+def _fetch_has_refspecs(argv: list[str]) -> bool:
+    """Whether a `git fetch` command line names refspecs after its remote."""
+    if "fetch" not in argv:
+        return False
+    args = argv[argv.index("fetch") + 1:]
+    positional, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg == "--":
+            positional += args[i + 1:]
+            break
+        elif arg in ("--all", "--multiple", "--stdin"):
+            return arg == "--stdin"
+        elif arg in _FETCH_VALUE_OPTS:
+            skip = True
+        elif not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+    return len(positional) >= 2
+
+
+def _command_line(pid: str) -> list[str] | None:
+    """argv of process pid, or None if it cannot be read."""
+    if not pid.isdigit():
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace").split("\0")
+    except OSError:   # no /proc (macOS, BSD): ps gives the command line, space-separated
+        proc = subprocess.run(["ps", "-o", "args=", "-p", pid], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+        return proc.stdout.decode("utf-8", "replace").split() or None
 
 
 def _push_is_dry_run(pid: str) -> bool:

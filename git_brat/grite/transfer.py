@@ -105,7 +105,15 @@ def parse(data: bytes, source: str) -> list[ImportIssue]:
 
 
 def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResult:
-    ids = [it.id or issues.import_key(it.title, it.body) for it in items]
+    seen: dict[tuple[str, str], int] = {}
+    ids = []
+    for it in items:
+        if it.id:
+            ids.append(it.id)
+            continue
+        n = seen.get((it.title, it.body), 0)
+        seen[(it.title, it.body)] = n + 1
+        ids.append(issues.import_key(it.title, it.body, n))
     created: list[str] = []
     skipped: list[str] = []
 

@@ -170,7 +170,7 @@ BAD_TEMPLATES = [
     ("type: workflow\nsteps:\n  - title: A\n", 3, "a step needs an `id:`"),
     ("type: workflow\nsteps:\n  - id: a\n", 3, "step 'a' needs a `title:`"),
     ("type: workflow\nsteps:\n  - id: a\n    title: A\n    colour: red\n", 5,
-     "unknown key 'colour' in a step (allowed: id, title, body, needs, priority, paths)"),
+     "unknown key 'colour' in a step (allowed: id, title, body, needs, depends_on, priority, paths, labels)"),
     ("type: workflow\nsteps:\n  - id: a\n    title: A\n  - id: a\n    title: B\n", 5,
      "duplicate step id 'a' (first on line 3)"),
     ("type: workflow\nsteps:\n  - id: a\n    title: A\n  - id: b\n    title: B\n    needs:\n"

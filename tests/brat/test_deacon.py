@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
-
 from bratkit import convoy, fail, task
-from helpers import ROOT, brat, brat_json, git, grite, run, status
+from helpers import brat, brat_json, git, grite, status
 from refinerykit import commit_on, refine, request
 from sync_helpers import clone, seeded_hub
 

@@ -285,3 +285,20 @@ def test_a_task_dropped_by_hand_stops_its_session_at_once(bench, tmp_path):
     assert s["status"] == "ended" and "moved to dropped" in s["reason"]
     assert bench.show(t)["status"] == "dropped"
     assert git(bench.repo, "show", f"brat/{t}:a.txt") == "x"     # its work is kept
+
+
+def test_engine_output_is_read_whatever_shape_it_takes():
+    from git_brat.brat import engines
+    pretty = 'a warning first\n{\n  "session_id": "s1",\n  "items": [\n    {"x": 1}\n  ],\n' \
+             '  "response": "all done"\n}\n'
+    objs = engines.json_objects(pretty)
+    assert objs == [{"session_id": "s1", "items": [{"x": 1}], "response": "all done"}]
+    copilot = engines.PRESETS["copilot"]
+    out = ('{"type": "user.message", "data": {"content": "the prompt"}}\n'
+           '{"type": "session.error", "data": {"message": "model said 400"}}\n')
+    r = engines.read_result(copilot, out)
+    assert r.is_error and r.message == "model said 400"
+    claude = engines.PRESETS["claude"]
+    r = engines.read_result(claude, '{"type": "result", "is_error": false, "result": "ok", '
+                                    '"session_id": "u-1"}\n')
+    assert not r.is_error and r.session_id == "u-1" and r.message == "ok"

@@ -147,7 +147,8 @@ class Sandbox:
         return self.root / "home"
 
     def run(self, argv: list[str], cwd: Path, env: dict | None = None,
-            stdin: str | None = None, timeout: float = 120, hang_marker: str = "") -> Run:
+            stdin: str | None = None, timeout: float = 120, hang_marker: str = "",
+            reply: str = "") -> Run:
         """Start the fake server and `argv` together (in a loopback-only netns where we can)."""
         self.runs += 1
         n = self.runs
@@ -161,6 +162,10 @@ class Sandbox:
             cmd += ["--stdin", stdin]
         if hang_marker:
             cmd += ["--hang-marker", hang_marker]
+        if reply:
+            reply_file = self.root / f"reply-{n}.txt"
+            reply_file.write_text(reply)
+            cmd += ["--reply-file", str(reply_file)]
         if NETNS:
             cmd = ["unshare", "-n", *cmd, "--lo-up"]
         full = {k: v for k, v in os.environ.items()

@@ -1,7 +1,7 @@
 """Run one command next to a fake model server, optionally in a loopback-only network namespace.
 
     python pair.py --port P --log LOG [--lo-up] [--timeout S] [--stdin FILE] [--cwd DIR]
-                   --output OUT -- ARGV...
+                   [--reply-file FILE] --output OUT -- ARGV...
 
 Started as `unshare -n python pair.py --lo-up ...`, the server and the command share a network
 namespace holding only loopback: the command can reach 127.0.0.1:P and nothing else. The command
@@ -33,13 +33,15 @@ def main() -> int:
     ap.add_argument("--output", required=True)
     ap.add_argument("--cwd")
     ap.add_argument("--hang-marker", default="")
+    ap.add_argument("--reply-file", help="the final answer to a request with no FAKE-EDIT task")
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     if a.lo_up:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
+    reply = open(a.reply_file).read() if a.reply_file else ""
     with FakeModel(log_path=a.log, port=a.port, workdir=a.cwd or os.getcwd(),
-                   hang_marker=a.hang_marker), \
+                   hang_marker=a.hang_marker, reply=reply), \
             open(a.output, "wb") as out, \
             open(a.stdin or os.devnull, "rb") as inp:
         proc = subprocess.Popen(argv, stdin=inp, stdout=out, stderr=subprocess.STDOUT, cwd=a.cwd,

@@ -143,8 +143,7 @@ def _witness_available() -> str | None:
 
 def witness_repo(box: Sandbox, tmp_path: Path, body: str, **config: str):
     """A repository set up for the witness with engine box.name, one task; (repo, task, brat)."""
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".git" / "info" / "exclude").write_text(".aider*\n")   # see worktree()
+    repo = make_repo(tmp_path / "repo")   # no exclude: the preset's scratch keeps aider's out
     env = {k: v for k, v in box.env.items() if not k.startswith("GIT_")}  # the witness's own
 
     def brat(*args, check=True):
@@ -283,3 +282,32 @@ def test_engine_list_finds_the_installed_engines_at_their_pinned_versions(tmp_pa
     for name in installed:
         assert found[name]["path"], (name, found[name])
         assert pins[name] in found[name]["version"], (name, pins[name], found[name])
+
+
+def test_claude_as_the_mayor_plans_a_convoy_and_resumes_its_conversation(sandbox_for, tmp_path):
+    """The real claude answers `mayor ask` (the fake model scripts its final text: a plan in a
+    fenced block); the plan becomes a convoy, and the next ask resumes claude's conversation."""
+    box = sandbox_for("claude")
+    repo, _tid, brat, env = witness_repo(box, tmp_path, "a task made by hand",
+                                         mayor__engine="claude", mayor__timeout="120")
+    plan = {"convoy": {"title": "Fix the parser", "body": "found by reading"},
+            "tasks": [{"key": "tabs", "title": "Handle tabs", "body": "b", "paths": [],
+                       "priority": 1, "needs": []},
+                      {"key": "tests", "title": "Test tabs", "body": "b", "paths": [],
+                       "priority": 2, "needs": ["tabs"]}]}
+    answer = "Here is the plan:\n\n```json\n" + json.dumps(plan) + "\n```\n"
+    first = box.run(["git", "brat", "mayor", "ask", "Analyze src/ and create tasks", "--yes",
+                     "--json"], repo, env=env, timeout=150, reply=answer)
+    assert first.rc == 0, first.show()
+    out = json.loads(first.out[first.out.index("{"):])
+    assert out["engine"] == "claude" and [t["key"] for t in out["tasks"]] == ["tabs", "tests"]
+    assert uuid.UUID(out["session_id"])
+    c = json.loads(brat("convoy", "show", out["convoy"], "--json").out)
+    assert c["title"] == "Fix the parser" and c["total"] == 2
+    second = box.run(["git", "brat", "mayor", "ask", "And the docs?", "--yes", "--json"], repo,
+                     env=env, timeout=150, reply=answer)
+    assert second.rc == 0, second.show()
+    again = json.loads(second.out[second.out.index("{"):])
+    assert again["resumed"] and again["conversation"] == out["conversation"]
+    sent = json.dumps([r.get("body", r) for r in second.requests])
+    assert "Analyze src/ and create tasks" in sent      # the first exchange came along

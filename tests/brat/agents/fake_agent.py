@@ -3,7 +3,8 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-exit N, fail-first, hang, hang-once, sleep S, error-json. Every run appends one JSON line to $FAKE_RECORD:
+exit N, fail-first, hang, hang-once, sleep S, error-json. With $FAKE_PLAN
+set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
 """
@@ -35,6 +36,14 @@ if record:
                             "author": os.environ.get("GIT_AUTHOR_NAME"),
                             "api_key": os.environ.get("FAKE_API_KEY"),
                             "preset_env": os.environ.get("FAKE_PRESET_ENV")}) + "\n")
+
+plan = os.environ.get("FAKE_PLAN")
+if plan and '"tasks"' in prompt and '"convoy"' in prompt:   # asked for a plan, as the mayor asks
+    with open(plan) as f:
+        answer = f.read()
+    print(json.dumps({"type": "result", "is_error": False, "result": answer,
+                      "session_id": session}) if name == "claude" else answer)
+    sys.exit(0)
 
 state = os.environ.get("FAKE_STATE", os.path.join(os.path.dirname(record or "."), "fake-state"))
 rc = 0
