@@ -146,6 +146,10 @@ def _convoys():
     return ((c.id, f"[{c.status}] {c.title}") for c in _board().convoy_list())
 
 
+def _sessions():
+    return ((s.id, f"[{s.status}] {s.engine} on {s.task[:7]}") for s in _board().sessions(None))
+
+
 def _issues():
     from git_brat.grite.cli import open_grite
     from git_brat.grite.issues import list_issues
@@ -160,7 +164,8 @@ def _completer(source):
 
 
 # Which parameters complete which ids, by parameter name or metavar.
-IDS = {"git-brat": {"task_id": _tasks, "convoy_id": _convoys, "TASK": _tasks, "CONVOY": _convoys},
+IDS = {"git-brat": {"task_id": _tasks, "convoy_id": _convoys, "session_id": _sessions,
+                    "TASK": _tasks, "CONVOY": _convoys},
        "git-grite": {"issue_id": _issues, "other": _issues, "ISSUE": _issues}}
 
 

@@ -122,7 +122,7 @@ human, per config.
     },
     "sections": [
         ("SHELL COMPLETION", _COMPLETION.format(prog="git brat", name="git-brat", func="git_brat",
-                                                 ids="task and convoy ids")),
+                                                 ids="task, convoy and session ids")),
         ("EXIT STATUS", r"""
 As for
 .BR git-grite (1):

@@ -74,6 +74,16 @@ def test_task_and_convoy_ids_complete_from_the_board(board):
     assert bash(repo, 'comp "git-brat refinery retry zz"') == []
 
 
+def test_session_ids_complete(board):
+    repo, _convoy, _a, _b = board
+    brat(repo, "witness", "run", "--once", "--engine", "demo", "--max-sessions", "1", check=False,
+         timeout=120)
+    sessions = {s["id"] for s in brat_json(repo, "session", "list", "--all")}
+    assert sessions
+    assert set(bash(repo, 'comp "git-brat session show "')) == sessions
+    assert set(bash(repo, 'comp "git-brat session log "')) == sessions
+
+
 def test_issue_ids_complete_for_grite(grepo):
     a = grite(grepo, "issue", "create", "Parser chokes on tabs").out.strip()
     b = grite(grepo, "issue", "create", "Docs").out.strip()
