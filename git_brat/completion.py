@@ -38,7 +38,8 @@ _ZSH_GIT = r"""
 (( $+functions[_%(prog)s] )) || _%(prog)s() { %(complete_func)s "$@"; }
 """
 
-# Our own fish script (one "type,value<TAB>help" line per completion), the same for every click.
+# Our own fish script and protocol (one "type,value<TAB>help" line per candidate): click's own
+# fish output differs between click versions.
 _FISH = r"""function %(complete_func)s
     set -l response (env %(complete_var)s=fish_complete COMP_WORDS=(commandline -cp) \
 COMP_CWORD=(commandline -t) %(prog_name)s 2>/dev/null)
