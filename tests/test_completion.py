@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -213,4 +212,5 @@ def test_zsh_and_fish_protocols_answer_with_ids(board, shell):
 def test_unknown_shell_is_refused(repo):
     proc = brat(repo, "completion", "tcsh", check=False)
     assert proc.returncode == 2 and "tcsh" in proc.err
-    assert os.path.basename("git-brat") in brat(repo, "completion", "bash").out
+    script = brat(repo, "completion", "bash").out
+    assert "complete -o nosort -F _git_brat_completion git-brat" in script and "_git_brat()" in script
