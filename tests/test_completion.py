@@ -11,6 +11,7 @@ import pytest
 from helpers import brat, brat_json, grite, run
 
 GIT_COMPLETION = Path("/usr/share/bash-completion/completions/git")
+BASH_COMPLETION = Path("/usr/share/bash-completion/bash_completion")
 
 # Completes a command line the way bash does on <TAB>: through git's completion for `git …`
 # (its __git_wrap__git_main), through ours for `git-brat …`; prints one candidate a line.
@@ -20,7 +21,8 @@ comp() {
     read -ra COMP_WORDS <<< "$COMP_LINE"
     [[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
     COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=()
-    local spec; spec=$(complete -p "${COMP_WORDS[0]}")
+    local spec; spec=$(complete -p "${COMP_WORDS[0]}" 2>/dev/null) ||
+        { _completion_loader "${COMP_WORDS[0]}"; spec=$(complete -p "${COMP_WORDS[0]}"); }
     local func=${spec#*-F }; func=${func%% *}
     "$func" "${COMP_WORDS[0]}" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
     printf '%s\n' "${COMPREPLY[@]}"
@@ -122,6 +124,21 @@ def test_git_own_completion_dispatches_git_brat_to_ours(board):
     assert bash(elsewhere, f'comp "git -C {repo} brat convoy show "', git_completion=True) == [convoy]
     assert "issue" in bash(repo, 'comp "git grite "', git_completion=True, prog="grite")
     assert "brat" in bash(repo, 'comp "git br"', git_completion=True)
+
+
+@pytest.mark.skipif(not BASH_COMPLETION.exists() or not GIT_COMPLETION.exists(),
+                    reason=f"bash-completion is not installed ({BASH_COMPLETION} is absent)")
+def test_bash_completion_loads_the_script_on_first_use(board):
+    repo, convoy, _a, _b = board
+    data = repo.parent / "data"
+    (data / "bash-completion" / "completions").mkdir(parents=True)
+    (data / "bash-completion" / "completions" / "git-brat").write_text(
+        run(["git", "brat", "completion", "bash"], repo, timeout=60).out)
+    script = f"source {BASH_COMPLETION}\n{_COMPLETE}\n" + \
+        'comp "git brat convoy sh"; comp "git brat convoy show "; comp "git-brat conv"'
+    proc = run(["bash", "--norc", "--noprofile", "-c", script], repo,
+               env={"XDG_DATA_HOME": str(data)}, timeout=60)
+    assert proc.err == "" and proc.out.split() == ["show", convoy, "convoy"]
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
