@@ -150,3 +150,29 @@ def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         click.echo(f"{prog}: error: cannot use{where}: {exc.strerror or exc}", err=True)
         return 1
+
+
+class ProgressLine:
+    """`what: N events` redrawn in place on a terminal's stderr (at most 5 times a second),
+    erased when done; nothing at all when stderr is not a terminal."""
+
+    def __init__(self, what: str):
+        self.what, self.shown, self.last = what, False, 0.0
+        self.on = sys.stderr.isatty()
+
+    def __call__(self, n: int) -> None:
+        import time
+        now = time.monotonic()
+        if self.on and now - self.last >= 0.2:
+            self.last = now
+            sys.stderr.write(f"\r{self.what}: {n:,} events\x1b[K")
+            sys.stderr.flush()
+            self.shown = True
+
+    def __enter__(self) -> "ProgressLine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()

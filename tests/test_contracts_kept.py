@@ -132,3 +132,20 @@ def test_status_watch_into_a_pipe_writes_no_screen_codes_and_fits_the_width(grep
     text = "".join(lines) + rest.decode()
     assert "\x1b" not in text and "CONVOYS" in text
     assert max(len(line) for line in text.splitlines()) <= 40, text
+
+
+def test_a_rebuild_shows_its_progress_on_a_terminal_and_nowhere_else(grepo):
+    import pexpect
+    for i in range(3):
+        grite(grepo, "issue", "create", f"issue {i}")
+    child = pexpect.spawn("git", ["grite", "rebuild", "--full"], cwd=str(grepo), timeout=60,
+                          encoding="utf-8")
+    try:
+        child.expect("replaying the log: ")
+        child.expect("rebuilt cache: ")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    piped = grite(grepo, "rebuild", "--full")
+    assert "replaying" not in piped.err and "\x1b" not in piped.err

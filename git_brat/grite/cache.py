@@ -72,6 +72,7 @@ class Cache:
         self.dir = os.path.join(store.grite_dir, "cache")
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
+        self.progress = None   # told the events replayed so far during a full replay (a TTY line)
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.from_snapshot_events = 0                          # and how many events that gave it
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
@@ -363,9 +364,9 @@ class Cache:
     def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
         self.rebuilt = True
         try:
-            return replay_stream(reader.all_batches(tips.values()))
+            return replay_stream(reader.all_batches(tips.values()), self.progress)
         except LogUnreadable:   # start again commit by commit, naming what is skipped
-            return replay_stream(reader.careful_batches(tips.values()))
+            return replay_stream(reader.careful_batches(tips.values()), self.progress)
 
     def _issue_views(self, state: State, touched: set[str] | None,
                      old: list[IssueView] | None) -> list[IssueView]:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from git_brat import __version__
-from git_brat.clikit import emit, json_option, printable, run, warn, when
+from git_brat.clikit import ProgressLine, emit, json_option, printable, run, warn, when
 from git_brat.grite.repo import Grite
 
 
@@ -130,8 +130,10 @@ def doctor(fix, stale_after, as_json):
     from git_brat.grite import doctor as doc
     from git_brat.grite.errors import EXIT_PROBLEMS
     g = open_grite()
-    report = doc.check(g, fix=fix, stale_after=doc.STALE_LOCK_SECONDS if stale_after is None
-                       else stale_after)
+    with ProgressLine("replaying the log") as line:
+        g.cache.progress = None if as_json else line
+        report = doc.check(g, fix=fix, stale_after=doc.STALE_LOCK_SECONDS if stale_after is None
+                           else stale_after)
 
     def human():
         lines = [f"{len(report.logs)} logs, {report.commits} commits, {report.events} events"]
@@ -153,7 +155,9 @@ def doctor(fix, stale_after, as_json):
 def rebuild(full, as_json):
     """Rebuild the cache from the logs (from the newest usable snapshot on, unless --full)."""
     g = open_grite()
-    state = g.cache.rebuild(full=full)
+    with ProgressLine("replaying the log") as line:
+        g.cache.progress = None if as_json else line
+        state = g.cache.rebuild(full=full)
     report_problems(g)
     live = len(state.kinds)
     snap = g.cache.from_snapshot

@@ -660,23 +660,12 @@ class Store:
 
     def worktree_remove(self, path: str) -> None:
         """Remove a linked work tree (forced: its work has been committed); the branch stays."""
-        where = self.toplevel() or self.git_dir
-        proc = self._in_tree(where, ["worktree", "remove", "--force", "--force", path], check=False)
-        if proc.returncode != 0:
-            self._in_tree(where, ["worktree", "prune"], check=False)
+        worktree_remove(self, path)
 
     def worktrees(self) -> dict[str, str]:
         """Path of every linked work tree -> its branch ("" when detached)."""
-        proc = self._in_tree(self.toplevel() or self.git_dir,
-                             ["worktree", "list", "--porcelain"], check=False)
-        out, path = {}, None
-        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
-            if line.startswith("worktree "):
-                path = line[9:]
-                out[path] = ""
-            elif line.startswith("branch refs/heads/") and path is not None:
-                out[path] = line[len("branch refs/heads/"):]
-        return out
+        return {w["worktree"]: w.get("branch", "").removeprefix("refs/heads/")
+                for w in worktrees(self)}
 
     def commit_all(self, cwd: str, message: str, env: dict, skip: list[str] = ()) -> str | None:
         """Commit everything uncommitted in the work tree at cwd, but paths matching `skip`
@@ -702,8 +691,7 @@ class Store:
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
     def merge_base(self, a: str, b: str) -> str | None:
-        proc = self._git(["merge-base", a, b], check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+        return merge_base(self, a, b)
 
     def count_commits(self, base: str, head: str) -> int:
         """Commits reachable from head and not from base."""
@@ -847,7 +835,7 @@ def _run_bounded(argv: list[str], env: dict, timeout: float | None,
 def _clean_env() -> dict:
     """This process's environment without the variables that pin git to one repository:
     a command run inside an agent's work tree must find that work tree."""
-    return {k: v for k, v in os.environ.items() if k not in _GIT_ENV and k != "GIT_INDEX_FILE"}
+    return {k: v for k, v in os.environ.items() if k not in _WT_ENV_DROP}
 
 
 # With any of these set, only git itself knows where the repository is.
@@ -917,7 +905,7 @@ REFINERY_IDENT = ("git-brat refinery", "refinery@git-brat.invalid")
 
 def clean_env(extra: dict | None = None) -> dict:
     """The environment for git (and the user's check) inside a refinery work tree."""
-    env = {k: v for k, v in os.environ.items() if k not in _WT_ENV_DROP}
+    env = _clean_env()
     env.update({"GRITE_SKIP_HOOKS": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true",
                 "GIT_MERGE_AUTOEDIT": "no"})
     env.update(extra or {})

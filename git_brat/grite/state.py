@@ -224,16 +224,18 @@ def replay(events: Iterable[ev.Event]) -> State:
     return state
 
 
-def replay_stream(chunks: Iterable[list[ev.Batch]]) -> State:
+def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None) -> State:
     """Apply batches as they arrive (in chunks); the same state as replay() of their events.
 
     Arrival order is fine (the projection is a CRDT) unless a fence moves backwards; then the
-    canonical replay of everything decides.
+    canonical replay of everything decides. `progress(events_so_far)` is told after each chunk.
     """
     state, events, in_order = State(), [], True
     apply = state.apply
     with no_gc():
         for chunk in chunks:
+            if progress is not None:
+                progress(len(events))
             for batch in chunk:
                 events += batch.events
                 if in_order:

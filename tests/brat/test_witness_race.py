@@ -97,3 +97,34 @@ def test_a_running_witness_picks_up_tasks_another_clone_created(tmp_path):
     grite(a, "sync")
     assert ba.show(t)["status"] == "needs-review"    # B published what it did
     assert ba.runs() == [] and len(bb.runs()) == 1
+
+
+def test_a_clone_syncing_two_remotes_still_never_runs_a_task_another_clone_runs(tmp_path):
+    """Leases are decided on the committed [locks] remote, whatever else a clone syncs with."""
+    from helpers import make_repo
+    seed = make_repo(tmp_path / "seed")
+    (seed / ".brat").mkdir()
+    (seed / ".brat" / "config.toml").write_text('[locks]\nremote = "origin"\n')
+    git(seed, "add", "-A")
+    git(seed, "commit", "-qm", "brat: leases are decided on origin")
+    hub = bare_hub(tmp_path / "hub.git")
+    git(seed, "push", "-q", str(hub), "main")
+    backup = tmp_path / "backup.git"
+    git(tmp_path, "clone", "-q", "--bare", str(hub), str(backup))
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    ba, bb = make_bench(a, tmp_path), make_bench(b, tmp_path)
+    git(a, "remote", "add", "backup", str(backup))
+    grite(a, "remote", "add-sync", "backup")
+    bb.record, bb.env["FAKE_RECORD"] = ba.record, str(ba.record)
+    c = ba.convoy()
+    tasks = [ba.task(c, f"Task {i}", "sleep 0.5", f"write f{i}.txt {i}", f"commit {i}")
+             for i in range(4)]
+    grite(a, "sync")
+    grite(b, "sync")
+    procs = [ba.start_witness("--once", "--max-sessions", "2", "--json"),
+             bb.start_witness("--once", "--max-sessions", "2", "--json")]
+    _finish(procs)
+    assert Counter(r["task"] for r in ba.runs()) == Counter(tasks)
+    locks = run(["git", "for-each-ref", "--format=%(refname)", "refs/grite/locks/"], hub).out.split()
+    assert len(locks) == 4            # every lease was decided on origin, none locally
