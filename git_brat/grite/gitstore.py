@@ -172,52 +172,25 @@ class Store:
 
     def stale_ref_locks(self, max_age: float) -> list[tuple[str, float]]:
         """`.lock` files under refs/grite older than max_age seconds: left by a killed writer."""
-        found = []
         root = os.path.join(self.common_dir, "refs", "grite")
-        now = time.time()
-        for dirpath, _dirs, files in os.walk(root):
-            for fn in files:
-                if fn.endswith(".lock"):
-                    path = os.path.join(dirpath, fn)
-                    try:
-                        age = now - os.stat(path).st_mtime
-                    except FileNotFoundError:
-                        continue
-                    if age >= max_age:
-                        found.append((path, age))
-        return sorted(found)
+        return _older_than((os.path.join(d, fn) for d, _dirs, files in os.walk(root)
+                            for fn in files if fn.endswith(".lock")), max_age)
 
     def stale_object_temps(self, max_age: float) -> list[tuple[str, float]]:
         """Half-written object files older than max_age seconds: `<object>.lock` (dulwich),
         `tmp_obj_*` / `tmp_pack_*` / `tmp_idx_*` (git), left by a writer that was killed.
         `git fsck` reports them as bad objects; nothing ever completes them."""
-        found = []
         root = os.path.join(self.common_dir, "objects")
-        now = time.time()
-        try:
-            subdirs = os.listdir(root)
-        except OSError:
-            return []
-        for sub in subdirs:
-            if not (len(sub) == 2 or sub == "pack"):
-                continue
-            d = os.path.join(root, sub)
-            try:
-                names = os.listdir(d)
-            except OSError:
-                continue
-            for fn in names:
-                if not (fn.endswith(".lock") or fn.startswith(("tmp_obj_", "tmp_pack_",
-                                                               "tmp_idx_"))):
-                    continue
-                path = os.path.join(d, fn)
-                try:
-                    age = now - os.stat(path).st_mtime
-                except FileNotFoundError:
-                    continue
-                if age >= max_age:
-                    found.append((path, age))
-        return sorted(found)
+
+        def candidates():
+            for sub in _listdir(root):
+                if len(sub) == 2 or sub == "pack":
+                    d = os.path.join(root, sub)
+                    for fn in _listdir(d):
+                        if fn.endswith(".lock") or fn.startswith(("tmp_obj_", "tmp_pack_",
+                                                                  "tmp_idx_")):
+                            yield os.path.join(d, fn)
+        return _older_than(candidates(), max_age)
 
     # -- objects -------------------------------------------------------------
 
@@ -725,6 +698,26 @@ def _complained(stderr: bytes, what: str) -> None:
     line = _complaint(stderr)
     if line:
         raise GriteError(f"git {what} could not read everything: {line}")
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _older_than(paths: Iterable[str], max_age: float) -> list[tuple[str, float]]:
+    """(path, age) of the files older than max_age seconds (gone ones skipped), sorted."""
+    now, found = time.time(), []
+    for path in paths:
+        try:
+            age = now - os.stat(path).st_mtime
+        except FileNotFoundError:
+            continue
+        if age >= max_age:
+            found.append((path, age))
+    return sorted(found)
 
 
 def _first_error(proc: subprocess.CompletedProcess, what: str) -> str:

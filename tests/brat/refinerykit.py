@@ -112,13 +112,6 @@ def processed(report: dict) -> list[str]:
 
 
 def alive(pid: int) -> bool:
-    """A running process (not a zombie nobody reaped: a detached refinery's parent is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
+    """A running process (a zombie nobody reaped does not count)."""
+    from git_brat.brat.refinery_check import pid_alive
+    return pid_alive(pid)

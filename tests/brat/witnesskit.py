@@ -83,12 +83,9 @@ def make_bench(repo: Path, tmp: Path, engine: str = "fake") -> Bench:
 
 
 def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
+    """A running process (a zombie nobody reaped does not count)."""
+    from git_brat.brat.refinery_check import pid_alive
+    return pid_alive(pid)
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Stop a process a test started (and its group), by pid, whatever state it is in."""
