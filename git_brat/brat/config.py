@@ -40,7 +40,7 @@ class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Witness(_Section):
     """Spawns and supervises coding-agent sessions, one git worktree each."""
     engine: _d(str, "Engine that works on tasks: a preset (claude, aider, opencode, codex, cn, "
-                    "gemini, copilot, shell) or a name defined under [engines.<name>].",
+                    "gemini, copilot, shell, demo) or a name defined under [engines.<name>].",
                min_length=1) = "claude"
     concurrency: _d(int, "Sessions running at the same time.", ge=1, le=64) = 2
     timeout: _d(float, "Wall-clock limit for one session, in seconds.", gt=0) = 3600

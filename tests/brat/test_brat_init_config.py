@@ -219,3 +219,15 @@ def test_init_ignores_a_remote_head_that_is_no_valid_branch_name(tmp_path):
     brat(repo, "init")
     assert _target(repo) == "main"
     brat(repo, "status")   # the config it wrote is one every command accepts
+
+
+def test_the_reference_documents_every_config_key():
+    import msgspec
+    from git_brat.brat import config as c
+    from helpers import ROOT
+    ref = (ROOT / "docs" / "reference.md").read_text()
+    for sec, cls in c.SECTIONS.items():
+        for f in msgspec.inspect.type_info(cls).fields:
+            assert f"`{sec}.{f.name}`" in ref, f"{sec}.{f.name} is not in docs/reference.md"
+    for f in msgspec.inspect.type_info(c.Engine).fields:
+        assert f"`engines.<name>.{f.name}`" in ref
