@@ -90,3 +90,13 @@ def test_a_lock_that_never_clears_fails_with_advice(grepo):
     fixed = grite_json(grepo, "doctor", "--fix")
     assert fixed["ok"] and fixed["findings"][0]["fixed"] and not lock.exists()
     grite(grepo, "issue", "create", "Unblocked")
+
+
+def test_a_ref_lock_left_by_a_killed_writer_no_longer_stops_every_append(grepo):
+    # A grite writer holds the lock for one rename; one seconds old has nobody behind it.
+    lock = grepo / ".git" / "refs" / "grite" / "wal.lock"
+    lock.write_text("left by a SIGKILLed writer\n")
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    out = grite(grepo, "issue", "create", "After the crash").out.strip()
+    assert grite_json(grepo, "issue", "show", out)["title"] == "After the crash"
+    assert not lock.exists()

@@ -261,7 +261,10 @@ class Witness:
     def run(self) -> Summary:
         restore = self._trap_signals()
         try:
-            self.recovered += recover(self.g, self.cfg, self.st, say=self.say)
+            try:
+                self.recovered += recover(self.g, self.cfg, self.st, say=self.say)
+            except GriteError as exc:   # e.g. the log stayed locked: work on, recover later
+                self.say(f"warning: recovery skipped: {exc.message}")
             next_claim = 0.0
             while True:
                 now = time.monotonic()

@@ -11,6 +11,7 @@ from typing import Generator, Iterable, Iterator
 from git_brat.grite.errors import GriteError, NotARepository, RefLocked, RemoteUnreachable
 
 ZERO = b"0" * 40
+STALE_REF_LOCK = 5.0   # seconds: a grite ref's .lock this old was left by a killed writer
 # Refs whose commits are event logs; everything grite reads to build state.
 LOG_PREFIXES = (b"refs/grite/wal", b"refs/grite/replicas/", b"refs/grite/attic/")
 REMOTE_LOG_INFIX = b"/grite/replicas/"
@@ -153,12 +154,35 @@ class Store:
         if message:   # the reflog line: the same rule as commit subjects
             message = safe_subject(message.decode("utf-8", "surrogateescape")).encode(
                 "utf-8", "surrogateescape")
+        for attempt in (1, 2):
+            try:
+                if old is None:
+                    return refs.add_if_new(name, new, message=message or None)
+                return refs.set_if_equals(name, old, new, message=message or None)
+            except FileLocked as exc:
+                if attempt == 1 and self._break_stale_lock(name):
+                    continue
+                raise RefLocked(name.decode(), self.ref_lock_path(name)) from exc
+        return False
+
+    def _break_stale_lock(self, name: bytes) -> bool:
+        """Remove a grite ref's .lock left by a writer that was killed mid-update.
+
+        Writers hold these locks for the microseconds of one rename; one older than
+        STALE_REF_LOCK seconds has no writer left, and would otherwise stop every append.
+        """
+        if not name.startswith(b"refs/grite/"):
+            return False
+        path = self.ref_lock_path(name)
         try:
-            if old is None:
-                return refs.add_if_new(name, new, message=message or None)
-            return refs.set_if_equals(name, old, new, message=message or None)
-        except FileLocked as exc:
-            raise RefLocked(name.decode(), self.ref_lock_path(name)) from exc
+            if time.time() - os.stat(path).st_mtime < STALE_REF_LOCK:
+                return False
+            os.unlink(path)
+            return True
+        except FileNotFoundError:
+            return True    # gone meanwhile: try again
+        except OSError:
+            return False
 
     def delete_ref_if(self, name: bytes, old: bytes) -> bool:
         from dulwich.file import FileLocked
