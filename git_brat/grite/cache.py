@@ -18,7 +18,7 @@ import msgspec
 
 from git_brat.grite import attic, snapshot
 from git_brat.grite.errors import GriteError
-from git_brat.grite.files import atomic_write
+from git_brat.grite.files import atomic_write, ensure_dir
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
 from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay_stream
@@ -229,7 +229,7 @@ class Cache:
             return contextlib.nullcontext()
         for _attempt in range(5):
             try:
-                os.makedirs(self.dir, exist_ok=True)
+                ensure_dir(self.dir)
                 lock = _lock(self._path("lock"))
                 lock.acquire()
             except FileNotFoundError:   # the directory was deleted meanwhile: make it again
