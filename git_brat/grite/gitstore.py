@@ -506,7 +506,7 @@ class Store:
         commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
         # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         for obj in (*objects, tree, commit):
-            self.repo.object_store.add_object(obj)
+            add_loose(self.repo.object_store, obj)
         if len(self._written) > 64:   # kept only until the ref update that follows
             self._written.clear()
         self._written[commit.id] = (*objects, tree, commit)
@@ -523,7 +523,7 @@ class Store:
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
         commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
-        self.repo.object_store.add_object(commit)
+        add_loose(self.repo.object_store, commit)
         return commit.id
 
     def is_ancestor(self, old: str, new: str) -> bool:
@@ -582,7 +582,7 @@ class Store:
         store = self.repo.object_store
         missing = [o for o in objects if not self.has_object(o.id)]
         for obj in missing:
-            store.add_object(obj)
+            add_loose(store, obj)
         return bool(missing)
 
     def read_record(self, sha: bytes, entry: bytes) -> tuple[bytes, list[bytes]]:
@@ -1117,3 +1117,43 @@ def fetch_branch(store: Store, remote: str, branch: str, timeout: float) -> str 
 
 def remote_url(store: Store, remote: str) -> str | None:
     return store.config_get(f"remote.{remote}.url")
+
+
+def add_loose(store, obj) -> None:
+    """Write obj as a loose object the way git does: a temporary file, then link into place.
+
+    dulwich's add_object takes `<object>.lock`, so two writers of the same content (two
+    imports of one file) collide and one fails, and a writer killed mid-write leaves a lock
+    that blocks that object for good. Content addressing makes a plain link race-free.
+    """
+    hexsha = obj.id.decode("ascii")
+    folder = os.path.join(store.path, hexsha[:2])
+    path = os.path.join(folder, hexsha[2:])
+    try:
+        os.utime(path, None)   # already there: freshen it so an age-based prune spares it
+        return
+    except FileNotFoundError:
+        pass
+    except PermissionError:
+        pass                   # another user's object in a shared repository: rewrite below
+    from git_brat.grite.files import ensure_dir
+    ensure_dir(folder)
+    import tempfile
+    fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(obj.as_legacy_object(compression_level=store.loose_compression_level))
+            if getattr(store, "fsync_object_files", False):
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o444)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass               # the same bytes, written by another process meanwhile
+        except OSError:
+            os.replace(tmp, path)   # a file system without hard links
+            return
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
