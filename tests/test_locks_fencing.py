@@ -23,7 +23,7 @@ def _open(repo) -> Grite:
     return Grite.open(str(repo))
 
 
-def _settings(g, ttl=0.5, skew=0.2):
+def _settings(g, ttl=2.0, skew=0.2):   # a TTL a loaded machine cannot outrun by accident
     return locks.settings(g.store, local=True, ttl=ttl, skew=skew)
 
 
