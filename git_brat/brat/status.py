@@ -154,7 +154,7 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
 def recovery(g: Grite, board: Board, tasks: set[str] | None,
              lease_problems: list[str] = ()) -> RecoveryReport:
     crashed, survived, review = [], [], []
-    for e in sorted(board.state.of_kind(model.SESSION), key=model.age_key):
+    for e in sorted(board.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
         if e.get("status") != "crashed":
             continue
         tid = e.get("task", "")
@@ -213,7 +213,7 @@ def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
 
 
 def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
-    board = board or Board(g.state())
+    board = board or model.board(g)
     lease_list, lease_problems = leases(g)
     now_ms = int(time.time() * 1000)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
@@ -221,7 +221,7 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     tasks: set[str] | None = None
     if cid:
         convoys = [c for c in convoys if c.id == cid]
-        tasks = {t.id for t in board.by_convoy.get(cid, [])}
+        tasks = {t.id for t in board.convoy_tasks(cid)}
         lease_list = [l for l in lease_list if any(_lease_on(l, t) for t in tasks)]
     ready = [board.task_view(t) for t in board.ready(cid)]
     sessions = [s for s in board.sessions() if tasks is None or s.task in tasks]
