@@ -7,8 +7,9 @@
 3. `git brat status` at 100k entities with 50 active tasks: against the import floor.
 
 The history is a year of agents' work, written with `git fast-import`: convoys of ten tasks, each
-task with a session and a merge request, all merged and ended long ago (so cold), one batch
-commit per command as the product writes them. The active work is made with the real commands.
+task with a session, a merge request and the lease its session held (a lock ref, released), all
+merged and ended long ago (so cold), one batch commit per command as the product writes them.
+The active work is made with the real commands.
 
 Usage: python bench/bench_scale.py [--quick]
 """
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+
+import msgspec
 import sys
 import threading
 import time
@@ -60,6 +63,19 @@ def history(repo: Path, entities: int) -> int:
         commits += 1
         count += len(events)
 
+    def lease(tid):   # the claim each task's session held, released long ago (one ref per task)
+        from git_brat.grite import locks
+        at = OLD + lamport
+        rec = locks.Lease(f"task:{tid}", locks.Holder("witness-bench"), 1, "released", at, at + 60000,
+                          60000, at + 30000, released_at=at + 30000, action="release")
+        blob = msgspec.json.encode(rec)
+        msg = b"grite: lock release"
+        lines.append(b"commit " + locks.ref_for(f"task:{tid}") + b"\n")
+        lines.append(f"committer Bench <bench@example.com> {at // 1000} +0000\n".encode())
+        lines.append(b"data %d\n%s\n" % (len(msg), msg))
+        lines.append(b"M 100644 inline lease\n")
+        lines.append(b"data %d\n" % len(blob) + blob + b"\n")
+
     made = 0
     while made < entities:
         cid = ev.new_entity_id()
@@ -77,6 +93,7 @@ def history(repo: Path, entities: int) -> int:
                     (mid, ev.Create("merge", {"task": tid, "status": "queued",
                                               "branch": f"brat/{tid[:8]}"}))])
             commit([(tid, ev.Comment("done: fixed, tests pass"))])
+            lease(tid)
             commit([(mid, ev.SetFields({"status": "merged"})),
                     (tid, ev.SetFields({"status": "merged", "status_from": "merging"}))])
             made += 3

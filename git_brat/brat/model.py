@@ -547,18 +547,17 @@ def dep_remove(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
 
 
 def history(g: Grite, tid: str) -> list[Transition]:
-    """Every status change of a task, oldest first, from the audit trail."""
-    from git_brat.grite import audit
+    """Every status change of a task, in replay order (kept with the task: no log scan)."""
+    state = g.state()
+    names = actor_names(state)
+    ent = state.entities[tid]
     out = []
-    for a in audit.entries(g, tid):
-        if a.op not in ("create", "set"):
-            continue
-        fields = a.detail.get("fields", {})
-        if "status" not in fields:
-            continue
-        out.append(Transition(a.event, a.at, a.actor_name, fields.get("status_from", ""),
-                              fields["status"], bool(fields.get("forced", False)),
-                              fields.get("reason", "")))
+    for eid, (lamport, actor, ts, fields) in sorted(ent.transitions.items(),
+                                                     key=lambda kv: (kv[1][0], kv[1][1], kv[0])):
+        if "status" in fields:
+            out.append(Transition(eid, iso(ts), names.get(actor, actor), fields.get("status_from", ""),
+                                  fields["status"], bool(fields.get("forced", False)),
+                                  fields.get("reason", "")))
     return out
 
 

@@ -153,14 +153,25 @@ def prerequisites(state: State, kind: str = KIND, ents: list[Entity] | None = No
     """
     def live(eid: str) -> bool:
         return state.kinds.get(eid) == kind
+    ents = state.of_kind(kind) if ents is None else ents
+    _prefetch(state.dep_sources, [e.id for e in ents])
+    _prefetch(state.entities, [t for e in ents for t in e.members("dep:depends_on")] +
+              [s for e in ents for s in state.dep_sources.get(e.id, ())])
     pre: dict[str, set[str]] = {}
-    for ent in state.of_kind(kind) if ents is None else ents:
+    for ent in ents:
         mine = pre.setdefault(ent.id, set())
         mine.update(t for t in ent.members("dep:depends_on") if live(t))
         for src in state.dep_sources.get(ent.id, ()):
             if live(src) and ent.id in state.entities[src].members("dep:blocks"):
                 mine.add(src)
     return pre
+
+
+def _prefetch(table, keys: list[str]) -> None:
+    """Read many rows of a cache table at once (a plain dict has them all already)."""
+    prefetch = getattr(table, "prefetch", None)
+    if prefetch is not None and keys:
+        prefetch(keys)
 
 
 def find_cycle(pre: dict[str, set[str]], start: str) -> list[str] | None:

@@ -23,6 +23,9 @@ class Entity(msgspec.Struct):
     sets: dict[str, dict[str, list[str]]] = {}          # set -> value -> live add tags
     tombs: list[str] = []               # add tags cancelled by removes (kept sorted)
     comments: dict[str, tuple[int, str, int, str]] = {}  # eid -> (lamport, actor, ts, body)
+    # Every status change, kept with the entity so its history never needs the whole log:
+    # eid -> (lamport, actor, ts, the event's status, status_from, reason and forced fields).
+    transitions: dict[str, tuple[int, str, int, dict[str, Any]]] = {}
 
     def get(self, name: str, default: Any = None) -> Any:
         cell = self.fields.get(name)
@@ -220,10 +223,21 @@ def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
         ent.kind, ent.created_at, ent.created_by = op.kind, e.ts, e.actor
     ent.created = True
     _set_fields(ent, op.fields, stamp)
+    _transition(ent, e, op.fields)
 
 
 def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
     _set_fields(ent, op.fields, (e.lamport, e.actor, e.id))
+    _transition(ent, e, op.fields)
+
+
+TRANSITION_FIELDS = ("status_from", "reason", "forced")
+
+
+def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any]) -> None:
+    if any(f in fields for f in STATUS_FIELDS):
+        kept = {k: v for k, v in fields.items() if k in STATUS_FIELDS or k in TRANSITION_FIELDS}
+        ent.transitions[e.id] = (e.lamport, e.actor, e.ts, kept)
 
 
 def _add(ent: Entity, e: ev.Event, op: ev.AddTo) -> None:
@@ -344,6 +358,7 @@ def canonical(state: State) -> bytes:
             "sets": {k: {v: sorted(t) for v, t in vals.items() if t} for k, vals in ent.sets.items()},
             "tombs": sorted(set(ent.tombs)),
             "comments": ent.comments,
+            "transitions": ent.transitions,
         }
     body = {
         "entities": {k: ent_key(e) for k, e in state.entities.items()},
