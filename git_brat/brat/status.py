@@ -88,12 +88,12 @@ def leases(g: Grite, board: Board | None = None) -> tuple[list[LeaseView], list[
     """
     only = None
     if board is not None and board.cold_before:
-        hot = set(board.tasks)
+        named = {locks.resource_of(r).partition(":")[2] for r in g.store.refs_under(locks.LOCKS)}
+        cold = board.state.known(n for n in named if len(n) == 32) - set(board.tasks)
 
         def only(resource: str) -> bool:
             ns, _, name = resource.partition(":")
-            return ns != "task" or name in hot or len(name) < 32 and any(
-                t.startswith(name) for t in hot)
+            return ns != "task" or name not in cold
     st = locks.status(g, locks.settings(g.store, local=True), refresh=False, only=only)
     return [l for l in st.leases if l.state != "released"], list(st.problems)
 
