@@ -132,7 +132,12 @@ def _read_all(g: Grite):
     tips = g.store.log_tips()
     reader = LogReader(g.store)
     commits = reader.new_commits(tips.values(), ())
-    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+    events: list = []
+    progress = g.cache.progress
+    for n, (_sha, batch) in enumerate(reader.batches(commits)):
+        events += batch.events
+        if progress is not None and n % 1000 == 0:   # a TTY line: every event read counts
+            progress(len(events))
     return tips, reader, commits, events
 
 
