@@ -125,14 +125,35 @@ class Store:
             return None
 
     def refs_under(self, prefix: bytes) -> dict[bytes, bytes]:
-        """Full ref name -> sha for every ref below prefix (loose and packed)."""
+        """Full ref name -> sha for every ref below prefix (loose and packed).
+
+        Read as git reads them, loose first (so a concurrent pack-refs, which writes
+        packed-refs before deleting the loose files, can never hide a ref), in one pass over
+        each: a year of lease refs must not cost a lookup each on every command.
+        """
         refs = self.repo.refs
-        out = {}
-        for sub in refs.keys(base=prefix):
-            try:
-                out[prefix + sub] = refs[prefix + sub]
-            except KeyError:  # deleted while listing
-                pass
+        loose: dict[bytes, bytes] = {}
+        top = os.path.join(self.common_dir, prefix.decode())
+        for root, _dirs, files in os.walk(top):
+            for leaf in files:
+                if leaf.endswith(".lock"):
+                    continue
+                path = os.path.join(root, leaf)
+                name = os.path.relpath(path, self.common_dir).replace(os.sep, "/").encode()
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read().strip()
+                except (FileNotFoundError, IsADirectoryError):   # deleted while listing
+                    continue
+                if data.startswith(b"ref: "):   # a symbolic ref: rare here, resolved by dulwich
+                    try:
+                        loose[name] = refs[name]
+                    except KeyError:
+                        pass
+                elif re.fullmatch(rb"[0-9a-f]{40}([0-9a-f]{24})?", data):
+                    loose[name] = data
+        out = {n: sha for n, sha in refs.get_packed_refs().items() if n.startswith(prefix)}
+        out.update(loose)
         return out
 
     def log_tips(self) -> dict[str, str]:
