@@ -152,8 +152,24 @@ class Store:
                         pass
                 elif re.fullmatch(rb"[0-9a-f]{40}([0-9a-f]{24})?", data):
                     loose[name] = data
-        out = {n: sha for n, sha in refs.get_packed_refs().items() if n.startswith(prefix)}
+        out = self._packed_refs(prefix)
         out.update(loose)
+        return out
+
+    def _packed_refs(self, prefix: bytes) -> dict[bytes, bytes]:
+        """packed-refs entries below prefix (a plain split: dulwich checks every name it reads)."""
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for line in data.splitlines():
+            if line[:1] in (b"#", b"^", b""):
+                continue
+            sha, _, name = line.partition(b" ")
+            if name.startswith(prefix):
+                out[name] = sha
         return out
 
     def log_tips(self) -> dict[str, str]:
