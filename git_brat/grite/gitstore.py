@@ -112,6 +112,7 @@ class Store:
                 # Unset in git config: git's own default for loose objects is 1 (best speed);
                 # dulwich would use zlib's 6, five times slower on a large snapshot.
                 store.loose_compression_level = 1
+            self._prime_packed_refs(self._repo.refs)
             import atexit
             atexit.register(self._repo.close)   # close packs before interpreter teardown
         return self._repo
@@ -155,6 +156,32 @@ class Store:
         out = self._packed_refs(prefix)
         out.update(loose)
         return out
+
+    def _prime_packed_refs(self, refs) -> None:
+        """Hand dulwich the packed-refs file already parsed: its own parse checks every name,
+        and after `git gc` packs a year of lease refs that costs each command ~1 s.
+
+        Keyed by the file's stat taken before reading, so a file replaced meanwhile is simply
+        read again by dulwich. Skipped if this dulwich keeps its cache differently."""
+        if not all(hasattr(refs, a) for a in ("_packed_refs", "_peeled_refs", "_packed_refs_key",
+                                               "_current_packed_refs_key")):
+            return
+        key = refs._current_packed_refs_key()
+        if key is None:
+            return
+        packed, peeled, last = {}, {}, None
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        for line in data.splitlines():
+            if line[:1] == b"^" and last is not None:
+                peeled[last] = line[1:]
+            elif line[:1] not in (b"#", b""):
+                sha, _, last = line.partition(b" ")
+                packed[last] = sha
+        refs._packed_refs, refs._peeled_refs, refs._packed_refs_key = packed, peeled, key
 
     def _packed_refs(self, prefix: bytes) -> dict[bytes, bytes]:
         """packed-refs entries below prefix (a plain split: dulwich checks every name it reads)."""
