@@ -118,6 +118,27 @@ def table(rows: list[list[str]], widths: list[int | None], total: int = 80) -> s
     return "\n".join(out)
 
 
+class LazyGroup(click.Group):
+    """A group whose subcommands live in modules imported only when one of them is used."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy   # command name -> module with register(group)
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy))
+
+    def get_command(self, ctx, name: str):
+        if name not in self.commands and name in self.lazy:
+            import importlib
+            importlib.import_module(self.lazy[name]).register(self)
+        return self.commands.get(name)
+
+    def load_all(self) -> None:
+        for name in self.lazy:
+            self.get_command(None, name)
+
+
 def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
     """Invoke a click group; GriteError and usage errors become one stderr line + exit code."""
     try:

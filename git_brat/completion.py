@@ -178,6 +178,7 @@ def attach(group: click.Group, ids: dict) -> None:
         if id(cmd) in seen:
             return
         seen.add(id(cmd))
+        getattr(cmd, "load_all", lambda: None)()   # a lazy group: its commands are modules
         for param in cmd.params:
             source = ids.get(param.name) or ids.get(getattr(param, "metavar", None) or "")
             if source and getattr(param, "_custom_shell_complete", None) is None:

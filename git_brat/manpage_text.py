@@ -59,7 +59,20 @@ branches; settings in
 .B brat/config.toml
 inside the git directory.
 """,
-        "convoy list": "A convoy's status (active, landed, failed, stalled) is derived from its tasks.",
+        "convoy list": r"""
+A convoy's status (active, landed, failed, stalled) is derived from its tasks. Convoys whose
+work all settled more than
+.B grite.coldAfterDays
+days ago are shown only with
+.BR \-\-all .
+""",
+        "task list": r"""
+Tasks merged or dropped more than
+.B grite.coldAfterDays
+days ago (git config; default 30, 0: never) are cold: shown only with
+.BR \-\-all ,
+and still found by show and by id everywhere.
+""",
         "task update": r"""
 Invalid transitions are refused naming the allowed ones;
 .B \-\-force
@@ -179,6 +192,11 @@ every remote is configured for sync and the hooks are installed.
         "issue list": r"""
 JSON: an array of objects with
 .BR id ", " title ", " state ", " labels ", " assignees ", " created_at ", " updated_at ", " author ", " comments .
+Closed issues untouched for
+.B grite.coldAfterDays
+whole days (git config; default 30, 0: never) are cold: left out unless
+.B \-\-all
+is given. They stay in show, log and export.
 """,
         "issue label": r"""
 Labels and assignees are observed-remove sets: a remove cancels only the adds the

@@ -41,7 +41,7 @@ def test_a_damaged_cache_is_replaced_not_trusted(grepo):
     a, b = _busy_repo(grepo)
     warm = _answers(grepo, a, b)
     cache = grepo / ".git" / "grite" / "cache"
-    for name in ("state", "issues", "meta"):
+    for name in ("state.db", "state.db-wal", "state.db-shm", "meta"):
         (cache / name).write_bytes(b"\x00garbage")
         assert _answers(grepo, a, b) == warm
 
@@ -86,18 +86,24 @@ def test_a_full_rebuild_reads_events_bigger_than_one_read_from_git(grepo, tmp_pa
     assert len(grite_json(grepo, "issue", "list")) == 5
 
 
-def test_writes_leave_the_issue_views_to_the_next_list_which_updates_only_those(grepo):
+def test_a_write_rewrites_only_the_rows_of_the_entities_it_touched(grepo):
+    import sqlite3
     a, b = _busy_repo(grepo)
     grite(grepo, "issue", "list")
-    cache_dir = grepo / ".git" / "grite" / "cache"
-    views_file = (cache_dir / "issues").stat().st_ino
+    db = grepo / ".git" / "grite" / "cache" / "state.db"
+
+    def rows():
+        with sqlite3.connect(db) as conn:
+            return {i: (rowid, body) for rowid, i, body in
+                    conn.execute("SELECT rowid, id, body FROM entity")}
+    before = rows()
     grite(grepo, "issue", "update", a, "--title", "Alpha renamed")
-    grite(grepo, "issue", "show", a)   # brings the state up to date, not the views
-    assert (cache_dir / "issues").stat().st_ino == views_file
-    meta = Cache(Store.discover(str(grepo)))._read_meta()
-    assert meta.dirty == [a]
+    grite(grepo, "issue", "show", a)   # brings the cache up to the new frontier
+    after = rows()
+    # Untouched rows are the very same rows (a rewrite of the whole table gives new rowids).
+    assert {i: r for i, r in after.items() if i != a} == {i: r for i, r in before.items() if i != a}
+    assert after[a] != before[a]
     listed = {i["id"]: i["title"] for i in grite_json(grepo, "issue", "list", "--state", "all")}
     assert listed[a] == "Alpha renamed" and listed[b] == "Beta"
-    assert Cache(Store.discover(str(grepo)))._read_meta().dirty == []
-    shutil.rmtree(cache_dir)
+    shutil.rmtree(grepo / ".git" / "grite" / "cache")
     assert {i["id"]: i["title"] for i in grite_json(grepo, "issue", "list", "--state", "all")} == listed

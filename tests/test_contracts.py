@@ -40,16 +40,13 @@ def test_cache_that_disagrees_with_the_log_is_reported_and_fixed(grepo):
     import msgspec
     a = grite(grepo, "issue", "create", "Truth").out.strip()
     grite(grepo, "issue", "list")
-    cache = Cache(Store.discover(str(grepo)))
-    meta = cache._read_meta()
-    state = cache._read("state", meta.generation, type(cache.state()))
-    value = list(state.entities[a].fields["title"])
-    value[0] = "Lie"
-    state.entities[a].fields["title"] = tuple(value)
-    from git_brat.grite.cache import _Stamped
-    from git_brat.grite.files import atomic_write
-    enc = msgspec.msgpack.encode
-    atomic_write(cache._path("state"), enc(_Stamped(meta.generation, msgspec.Raw(enc(state)))))
+    import sqlite3
+    db = Cache(Store.discover(str(grepo))).path
+    with sqlite3.connect(db) as conn:   # the row says something the log never did
+        body, = conn.execute("SELECT body FROM entity WHERE id=?", (a,)).fetchone()
+        ent = msgspec.msgpack.decode(body)
+        ent["fields"]["title"][0] = "Lie"
+        conn.execute("UPDATE entity SET body=? WHERE id=?", (msgspec.msgpack.encode(ent), a))
     report = json.loads(grite(grepo, "doctor", "--json", check=False).out)
     assert not report["ok"] and report["findings"][0]["kind"] == "cache-mismatch"
     fixed = json.loads(grite(grepo, "doctor", "--fix", "--json").out)

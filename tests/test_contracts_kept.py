@@ -138,14 +138,16 @@ def test_a_rebuild_shows_its_progress_on_a_terminal_and_nowhere_else(grepo):
     import pexpect
     for i in range(3):
         grite(grepo, "issue", "create", f"issue {i}")
-    child = pexpect.spawn("git", ["grite", "rebuild", "--full"], cwd=str(grepo), timeout=60,
-                          encoding="utf-8")
-    try:
-        child.expect("replaying the log: ")
-        child.expect("rebuilt cache: ")
-        child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
+    for argv, done in ((["rebuild", "--full"], "rebuilt cache: "), (["doctor"], "ok")):
+        child = pexpect.spawn("git", ["grite", *argv], cwd=str(grepo), timeout=60,
+                              encoding="utf-8")
+        try:
+            child.expect("replaying the log: ")
+            child.expect(done)
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0, argv
+    assert "replaying" not in grite(grepo, "doctor").err
     piped = grite(grepo, "rebuild", "--full")
     assert "replaying" not in piped.err and "\x1b" not in piped.err

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_brat.grite import snapshot
-from git_brat.grite.cache import CACHE_VERSION, Cache
+from git_brat.grite.cache import CACHE_VERSION, Cache, in_memory
 from git_brat.grite.gitstore import Store
 from git_brat.grite.identity import load
 from git_brat.grite.state import StoredState, canonical, replay
@@ -110,7 +110,7 @@ def _write_snapshot(repo, state, version=CACHE_VERSION, encoded=None):
     ident = load(store.grite_dir)
     tips = list(store.log_tips().values())
     return snapshot.write(store, ident.replica.id, ident.git_author, state,
-                          encoded if encoded is not None else msgspec.msgpack.encode(state),
+                          encoded if encoded is not None else msgspec.msgpack.encode(in_memory(state)),
                           tips, version)
 
 
@@ -123,7 +123,7 @@ def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo):
     out = grite_json(grepo, "rebuild")
     assert out["snapshot"] is None and out["replayed"] == out["events"]
     # Well-formed on the outside, an entity inside that is not one: refused before any use.
-    body = msgspec.msgpack.decode(msgspec.msgpack.encode(state))
+    body = msgspec.msgpack.decode(msgspec.msgpack.encode(in_memory(state)))
     body["entities"][next(iter(body["entities"]))]["fields"] = {"title": ["no stamp"]}
     _write_snapshot(grepo, state, encoded=msgspec.msgpack.encode(body))
     assert grite_json(grepo, "rebuild")["snapshot"] is None
@@ -262,7 +262,7 @@ def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo
     for covers in (["zz"], ["--output=" + str(tmp_path / "pwned")], [tip + "0" * 24], [tip + "\n"]):
         meta = {"version": CACHE_VERSION, "replica": "ffff", "events": 10 ** 6, "entities": 1,
                 "covers": covers}
-        entries = {"meta": msgspec.msgpack.encode(meta), "state": msgspec.msgpack.encode(state)}
+        entries = {"meta": msgspec.msgpack.encode(meta), "state": msgspec.msgpack.encode(in_memory(state))}
         blobs = {n: run_git_blob(grepo, d) for n, d in entries.items()}
         tree = git(grepo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
         git(grepo, "update-ref", "refs/remotes/origin/grite/snapshots/ffff",
@@ -282,12 +282,12 @@ def _forge_counts(repo, meta_events: int, state_events: int):
     state = Cache(store).state()
     ident = load(store.grite_dir)
     snap = snapshot.write(store, ident.replica.id, ident.git_author, state,
-                          msgspec.msgpack.encode(state), list(store.log_tips().values()),
+                          msgspec.msgpack.encode(in_memory(state)), list(store.log_tips().values()),
                           CACHE_VERSION)
     state.event_count = state_events
     meta = msgspec.structs.replace(snap.meta, events=meta_events)
     blobs = {"meta": run_git_blob(repo, msgspec.msgpack.encode(meta)),
-             "state": run_git_blob(repo, msgspec.msgpack.encode(state))}
+             "state": run_git_blob(repo, msgspec.msgpack.encode(in_memory(state)))}
     tree = git(repo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
     parents = [a for c in meta.covers for a in ("-p", c)]
     commit = git(repo, "commit-tree", tree, *parents, "-m", "forged counts")

@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from git_brat import __version__
-from git_brat.clikit import run
+from git_brat.clikit import LazyGroup, run
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command's module is imported when that command runs: an agent's `task done` then pays
+# for its own imports, not for the mayor's, the refinery's and every other command's.
+COMMANDS = {name: f"git_brat.brat.cli_{module}" for name, module in (
+    ("init", "init"), ("config", "config"), ("convoy", "convoy"), ("task", "task"),
+    ("workflow", "workflow"), ("engine", "engine"), ("witness", "witness"),
+    ("session", "session"), ("mayor", "mayor"), ("status", "status"), ("demo", "demo"),
+    ("refinery", "refinery"), ("deacon", "deacon"), ("completion", "completion"))}
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="git-brat")
 def cli():
     """Run many AI coding agents on one repository, coordinated through git."""
 
 
-from git_brat.brat import (cli_config, cli_convoy, cli_demo, cli_engine, cli_init,  # noqa: E402
-                           cli_mayor, cli_session, cli_status, cli_task, cli_witness, cli_workflow)
-from git_brat.brat import cli_deacon, cli_refinery  # noqa: E402
-
-for _module in (cli_init, cli_config, cli_convoy, cli_task, cli_workflow, cli_engine, cli_witness,
-                cli_session, cli_mayor, cli_status, cli_demo, cli_refinery, cli_deacon):
-    _module.register(cli)
-from git_brat.brat import cli_completion; cli_completion.register(cli)  # noqa: E402,E702
-
-
 def main(argv: list[str] | None = None) -> None:
+    if "_GIT_BRAT_COMPLETE" in os.environ:   # a shell asks: register the id-aware completers first
+        import git_brat.completion  # noqa: F401
     sys.exit(run(cli, "git-brat", argv))
 
 

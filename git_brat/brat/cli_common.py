@@ -16,11 +16,12 @@ def load_config(g: Grite) -> config.Config:
     return config.load(g.store.toplevel())
 
 
-def board(g: Grite) -> Board:
+def board(g: Grite, everything: bool = False) -> Board:
+    """The hot work, or (everything) cold history too: see grite.coldAfterDays."""
     state = g.state()
     for p in g.cache.problems:
         warn(f"skipped unreadable log record {p.sha}: {p.detail} (see `git grite doctor`)")
-    return Board(state)
+    return Board(state, 0 if everything else g.cold_before)
 
 
 def shorts(b: Board) -> dict[str, str]:

@@ -36,11 +36,13 @@ def create(title, body, as_json):
 @convoy.command("list")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(model.CONVOY_STATES),
               help="Only convoys in this status (repeatable).")
+@click.option("--all", "everything", is_flag=True,
+              help="Include convoys whose work all settled longer ago than grite.coldAfterDays.")
 @json_option
-def list_(statuses, as_json):
+def list_(statuses, everything, as_json):
     """Convoys, oldest first, with their derived status and progress."""
     g = open_grite()
-    b = board(g)
+    b = board(g, everything)
     views = [v for v in b.convoy_list() if not statuses or v.status in statuses]
     short = shorts(b)
 

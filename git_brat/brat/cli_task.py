@@ -81,11 +81,13 @@ def create(title, convoy_id, body, needs, priority, paths, as_json):
 @click.option("--convoy", "convoy_id", help="Only tasks of this convoy.")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(model.STATES),
               help="Only tasks in this status (repeatable).")
+@click.option("--all", "everything", is_flag=True,
+              help="Include tasks merged or dropped longer ago than grite.coldAfterDays.")
 @json_option
-def list_(convoy_id, statuses, as_json):
+def list_(convoy_id, statuses, everything, as_json):
     """Tasks, oldest first."""
     g = open_grite()
-    b = board(g)
+    b = board(g, everything)
     cid = g.resolve(convoy_id, model.CONVOY).id if convoy_id else None
     views = b.task_list(cid, list(statuses))
     emit(as_json, views, lambda: task_rows(views, shorts(b)))

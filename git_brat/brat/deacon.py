@@ -85,9 +85,9 @@ def recover_sessions(g: Grite, cfg: Config, report: Report) -> None:
     report.duties["sessions"] = "ok"
 
 
-def _sessions_by_worktree(state: State) -> dict[str, model.Entity]:
+def _sessions_by_worktree(state: State, cold_before: int) -> dict[str, model.Entity]:
     out = {}
-    for e in state.of_kind(model.SESSION):
+    for e in state.of_kind(model.SESSION, model.SESSION_ENDED, cold_before):
         wt = e.get("worktree", "")
         if wt:
             out[os.path.realpath(wt)] = e
@@ -101,7 +101,7 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
         return
     from git_brat.brat import refinery_run
     store = g.store
-    sessions = _sessions_by_worktree(g.state())
+    sessions = _sessions_by_worktree(g.state(), g.cold_before)
     root = os.path.realpath(os.path.join(store.brat_dir, "worktrees"))
     refinery = os.path.realpath(os.path.join(store.brat_dir, "refinery"))
     for wt in gitstore.worktrees(store):
@@ -165,7 +165,8 @@ def _why_keep(store, path: str, wt: dict) -> str:
 
 def prune_logs(g: Grite, cfg: Config, report: Report) -> None:
     cutoff = time.time() - cfg.deacon.log_retention_days * 86400
-    live = {e.id for e in g.state().of_kind(model.SESSION) if e.get("status") in LIVE_SESSIONS}
+    live = {e.id for e in g.state().of_kind(model.SESSION, model.SESSION_ENDED, model.NOT_SETTLED)
+            if e.get("status") in LIVE_SESSIONS}
     for path in sorted(glob.glob(os.path.join(g.store.brat_dir, "sessions", "*.log"))):
         name = os.path.basename(path)[:-4]
         try:

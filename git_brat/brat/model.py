@@ -32,9 +32,18 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 }
 IN_FLIGHT = ("running", "needs-review", "merging")
 FINISHED = ("merged", "dropped")
+# Settled statuses of sessions and merge requests: cold once older than grite.coldAfterDays.
+SESSION_ENDED = ("done", "failed", "timed-out", "blocked", "stopped", "crashed", "ended")
+MERGE_DONE = ("merged", "failed", "requeued", "conflict", "blocked", "dropped", "superseded")
+NOT_SETTLED = 1 << 62   # a cold_before that leaves out every settled entity, however new
 CONVOY_STATES = ("active", "landed", "failed", "stalled")
 DEFAULT_PRIORITY = 2
 PRIORITIES = (0, 1, 2, 3, 4)     # 0 is the most urgent
+
+
+def board(g: Grite, refresh: bool = False) -> "Board":
+    """The hot work of the repository (see Board), at its current state."""
+    return Board(g.state(refresh=refresh), g.cold_before)
 
 
 def open_grite(cwd: str | None = None) -> Grite:
@@ -141,31 +150,98 @@ def reason_of(ent: Entity) -> str:
     return rs[0] if st and rs and rs[3] == st[3] else ""
 
 
-class Board:
-    """Tasks and convoys of one state, indexed once per command."""
+class Lookup(dict):
+    """id -> entity of one kind: the board's, and any other looked up by id (a cold one) on demand."""
 
-    def __init__(self, state: State):
+    def __init__(self, state: State, kind: str, ents):
+        super().__init__((e.id, e) for e in ents)
+        self._state, self._kind = state, kind
+
+    def __missing__(self, eid: str) -> Entity:
+        ent = self._state.entities.get(eid)
+        if ent is None or not ent.created or ent.kind != self._kind:
+            raise KeyError(eid)
+        self[eid] = ent
+        return ent
+
+    def get(self, eid: str, default=None):
+        try:
+            return self[eid]
+        except KeyError:
+            return default
+
+    def __contains__(self, eid) -> bool:
+        return self.get(eid) is not None
+
+    # Copies: a lookup while iterating may add an entity.
+    def values(self):
+        return list(dict.values(self))
+
+    def items(self):
+        return list(dict.items(self))
+
+    def __iter__(self):
+        return iter(list(dict.keys(self)))
+
+
+class Board:
+    """Tasks and convoys of one state, indexed once per command.
+
+    With cold_before (ms), it holds the hot work only: tasks not merged or dropped before then,
+    and the convoys they or recent changes name, each with all its tasks. Status, `task ready`
+    and the witness then cost what the active work costs, however long the history.
+    """
+
+    def __init__(self, state: State, cold_before: int = 0):
         self.state = state
-        self.tasks = {e.id: e for e in state.of_kind(TASK)}
-        self.convoys = {e.id: e for e in state.of_kind(CONVOY)}
-        self.pre = prerequisites(state, TASK)
+        self.cold_before = cold_before
+        if cold_before:
+            hot = state.of_kind(TASK, FINISHED, cold_before)
+            convoys = {c.id: c for c in state.of_kind(CONVOY, ("",), cold_before)}
+            for cid in {t.get("convoy", "") for t in hot} - set(convoys):
+                c = state.entities.get(cid)
+                if c is not None and c.created and c.kind == CONVOY:
+                    convoys[cid] = c
+            tasks = {t.id: t for t in hot}
+            for cid in convoys:
+                tasks.update((t.id, t) for t in state.of_group(TASK, cid))
+            self.tasks = Lookup(state, TASK, tasks.values())
+            self.convoys = Lookup(state, CONVOY, convoys.values())
+        else:
+            self.tasks = Lookup(state, TASK, state.of_kind(TASK))
+            self.convoys = Lookup(state, CONVOY, state.of_kind(CONVOY))
+        self.pre = prerequisites(state, TASK, list(self.tasks.values()))
         self.names = actor_names(state)
         self.by_convoy: dict[str, list[Entity]] = {}
         for t in sorted(self.tasks.values(), key=age_key):
             self.by_convoy.setdefault(t.get("convoy", ""), []).append(t)
         self._moving: dict[str, bool] | None = None
 
+    def convoy_tasks(self, cid: str) -> list[Entity]:
+        """A convoy's tasks, oldest first (read on demand for a convoy this board left cold)."""
+        if cid not in self.by_convoy and cid:
+            found = sorted(self.state.of_group(TASK, cid), key=age_key)
+            for t in found:
+                self.tasks.setdefault(t.id, t)
+            self.by_convoy[cid] = found
+        return self.by_convoy.get(cid, [])
+
+    def prereqs(self, tid: str) -> set[str]:
+        if tid not in self.pre:
+            self.pre.update(prerequisites(self.state, TASK, [self.tasks[tid]]))
+        return self.pre[tid]
+
     def is_ready(self, tid: str) -> bool:
         t = self.tasks[tid]
         return status_of(t) == "queued" and all(
-            status_of(self.tasks[p]) == "merged" for p in self.pre.get(tid, ()))
+            status_of(self.tasks[p]) == "merged" for p in self.prereqs(tid))
 
     def unmet(self, tid: str) -> list[str]:
-        return sorted(p for p in self.pre.get(tid, ()) if status_of(self.tasks[p]) != "merged")
+        return sorted(p for p in self.prereqs(tid) if status_of(self.tasks[p]) != "merged")
 
     def ready(self, convoy: str | None = None) -> list[Entity]:
         """Ready tasks in the order they should run: priority, then age."""
-        pool = self.by_convoy.get(convoy, []) if convoy else self.tasks.values()
+        pool = self.convoy_tasks(convoy) if convoy else self.tasks.values()
         return sorted((t for t in pool if self.is_ready(t.id)), key=run_key)
 
     def can_move(self, tid: str) -> bool:
@@ -174,16 +250,16 @@ class Board:
             # Prerequisites first, so each answer builds on its needs' (no recursion depth limit);
             # tasks on a cycle (possible when replicas add edges concurrently) never move.
             self._moving = {}
-            for t in topo(self.state, TASK):
+            for t in topo(self.state, TASK, ents=list(self.tasks.values())):
                 st = status_of(t)
                 self._moving[t.id] = st in IN_FLIGHT or st == "queued" and all(
                     status_of(self.tasks[p]) == "merged" or self._moving.get(p, False)
-                    for p in self.pre.get(t.id, ()))
+                    for p in self.prereqs(t.id))
         return self._moving.get(tid, False)
 
     def convoy_status(self, cid: str) -> str:
         """landed: all merged or dropped; failed: a task failed; stalled: nothing can move."""
-        tasks = self.by_convoy.get(cid, [])
+        tasks = self.convoy_tasks(cid)
         if not tasks:
             return "active"
         states = [status_of(t) for t in tasks]
@@ -197,7 +273,7 @@ class Board:
 
     def counts(self, cid: str) -> dict[str, int]:
         out = dict.fromkeys(STATES, 0)
-        for t in self.by_convoy.get(cid, []):
+        for t in self.convoy_tasks(cid):
             st = status_of(t)
             out[st] = out.get(st, 0) + 1
         return out
@@ -205,14 +281,14 @@ class Board:
     def task_view(self, t: Entity) -> TaskView:
         return TaskView(t.id, t.get("title", ""), status_of(t), t.get("convoy", ""),
                         t.get("priority", DEFAULT_PRIORITY), t.get("step", ""),
-                        sorted(self.pre.get(t.id, ())), list(t.get("paths", [])),
+                        sorted(self.prereqs(t.id)), list(t.get("paths", [])),
                         self.is_ready(t.id), iso(t.created_at), iso(t.updated_at),
                         self.names.get(t.created_by, t.created_by))
 
     def convoy_view(self, c: Entity) -> ConvoyView:
         return ConvoyView(c.id, c.get("title", ""), self.convoy_status(c.id),
-                          len(self.by_convoy.get(c.id, [])), self.counts(c.id),
-                          sum(1 for t in self.by_convoy.get(c.id, []) if self.is_ready(t.id)),
+                          len(self.convoy_tasks(c.id)), self.counts(c.id),
+                          sum(1 for t in self.convoy_tasks(c.id) if self.is_ready(t.id)),
                           c.get("workflow", ""), iso(c.created_at), iso(c.updated_at),
                           self.names.get(c.created_by, c.created_by))
 
@@ -220,36 +296,50 @@ class Board:
         v = self.convoy_view(c)
         return ConvoyDetail(**msgspec.structs.asdict(v), body=c.get("body", ""),
                             vars=dict(c.get("vars", {})),
-                            tasks=[self.task_view(t) for t in self.by_convoy.get(c.id, [])])
+                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)])
 
     def task_detail(self, t: Entity, history: list[Transition] = ()) -> TaskDetail:
         v = self.task_view(t)
         comments = [CommentView(eid, self.names.get(actor, actor), iso(ts), body)
                     for eid, _l, actor, ts, body in t.sorted_comments()]
-        dependents = sorted(k for k, pre in self.pre.items() if t.id in pre)
+        dependents = self.dependents(t.id)
         return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
                           dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
                           comments=comments, history=list(history))
+
+    def dependents(self, tid: str) -> list[str]:
+        """Tasks that wait for tid (found through the dep_sources index, cold ones included)."""
+        t = self.tasks[tid]
+        out = {x for x in t.members("dep:blocks") if self.state.kinds.get(x) == TASK}
+        for src in self.state.dep_sources.get(tid, ()):
+            if self.state.kinds.get(src) == TASK and \
+                    tid in self.state.entities[src].members("dep:depends_on"):
+                out.add(src)
+        return sorted(out)
 
     def convoy_list(self) -> list[ConvoyView]:
         return [self.convoy_view(c) for c in sorted(self.convoys.values(), key=age_key)]
 
     def task_list(self, convoy: str | None = None, statuses: list[str] = ()) -> list[TaskView]:
-        pool = self.by_convoy.get(convoy, []) if convoy else sorted(self.tasks.values(), key=age_key)
+        pool = self.convoy_tasks(convoy) if convoy else sorted(self.tasks.values(), key=age_key)
         return [self.task_view(t) for t in pool if not statuses or status_of(t) in statuses]
 
     def sessions(self, statuses: tuple[str, ...] | None = ("starting", "running")) -> list[SessionView]:
         out = [SessionView(e.id, e.get("task", ""), e.get("status", ""), e.get("engine", ""),
                            e.get("branch", ""), e.get("worktree", ""), iso(e.created_at),
                            iso(e.updated_at))
-               for e in self.state.of_kind(SESSION)
+               for e in self.hot(SESSION, SESSION_ENDED)
                if statuses is None or e.get("status", "") in statuses]
         return sorted(out, key=lambda s: (s.created_at, s.id))
+
+    def hot(self, kind: str, settled: tuple[str, ...]) -> list[Entity]:
+        """Entities of a kind, less the cold ones when this board holds hot work only."""
+        return self.state.of_kind(kind, settled, self.cold_before)
 
     def merge_queue(self) -> list[MergeQueueEntry]:
         """Tasks waiting for or in the refinery: merging first, then priority, then age."""
         merges: dict[str, Entity] = {}
-        for e in self.state.of_kind(MERGE):
+        for e in self.hot(MERGE, MERGE_DONE):
             if e.get("task"):
                 cur = merges.get(e.get("task"))
                 if cur is None or age_key(e) > age_key(cur):
@@ -376,7 +466,7 @@ def update_task(g: Grite, ref: str, status: str | None = None, force: bool = Fal
     def build() -> list[Draft]:
         # g.append runs this against the state at the exact tip it swaps against (and again
         # after a lost compare-and-swap), so two writers can never both make the same move.
-        board = Board(g.state())
+        board = Board(g.state(), g.cold_before)
         old = status_of(board.tasks[tid])
         out = dict(fields)
         seen["old"] = old
@@ -457,18 +547,17 @@ def dep_remove(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
 
 
 def history(g: Grite, tid: str) -> list[Transition]:
-    """Every status change of a task, oldest first, from the audit trail."""
-    from git_brat.grite import audit
+    """Every status change of a task, in replay order (kept with the task: no log scan)."""
+    state = g.state()
+    names = actor_names(state)
+    ent = state.entities[tid]
     out = []
-    for a in audit.entries(g, tid):
-        if a.op not in ("create", "set"):
-            continue
-        fields = a.detail.get("fields", {})
-        if "status" not in fields:
-            continue
-        out.append(Transition(a.event, a.at, a.actor_name, fields.get("status_from", ""),
-                              fields["status"], bool(fields.get("forced", False)),
-                              fields.get("reason", "")))
+    for eid, (lamport, actor, ts, fields) in sorted(ent.transitions.items(),
+                                                     key=lambda kv: (kv[1][0], kv[1][1], kv[0])):
+        if "status" in fields:
+            out.append(Transition(eid, iso(ts), names.get(actor, actor), fields.get("status_from", ""),
+                                  fields["status"], bool(fields.get("forced", False)),
+                                  fields.get("reason", "")))
     return out
 
 

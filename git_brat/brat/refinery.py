@@ -259,7 +259,7 @@ class Refinery(Outcomes):
             "batch": ids, "log": merge_log(self.g, r.merge)},
             skip_if_not=("needs-review",)) for r in batch]
         self.write(moves, "start")
-        tasks = Board(self.g.state(refresh=True)).tasks
+        tasks = model.board(self.g, refresh=True).tasks
         return [r for r in batch if model.status_of(tasks[r.task]) == "merging"]
 
     def base_tip(self, local: str) -> str:

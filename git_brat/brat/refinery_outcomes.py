@@ -134,7 +134,7 @@ class Outcomes:
             pass
 
     def _failures(self, r: Request) -> int:
-        t = Board(self.g.state()).tasks.get(r.task)
+        t = model.board(self.g).tasks.get(r.task)
         return int(t.get("merge_failures", 0) or 0) if t is not None else 0
 
 

@@ -22,7 +22,7 @@ from git_brat.grite.state import Entity
 
 # A merge entity's status: open ones are still the refinery's business.
 OPEN = ("queued", "merging", "checking", "waiting", "error")
-DONE = ("merged", "failed", "requeued", "conflict", "blocked", "dropped")
+DONE = model.MERGE_DONE[:-1]   # "superseded" is settled too, but not a result
 BRANCH_PREFIX = "brat/"
 
 
@@ -75,7 +75,7 @@ def find_branch(store: Store, branch: str) -> tuple[str, str] | None:
 def open_merges(state) -> dict[str, Entity]:
     """task -> its newest open merge entity."""
     out: dict[str, Entity] = {}
-    for e in state.of_kind(MERGE):
+    for e in state.of_kind(MERGE, model.MERGE_DONE, model.NOT_SETTLED):
         tid = e.get("task")
         if tid and e.get("status", "queued") in OPEN:
             cur = out.get(tid)
@@ -93,7 +93,7 @@ def effective(priority: int, since: int, now: int, aging: float) -> int:
 def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None = None,
              target_tip: str | None = None) -> list[Request]:
     """Every task in needs-review with a branch, in the order the refinery takes them."""
-    board = board or Board(g.state())
+    board = board or model.board(g)
     now = now if now is not None else int(time.time() * 1000)
     merges = open_merges(board.state)
     target = cfg.refinery.target_branch
@@ -151,7 +151,7 @@ def write(g: Grite, moves: list[Move], what: str, resource: str | None = None,
     Returns False when nothing was left to write.
     """
     def build() -> list[Draft]:
-        board = Board(g.state())
+        board = model.board(g)
         out = list(extra)
         for m in moves:
             t = board.tasks.get(m.task)

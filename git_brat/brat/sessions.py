@@ -19,7 +19,7 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.state import Entity, iso
 
 LIVE = ("starting", "running")
-ENDED = ("done", "failed", "timed-out", "blocked", "stopped", "crashed", "ended")
+ENDED = model.SESSION_ENDED
 FAILED = ("failed", "timed-out")
 
 
@@ -88,13 +88,19 @@ def detail(g: Grite, e: Entity) -> SessionDetail:
 
 def of_task(board: Board, tid: str) -> list[Entity]:
     """The task's sessions, oldest first."""
-    return sorted((s for s in board.state.of_kind(SESSION) if s.get("task") == tid),
-                  key=model.age_key)
+    return sorted(board.state.of_group(SESSION, tid), key=model.age_key)
 
 
 def all_sessions(board: Board, statuses: tuple[str, ...] | None = None) -> list[Entity]:
-    return sorted((s for s in board.state.of_kind(SESSION)
-                   if statuses is None or s.get("status") in statuses), key=model.age_key)
+    """Sessions in statuses (None: any, cold ones included), oldest first."""
+    if statuses is None:
+        pool = board.state.of_kind(SESSION)
+    elif set(statuses) & set(ENDED):
+        pool = board.hot(SESSION, ENDED)
+    else:   # live ones only: the index leaves every ended session out, however new
+        pool = board.state.of_kind(SESSION, ENDED, model.NOT_SETTLED)
+    return sorted((s for s in pool if statuses is None or s.get("status") in statuses),
+                  key=model.age_key)
 
 
 def find(g: Grite, ref: str) -> Entity:
@@ -115,7 +121,7 @@ def current(g: Grite, board: Board) -> Entity:
     top = g.store.toplevel()
     if top:
         here = os.path.realpath(top)
-        mine = [s for s in board.state.of_kind(SESSION)
+        mine = [s for s in board.state.of_kind(SESSION, ENDED, board.cold_before)
                 if s.get("worktree") and os.path.realpath(s.get("worktree")) == here]
         if mine:
             return max(mine, key=model.age_key)
@@ -189,7 +195,7 @@ def report_block(g: Grite, sess: Entity, message: str) -> None:
     check_text(message, "message", one_line=False)
 
     def build() -> list[Draft]:
-        board = Board(g.state())
+        board = model.board(g)
         old = status_of(board.tasks[tid])
         model.check_transition(board, tid, old, "blocked", False)
         return [Draft(tid, ev.SetFields({"status": "blocked", "status_from": old,
@@ -217,7 +223,7 @@ def reply(g: Grite, ref: str, message: str) -> str:
     rid = ev.new_entity_id()[:16]
 
     def build() -> list[Draft]:
-        board = Board(g.state())
+        board = model.board(g)
         old = status_of(board.tasks[tid])
         if old not in REPLY_FROM:
             raise Conflict(f"refused: task {tid[:7]} is {old}; a reply re-queues a task that is "
@@ -226,8 +232,8 @@ def reply(g: Grite, ref: str, message: str) -> str:
                Draft(tid, ev.SetFields({"status": "queued", "status_from": old,
                                         "reason": "a human replied", "reply": message,
                                         "reply_id": rid, "failures": 0, "retry_after": 0}))]
-        for m in board.state.of_kind(model.MERGE):
-            if m.get("task") == tid and m.get("status") in ("queued", ""):
+        for m in board.state.of_group(model.MERGE, tid):
+            if m.get("status") in ("queued", ""):
                 out.append(Draft(m.id, ev.SetFields({"status": "superseded",
                                                      "reason": "the task was re-queued by a reply"})))
         return out

@@ -80,12 +80,21 @@ class Status(msgspec.Struct):
     warnings: list[str] = []   # e.g. grite's hooks not live: pushes would not publish
 
 
-def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
+def leases(g: Grite, board: Board | None = None) -> tuple[list[LeaseView], list[str]]:
     """Live and expired leases (released ones are history), and unreadable lease records.
 
-    Local records only: status never touches the network.
+    Local records only: status never touches the network. With a board, task leases are read
+    only for its tasks: a year of released claims on cold tasks costs nothing.
     """
-    st = locks.status(g, locks.settings(g.store, local=True), refresh=False)
+    only = None
+    if board is not None and board.cold_before:
+        named = {locks.resource_of(r).partition(":")[2] for r in g.store.refs_under(locks.LOCKS)}
+        cold = board.state.known(n for n in named if len(n) == 32) - set(board.tasks)
+
+        def only(resource: str) -> bool:
+            ns, _, name = resource.partition(":")
+            return ns != "task" or name not in cold
+    st = locks.status(g, locks.settings(g.store, local=True), refresh=False, only=only)
     return [l for l in st.leases if l.state != "released"], list(st.problems)
 
 
@@ -154,7 +163,7 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
 def recovery(g: Grite, board: Board, tasks: set[str] | None,
              lease_problems: list[str] = ()) -> RecoveryReport:
     crashed, survived, review = [], [], []
-    for e in sorted(board.state.of_kind(model.SESSION), key=model.age_key):
+    for e in sorted(board.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
         if e.get("status") != "crashed":
             continue
         tid = e.get("task", "")
@@ -213,15 +222,15 @@ def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
 
 
 def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
-    board = board or Board(g.state())
-    lease_list, lease_problems = leases(g)
+    board = board or model.board(g)
+    lease_list, lease_problems = leases(g, board)
     now_ms = int(time.time() * 1000)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     convoys = board.convoy_list()
     tasks: set[str] | None = None
     if cid:
         convoys = [c for c in convoys if c.id == cid]
-        tasks = {t.id for t in board.by_convoy.get(cid, [])}
+        tasks = {t.id for t in board.convoy_tasks(cid)}
         lease_list = [l for l in lease_list if any(_lease_on(l, t) for t in tasks)]
     ready = [board.task_view(t) for t in board.ready(cid)]
     sessions = [s for s in board.sessions() if tasks is None or s.task in tasks]

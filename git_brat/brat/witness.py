@@ -323,7 +323,7 @@ class Witness:
     def claim(self) -> int:
         if len(self.live) >= self.opts.max_sessions:
             return 0
-        board = Board(self.g.state(refresh=True))
+        board = model.board(self.g, refresh=True)
         cid = self.g.resolve(self.opts.convoy, model.CONVOY).id if self.opts.convoy else None
         now = _ms()
         busy = {s.tid for s in self.live.values()}
@@ -377,7 +377,7 @@ class Witness:
         info: dict = {}
 
         def build() -> list[Draft]:
-            board = Board(g.state())
+            board = model.board(g)
             task = board.tasks.get(tid)
             if task is None or not board.is_ready(tid):
                 raise Conflict(f"task {tid[:7]} is no longer ready")
@@ -612,7 +612,7 @@ class Witness:
 
     def _watch_log(self) -> None:
         """What others said about our sessions: the agent's done or block, a stop request."""
-        board = Board(self.g.state(refresh=True))
+        board = model.board(self.g, refresh=True)
         for live in list(self.live.values()):
             if live.stop_reason or live.busy:
                 continue
@@ -714,7 +714,7 @@ class Witness:
         w = self.cfg.witness
 
         def build() -> list[Draft]:
-            board = Board(self.g.state())
+            board = model.board(self.g)
             task = board.tasks[live.tid]
             tstatus = status_of(task)
             done = task.get("done_by") == live.sid
@@ -860,7 +860,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
             say: Callable[[str], None] = lambda _l: None) -> list[Recovered]:
     """Sessions whose witness is gone: mark them crashed, stop their orphaned agents on this
     host, commit what they left, and re-queue their tasks to resume on the same branch."""
-    board = Board(g.state(refresh=True))
+    board = model.board(g, refresh=True)
     running = [s for s in ss.all_sessions(board, ss.LIVE) if s.id not in exclude]
     if not running:
         return []
@@ -927,7 +927,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
                 pass
 
     def build() -> list[Draft]:
-        b = Board(g.state())
+        b = model.board(g)
         cur = b.state.entities.get(s.id)
         if cur is None or cur.get("status") not in ss.LIVE:
             return []

@@ -1,17 +1,17 @@
 """Materialized view keyed by the frontier (tips read); disposable: deleting it changes no answer.
 
-Files under .git/grite/cache/: `meta` (frontier, generation), `state` (the projection, for
-incremental replay) and `issues` (the issue list, ready to print). `state` carries meta's
-generation and `issues` the stamp meta names for it, so a reader never mixes files from two
-writers; writers hold a portalocker lock and replace each file atomically. Issue views are
-brought up to date only when asked for: a write records which entities it touched, and the next
-list recomputes just those.
+Under .git/grite/cache/: `state.db`, an SQLite file (see cachedb) holding one row per entity and
+a meta row naming the frontier it was projected at, updated in place, in one transaction, for just
+the entities a batch touched; `meta`, a copy of that row written after each commit (a hint for
+the cheapest reads, never trusted for more); and `list-*.json`, `issue list --json` answers
+stamped with the generation they came from. Writers hold a portalocker lock; readers take none.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import time
 from datetime import datetime
 
 import msgspec
@@ -21,12 +21,16 @@ from git_brat.grite.errors import GriteError
 from git_brat.grite.files import atomic_write, ensure_dir
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
-from git_brat.grite.state import Entity, State, StoredState, iso, no_gc, replay_stream
+from git_brat.grite.state import Entity, State, iso, no_gc, replay_stream
 
 # 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
-# 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id.
-# Snapshots carry it too: bump it whenever the same events would give a different State.
-CACHE_VERSION = 6
+# 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
+# 7: an SQLite file, a row per entity. Snapshots carry it too: bump it whenever the same
+# events would give a different State.
+CACHE_VERSION = 7
+DB = "state.db"
+DEFAULT_COLD_DAYS = 30   # grite.coldAfterDays: closed issues untouched this long leave the lists
+DAY_MS = 86_400_000
 
 
 class IssueView(msgspec.Struct):
@@ -46,15 +50,9 @@ class Meta(msgspec.Struct):
     generation: str
     frontier: dict[str, str]
     max_lamport: int
+    event_count: int = 0
     problems: list[Problem] = []
     snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
-    views: str = ""             # stamp of the `issues` file the views are based on ("" none)
-    dirty: list[str] | None = None   # entities touched since those views (None: all of them)
-
-
-class _Stamped(msgspec.Struct, array_like=True):
-    generation: str
-    body: msgspec.Raw
 
 
 def issue_view(ent: Entity, actor_names: dict[str, str] | None = None) -> IssueView:
@@ -70,6 +68,7 @@ class Cache:
     def __init__(self, store: Store):
         self.store = store
         self.dir = os.path.join(store.grite_dir, "cache")
+        self.path = os.path.join(self.dir, DB)
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
         self.progress = None   # told the events replayed so far during a full replay (a TTY line)
@@ -77,33 +76,95 @@ class Cache:
         self.from_snapshot_events = 0                          # and how many events that gave it
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
-        self.views_stamp = ""                 # the issue views the last issues() answer came from
         # True once the cache directory could not be written (a read-only .git, a full disk):
         # answers are then computed in memory and nothing is written.
         self.read_only = False
+        self._conn = None
+        self._stored = False   # the last state() answer is the file's, unchanged in memory
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
 
+    # -- the file ----------------------------------------------------------------
+
+    def _db(self):
+        """The open cache file, or None when there is none usable here (answers from memory)."""
+        from git_brat.grite import cachedb
+        if self._conn is not None:
+            return self._conn
+        if not self.read_only:
+            try:
+                ensure_dir(self.dir)
+                self._conn = cachedb.connect(self.path)
+                return self._conn
+            except cachedb.Unusable as exc:
+                if exc.damaged:   # replaced, never trusted
+                    cachedb.remove(self.path)
+                    try:
+                        self._conn = cachedb.connect(self.path)
+                        return self._conn
+                    except cachedb.Unusable:
+                        pass
+                self.read_only = True
+            except OSError as exc:
+                if exc.errno not in _UNWRITABLE:
+                    raise
+                self.read_only = True
+        if os.path.exists(self.path):
+            try:
+                self._conn = cachedb.connect(self.path, read_only=True)
+            except cachedb.Unusable:
+                return None
+        return self._conn
+
+    def _unusable(self) -> None:
+        """The file failed mid-use (deleted, damaged, unwritable): serve from memory from now on."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:   # noqa: BLE001 - closing a broken handle must not fail the answer
+                pass
+        self._conn, self.read_only = None, True
+
+    def _meta_of(self, conn, fresh: bool = False) -> Meta | None:
+        """The file's meta row; fresh: end the open read (a new one starts with this query)."""
+        import sqlite3
+        from git_brat.grite import cachedb
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if not fresh:
+                conn.execute("BEGIN")   # one generation for every row this answer reads
+            raw = cachedb.read_meta(conn)
+        except sqlite3.Error:
+            self._unusable()
+            return None
+        try:
+            meta = msgspec.msgpack.decode(raw, type=Meta) if raw else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        return meta if meta is not None and meta.version == CACHE_VERSION else None
+
     def _read_meta(self) -> Meta | None:
+        """The frontier the file was projected at (None: no usable cache)."""
+        conn = self._db()
+        return self._meta_of(conn, fresh=True) if conn is not None else None
+
+    def stored(self) -> tuple[Meta, State] | None:
+        """What the file holds, at whatever frontier it was projected (None: no usable cache)."""
+        from git_brat.grite import cachedb
+        conn = self._db()
+        meta = self._meta_of(conn) if conn is not None else None
+        if meta is None or self._conn is None:
+            return None
+        return meta, cachedb.open_state(conn, meta.max_lamport, meta.event_count)
+
+    def _hint(self) -> Meta | None:
+        """The copy of meta beside the file: cheap, and trusted only as far as stamps match."""
         try:
             with open(self._path("meta"), "rb") as f:
                 meta = msgspec.msgpack.decode(f.read(), type=Meta)
             return meta if meta.version == CACHE_VERSION else None
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            return None
-
-    def _read(self, name: str, stamp: str, typ):
-        """A cache file's content if it carries `stamp`, else None."""
-        try:
-            with open(self._path(name), "rb") as f:
-                stamped = msgspec.msgpack.decode(f.read(), type=_Stamped)
-            if not stamp or stamped.generation != stamp:
-                return None
-            if typ is State:   # entities stay bytes until used: see state.Entities
-                return msgspec.msgpack.decode(stamped.body, type=StoredState).loaded()
-            with no_gc():   # millions of small acyclic objects: GC passes only cost time
-                return msgspec.msgpack.decode(stamped.body, type=typ)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
@@ -112,62 +173,70 @@ class Cache:
 
     def seen_lamport(self) -> int:
         """Highest Lamport clock the cache has seen, without loading the state (cheap)."""
-        meta = self._read_meta()
+        meta = self._hint()
         return meta.max_lamport if meta else 0
 
+    # -- answers -------------------------------------------------------------------
+
     def state(self) -> State:
-        """The projection at the current frontier (a warm call reads one file, takes no lock)."""
-        meta = self._read_meta()
-        if meta is not None and meta.frontier == self.store.log_tips():
-            state = self._read("state", meta.generation, State)
-            if state is not None:
+        """The projection at the current frontier (a warm call reads one row, takes no lock)."""
+        from git_brat.grite import cachedb
+        conn = self._db()
+        if conn is not None:
+            meta = self._meta_of(conn)
+            if meta is not None and meta.frontier == self.store.log_tips():
                 self._answered(meta)
-                return state
+                self._stored = True
+                return cachedb.open_state(conn, meta.max_lamport, meta.event_count)
         with self._locked():
             return self._current()[1]
 
-    def issues(self) -> list[IssueView]:
-        """Every issue's list view, oldest first; recomputes only what writes touched."""
-        meta = self._read_meta()
-        if meta is not None and meta.dirty == [] and meta.frontier == self.store.log_tips():
-            views = self._read("issues", meta.views, list[IssueView])
-            if views is not None:
-                self._answered(meta)
-                self.views_stamp = meta.views
-                return views
-        with self._locked():
-            meta, state = self._current()
-            views = self._read("issues", meta.views, list[IssueView])
-            if views is None or meta.dirty != []:
-                views = self._refresh_views(meta, state, views)
-            self.views_stamp = meta.views
-            return views
+    def issues(self, cold_before: int = 0) -> list[IssueView]:
+        """Every issue's list view, oldest first; closed ones untouched since cold_before left out."""
+        import sqlite3
+        from git_brat.grite import cachedb
+        state = self.state()
+        conn = self._conn
+        if self._stored and conn is not None:
+            where, args = ("AND NOT (status = 'closed' AND updated < ?)", (cold_before,)) \
+                if cold_before else ("", ())
+            try:
+                views = cachedb.issue_views(conn, where, args)
+                if all(v is not None for v in views):
+                    return msgspec.json.decode(b"[" + b",".join(views) + b"]", type=list[IssueView])
+            except sqlite3.Error:
+                self._unusable()
+        names = actor_names(state)
+        ents = state.of_kind("issue", ("closed",), cold_before)
+        return sorted((issue_view(e, names) for e in ents), key=lambda v: (v.created_at, v.id))
 
-    def issue_list_json(self, state_filter: str) -> bytes:
-        """`issue list --json` output for open/closed/all, kept pre-encoded beside the views.
+    def issue_list_json(self, state_filter: str, cold_before: int = 0) -> bytes:
+        """`issue list --json` output for open/closed/all, kept pre-encoded beside the file.
 
         A warm call is one frontier check and one file read, whatever the number of issues.
         """
-        path = self._path(f"list-{state_filter}.json")
-        meta = self._read_meta()
-        if meta is not None and meta.dirty == [] and meta.views and \
-                meta.frontier == self.store.log_tips():
+        path = self._path(f"list-{state_filter}-{cold_before}.json")
+        meta = self._hint()
+        if meta is not None and meta.frontier == self.store.log_tips():
             try:
                 with open(path, "rb") as f:
                     data = f.read()
-                head = meta.views.encode() + b"\n"
+                head = meta.generation.encode() + b"\n"
                 if data.startswith(head):
                     self._answered(meta)
                     return data[len(head):]
             except OSError:
                 pass
-        views = self.issues()
+        views = self.issues(cold_before)
         if state_filter != "all":
             views = [v for v in views if v.state == state_filter]
         body = msgspec.json.encode(views) + b"\n"
-        # Stamped with the views it came from (not whatever is current by now: a writer may
+        # Stamped with the generation it came from (not whatever is current by now: a writer may
         # have moved the cache on meanwhile, and then this file must not match it).
-        self._write(os.path.basename(path), self.views_stamp.encode() + b"\n" + body)
+        if self._stored:
+            for old in _stale_lists(self.dir, path):
+                _unlink(old)
+            self._write(os.path.basename(path), self.generation.encode() + b"\n" + body)
         return body
 
     def rebuild(self, full: bool = False) -> State:
@@ -217,10 +286,19 @@ class Cache:
             return ours, False
         if not covers:
             return None, False
-        snap = self._write_snapshot(state, msgspec.msgpack.encode(state), covers)
+        snap = self._write_snapshot(state, self._encoded(state), covers)
         if snap is None:
             raise GriteError("another process moved this replica's snapshot meanwhile; try again")
         return snap, True
+
+    def _encoded(self, state: State) -> bytes:
+        """The msgpack of state as a snapshot holds it (from the file: bodies copied, not decoded)."""
+        from git_brat.grite import cachedb
+        if cachedb.is_stored(state) and not state.entities.dirty:
+            return cachedb.encode_stored(state.entities.conn, state)
+        return msgspec.msgpack.encode(in_memory(state))
+
+    # -- writing -------------------------------------------------------------------
 
     def _locked(self):
         """The writers' lock; a null context when the cache cannot be written (read-only)."""
@@ -244,7 +322,7 @@ class Cache:
         return contextlib.nullcontext()
 
     def _write(self, name: str, data: bytes) -> None:
-        """Replace one cache file; losing the directory or write access only costs speed."""
+        """Replace one file beside the cache; losing the directory or write access only costs speed."""
         if self.read_only:
             return
         for _attempt in range(2):
@@ -261,23 +339,17 @@ class Cache:
 
     def _current(self) -> tuple[Meta, State]:
         """Under the lock: meta and state at the current frontier, extending the cache if needed."""
+        from git_brat.grite import cachedb
         tips = self.store.log_tips()
-        meta = self._read_meta()   # another process may have caught up meanwhile
-        state = self._read("state", meta.generation, State) if meta else None
+        conn = self._db()
+        meta = self._meta_of(conn, fresh=True) if conn is not None else None   # caught up meanwhile?
+        state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
+            if meta is not None and self._conn is not None else None
         if state is not None and meta.frontier == tips:
             self._answered(meta)
+            self._stored = True
             return meta, state
         return self._update(meta if state is not None else None, state, tips)
-
-    def _refresh_views(self, meta: Meta, state: State, old: list[IssueView] | None) -> list[IssueView]:
-        """Under the lock: bring the issue views up to date with state and record them in meta."""
-        touched = set(meta.dirty) if old is not None and meta.dirty is not None else None
-        views = self._issue_views(state, touched, old)
-        meta.views, meta.dirty = os.urandom(8).hex(), []
-        enc = msgspec.msgpack.encode
-        self._write("issues", enc(_Stamped(meta.views, msgspec.Raw(enc(views)))))
-        self._write("meta", enc(meta))
-        return views
 
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
                 full: bool = False) -> tuple[Meta, State]:
@@ -297,7 +369,7 @@ class Cache:
                     raise
         reader = LogReader(self.store)
         touched: set[str] | None = None
-        if meta is None or state is None:
+        if meta is None or state is None or full:
             settings = snapshot.settings(self.store)
             start = None if full or not settings.enabled else \
                 snapshot.best(self.store, tips, CACHE_VERSION)
@@ -317,23 +389,52 @@ class Cache:
             settings, covered = None, meta.snapshot_events
             state, touched = self._extend(reader, state, meta.frontier, tips)
             problems = _merge_problems(meta.problems, reader.problems)
-        enc = msgspec.msgpack.encode
-        encoded = enc(state)
+        new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, state.event_count,
+                   problems, covered)
+        self._store(new, state, touched)
         if settings is not None and settings.every and not problems and not self.read_only and \
                 state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
-            if state.event_count - covered >= settings.every:
-                covered = self._snapshot(state, encoded, tips) or covered
-        # The issue views stay as they were; what this update touched is owed to them.
-        views, dirty = "", None
-        if meta is not None and touched is not None and meta.dirty is not None:
-            views, dirty = meta.views, sorted(touched.union(meta.dirty))
-        new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, problems, covered,
-                   views, dirty)
-        self._write("state", enc(_Stamped(new.generation, msgspec.Raw(encoded))))
-        self._write("meta", enc(new))
+            if state.event_count - covered >= settings.every and self._snapshot(state, tips):
+                new.snapshot_events = state.event_count
+                self._store_meta(new)
         self._answered(new)
         return new, state
+
+    def _store(self, meta: Meta, state: State, touched: set[str] | None) -> None:
+        """Write what changed (touched: those entities; None: everything) and meta, in one go."""
+        import sqlite3
+        from git_brat.grite import cachedb
+        self._stored = False
+        conn = None if self.read_only else self._db()
+        if conn is None or self.read_only:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raw = msgspec.msgpack.encode(meta)
+            if touched is not None and cachedb.is_stored(state):
+                cachedb.write_changes(conn, state, touched, raw, issue_view_json)
+            else:
+                cachedb.write_all(conn, state, raw, issue_view_json)
+        except sqlite3.Error:
+            self._unusable()
+            return
+        self._stored = cachedb.is_stored(state)
+        self._write("meta", raw)
+
+    def _store_meta(self, meta: Meta) -> None:
+        """Record meta again (a snapshot was written after the rows were)."""
+        import sqlite3
+        if self._conn is None:
+            return
+        raw = msgspec.msgpack.encode(meta)
+        try:
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (raw,))
+        except sqlite3.Error:
+            self._unusable()
+            return
+        self._write("meta", raw)
 
     def _extend(self, reader: LogReader, state: State, frontier: dict[str, str],
                 tips: dict[str, str]) -> tuple[State, set[str] | None]:
@@ -347,13 +448,12 @@ class Cache:
                     return self._full(reader, tips), None
         return state, touched
 
-    def _snapshot(self, state: State, encoded: bytes, tips: dict[str, str]) -> int:
-        """Commit a snapshot of state; the events it covers (0 if it could not be written)."""
+    def _snapshot(self, state: State, tips: dict[str, str]) -> bool:
+        """Commit a snapshot of state; whether it was written."""
         try:   # only speed is at stake: a snapshot that cannot be written is not an error
-            snap = self._write_snapshot(state, encoded, list(tips.values()))
+            return self._write_snapshot(state, self._encoded(state), list(tips.values())) is not None
         except (GriteError, OSError):
-            return 0
-        return snap.meta.events if snap else 0
+            return False
 
     def _write_snapshot(self, state: State, encoded: bytes, covers: list[str]):
         from git_brat.grite import identity
@@ -368,21 +468,32 @@ class Cache:
         except LogUnreadable:   # start again commit by commit, naming what is skipped
             return replay_stream(reader.careful_batches(tips.values()), self.progress)
 
-    def _issue_views(self, state: State, touched: set[str] | None,
-                     old: list[IssueView] | None) -> list[IssueView]:
-        names = actor_names(state)
-        if old is not None and touched is not None and not any(
-                state.kinds.get(t) == "actor" for t in touched):
-            by_id = {v.id: v for v in old}
-            for eid in touched:
-                ent = state.entities.get(eid)
-                if ent is not None and ent.created and ent.kind == "issue":
-                    by_id[eid] = issue_view(ent, names)
-            views = list(by_id.values())
-        else:
-            views = [issue_view(ent, names) for ent in state.of_kind("issue")]
-        views.sort(key=lambda v: (v.created_at, v.id))
-        return views
+
+def in_memory(state: State) -> State:
+    """state with every table a plain dict (a stored state's rows read whole)."""
+    from git_brat.grite import cachedb
+    if not cachedb.is_stored(state):
+        return state
+    tables = {name: dict(getattr(state, name).items()) for name in cachedb.SPACES}
+    return State(entities=dict(state.entities.items()), kinds=dict(state.kinds.items()),
+                 max_lamport=state.max_lamport, event_count=state.event_count, **tables)
+
+
+def _stale_lists(directory: str, keep: str) -> list[str]:
+    """Pre-encoded lists for other cutoffs of the same filter (a day has passed since)."""
+    prefix = os.path.basename(keep).rsplit("-", 1)[0] + "-"
+    try:
+        return [os.path.join(directory, n) for n in os.listdir(directory)
+                if n.startswith(prefix) and n.endswith(".json") and os.path.join(directory, n) != keep]
+    except OSError:
+        return []
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 _UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
@@ -410,6 +521,23 @@ def _lock(path: str):
     import portalocker
     return portalocker.Lock(path, mode="a", timeout=60, check_interval=0.01,
                             flags=portalocker.LOCK_EX | portalocker.LOCK_NB)
+
+
+def issue_view_json(ent: Entity, names: dict[str, str]) -> bytes:
+    return msgspec.json.encode(issue_view(ent, names))
+
+
+def cold_cutoff(store: Store, now_ms: int | None = None) -> int:
+    """ms before which a closed issue is cold (0: none is), by whole days (grite.coldAfterDays)."""
+    found = store.config_matching(r"^grite\.coldafterdays$").get("grite.coldafterdays")
+    try:
+        days = DEFAULT_COLD_DAYS if found is None else int(found)
+    except ValueError:
+        raise GriteError(f"grite.coldAfterDays must be a number of days, not {found!r}")
+    if days <= 0:
+        return 0
+    today = (now_ms if now_ms is not None else int(time.time() * 1000)) // DAY_MS * DAY_MS
+    return today - days * DAY_MS
 
 
 def actor_names(state: State) -> dict[str, str]:

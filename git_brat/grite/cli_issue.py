@@ -68,17 +68,20 @@ def create(title, body, labels, assignees, as_json):
 @click.option("--state", "state_filter", type=click.Choice(["open", "closed", "all"]),
               default="open", show_default=True)
 @click.option("-l", "--label", "labels", multiple=True, help="Only issues with this label (repeatable: all of them).")
+@click.option("--all", "everything", is_flag=True,
+              help="Include closed issues untouched for grite.coldAfterDays (left out by default).")
 @json_option
-def list_(state_filter, labels, as_json):
+def list_(state_filter, labels, everything, as_json):
     """List issues, oldest first."""
     from git_brat.grite.cli import report_problems
     g = _grite()
+    cold_before = 0 if everything else g.cold_before
     if as_json and not labels:   # the common scripted call: served pre-encoded from the cache
-        data = g.cache.issue_list_json(state_filter)
+        data = g.cache.issue_list_json(state_filter, cold_before)
         report_problems(g)
         sys.stdout.buffer.write(data)
         return
-    views = issues.list_issues(g, state_filter, list(labels))
+    views = issues.list_issues(g, state_filter, list(labels), cold_before)
     report_problems(g)
     emit(as_json, views, lambda: _rows(views))
 

@@ -77,8 +77,8 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
                                 "grite were kept but not replayed; upgrade to see them", True))
 
     cache = Cache(g.store)
-    meta = cache._read_meta()
-    cached = cache._read("state", meta.generation, type(truth)) if meta else None
+    held = cache.stored()
+    meta, cached = held if held is not None else (None, None)
     if cached is not None and meta.frontier == tips and canonical(cached) != canonical(truth):
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
         if fix:
@@ -95,10 +95,9 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
 def _cached_state(g: Grite):
     """The cache's state, whatever frontier it was built at (None: no usable cache)."""
-    cache = Cache(g.store)
-    meta = cache._read_meta()
-    from git_brat.grite.state import State
-    return cache._read("state", meta.generation, State) if meta else None
+    from git_brat.grite.cache import in_memory
+    held = Cache(g.store).stored()
+    return in_memory(held[1]) if held is not None else None   # read whole: a rebuild follows
 
 
 def _changed_entities(before, after) -> list[tuple[str, str]]:
@@ -133,7 +132,12 @@ def _read_all(g: Grite):
     tips = g.store.log_tips()
     reader = LogReader(g.store)
     commits = reader.new_commits(tips.values(), ())
-    events = [e for _sha, batch in reader.batches(commits) for e in batch.events]
+    events: list = []
+    progress = g.cache.progress
+    for n, (_sha, batch) in enumerate(reader.batches(commits)):
+        events += batch.events
+        if progress is not None and n % 1000 == 0:   # a TTY line: every event read counts
+            progress(len(events))
     return tips, reader, commits, events
 
 

@@ -112,6 +112,7 @@ class Store:
                 # Unset in git config: git's own default for loose objects is 1 (best speed);
                 # dulwich would use zlib's 6, five times slower on a large snapshot.
                 store.loose_compression_level = 1
+            self._prime_packed_refs(self._repo.refs)
             import atexit
             atexit.register(self._repo.close)   # close packs before interpreter teardown
         return self._repo
@@ -125,14 +126,77 @@ class Store:
             return None
 
     def refs_under(self, prefix: bytes) -> dict[bytes, bytes]:
-        """Full ref name -> sha for every ref below prefix (loose and packed)."""
+        """Full ref name -> sha for every ref below prefix (loose and packed).
+
+        Read as git reads them, loose first (so a concurrent pack-refs, which writes
+        packed-refs before deleting the loose files, can never hide a ref), in one pass over
+        each: a year of lease refs must not cost a lookup each on every command.
+        """
         refs = self.repo.refs
+        loose: dict[bytes, bytes] = {}
+        top = os.path.join(self.common_dir, prefix.decode())
+        for root, _dirs, files in os.walk(top):
+            for leaf in files:
+                if leaf.endswith(".lock"):
+                    continue
+                path = os.path.join(root, leaf)
+                name = os.path.relpath(path, self.common_dir).replace(os.sep, "/").encode()
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read().strip()
+                except (FileNotFoundError, IsADirectoryError):   # deleted while listing
+                    continue
+                if data.startswith(b"ref: "):   # a symbolic ref: rare here, resolved by dulwich
+                    try:
+                        loose[name] = refs[name]
+                    except KeyError:
+                        pass
+                elif re.fullmatch(rb"[0-9a-f]{40}([0-9a-f]{24})?", data):
+                    loose[name] = data
+        out = self._packed_refs(prefix)
+        out.update(loose)
+        return out
+
+    def _prime_packed_refs(self, refs) -> None:
+        """Hand dulwich the packed-refs file already parsed: its own parse checks every name,
+        and after `git gc` packs a year of lease refs that costs each command ~1 s.
+
+        Keyed by the file's stat taken before reading, so a file replaced meanwhile is simply
+        read again by dulwich. Skipped if this dulwich keeps its cache differently."""
+        if not all(hasattr(refs, a) for a in ("_packed_refs", "_peeled_refs", "_packed_refs_key",
+                                               "_current_packed_refs_key")):
+            return
+        key = refs._current_packed_refs_key()
+        if key is None:
+            return
+        packed, peeled, last = {}, {}, None
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        for line in data.splitlines():
+            if line[:1] == b"^" and last is not None:
+                peeled[last] = line[1:]
+            elif line[:1] not in (b"#", b""):
+                sha, _, last = line.partition(b" ")
+                packed[last] = sha
+        refs._packed_refs, refs._peeled_refs, refs._packed_refs_key = packed, peeled, key
+
+    def _packed_refs(self, prefix: bytes) -> dict[bytes, bytes]:
+        """packed-refs entries below prefix (a plain split: dulwich checks every name it reads)."""
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
         out = {}
-        for sub in refs.keys(base=prefix):
-            try:
-                out[prefix + sub] = refs[prefix + sub]
-            except KeyError:  # deleted while listing
-                pass
+        for line in data.splitlines():
+            if line[:1] in (b"#", b"^", b""):
+                continue
+            sha, _, name = line.partition(b" ")
+            if name.startswith(prefix):
+                out[name] = sha
         return out
 
     def log_tips(self) -> dict[str, str]:

@@ -144,17 +144,34 @@ def edit_set(g: Grite, ref: str, set_name: str, add: list[str], remove: list[str
 
 # -- dependencies --------------------------------------------------------------
 
-def prerequisites(state: State, kind: str = KIND) -> dict[str, set[str]]:
-    """id -> ids that must be done first (depends_on edges, and blocks edges reversed)."""
+def prerequisites(state: State, kind: str = KIND, ents: list[Entity] | None = None
+                  ) -> dict[str, set[str]]:
+    """id -> ids that must be done first (depends_on edges, and blocks edges reversed).
+
+    For `ents` only (default: every entity of the kind); a blocker found through the
+    dep_sources index, so no scan of the rest is needed.
+    """
+    def live(eid: str) -> bool:
+        return state.kinds.get(eid) == kind
+    ents = state.of_kind(kind) if ents is None else ents
+    _prefetch(state.dep_sources, [e.id for e in ents])
+    _prefetch(state.entities, [t for e in ents for t in e.members("dep:depends_on")] +
+              [s for e in ents for s in state.dep_sources.get(e.id, ())])
     pre: dict[str, set[str]] = {}
-    for ent in state.of_kind(kind):
-        pre.setdefault(ent.id, set())
-        for target in ent.members("dep:depends_on"):
-            pre[ent.id].add(target)
-        for target in ent.members("dep:blocks"):
-            pre.setdefault(target, set()).add(ent.id)
-    live = {eid for eid, k in state.kinds.items() if k == kind}
-    return {k: {p for p in v if p in live} for k, v in pre.items() if k in live}
+    for ent in ents:
+        mine = pre.setdefault(ent.id, set())
+        mine.update(t for t in ent.members("dep:depends_on") if live(t))
+        for src in state.dep_sources.get(ent.id, ()):
+            if live(src) and ent.id in state.entities[src].members("dep:blocks"):
+                mine.add(src)
+    return pre
+
+
+def _prefetch(table, keys: list[str]) -> None:
+    """Read many rows of a cache table at once (a plain dict has them all already)."""
+    prefetch = getattr(table, "prefetch", None)
+    if prefetch is not None and keys:
+        prefetch(keys)
 
 
 def find_cycle(pre: dict[str, set[str]], start: str) -> list[str] | None:
@@ -228,11 +245,13 @@ def deps_of(state: State, ent: Entity) -> Deps:
                 sorted(incoming["depends_on"]), sorted(incoming["blocks"]))
 
 
-def topo(state: State, kind: str = KIND, include=lambda e: True) -> list[Entity]:
-    """Entities, prerequisites first; ties in (created_at, id) order so the result is stable."""
+def topo(state: State, kind: str = KIND, include=lambda e: True,
+         ents: list[Entity] | None = None) -> list[Entity]:
+    """Entities (default: all of the kind), prerequisites first; ties in (created_at, id) order."""
     import heapq
-    ents = {e.id: e for e in state.of_kind(kind) if include(e)}
-    pre = {k: {p for p in v if p in ents} for k, v in prerequisites(state, kind).items() if k in ents}
+    ents = {e.id: e for e in (state.of_kind(kind) if ents is None else ents) if include(e)}
+    pre = {k: {p for p in v if p in ents}
+           for k, v in prerequisites(state, kind, list(ents.values())).items()}
     waiting = {k: len(v) for k, v in pre.items()}
     after: dict[str, list[str]] = {}
     for k, v in pre.items():
@@ -286,10 +305,12 @@ def detail(state: State, ent: Entity) -> IssueDetail:
                        iso(ent.updated_at), comments, deps_of(state, ent))
 
 
-def list_issues(g: Grite, state_filter: str = "open", labels: list[str] = ()) -> list[IssueView]:
+def list_issues(g: Grite, state_filter: str = "open", labels: list[str] = (),
+                cold_before: int = 0) -> list[IssueView]:
+    """Issue views, oldest first; closed ones untouched since cold_before (ms) left out."""
     if state_filter not in ("open", "closed", "all"):
         raise UsageError(f"unknown state {state_filter!r}: use open, closed or all")
-    views = g.cache.issues()
+    views = g.cache.issues(cold_before)
     if state_filter != "all":
         views = [v for v in views if v.state == state_filter]
     if labels:

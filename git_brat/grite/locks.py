@@ -663,8 +663,10 @@ def release(g: "Grite", resource: str, st: Settings, holder: Holder | None = Non
     return _apply(g, resource, _decide_release(resource, holder, force), st)
 
 
-def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool = True) -> Status:
-    """Every lease (or one), after mirroring the remote's leases when a remote is in use."""
+def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool = True,
+           only: Callable[[str], bool] | None = None) -> Status:
+    """Every lease (or one, or those whose resource `only` accepts: the others' records are not
+    even read), after mirroring the remote's leases when a remote is in use."""
     store, note = g.store, ""
     if st.remote and refresh:
         try:
@@ -676,7 +678,7 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
             note = f"remote {st.remote} unreachable; showing this clone's records"
     now, leases, problems = now_ms(), [], []
     for name, records in sorted(_known_records(store).items()):
-        if resource and name != ref_for(resource):
+        if resource and name != ref_for(resource) or only is not None and not only(resource_of(name)):
             continue
         try:
             newest = max((read_lease(store, sha) for sha in records),

@@ -25,6 +25,7 @@ class Grite:
         self._identity: identity.Identity | None = None
         self._state: State | None = None
         self._state_wal: str | None = None   # wal tip the loaded state was projected at
+        self._cold_before: int | None = None
 
     @classmethod
     def open(cls, cwd: str | None = None, require_init: bool = True) -> "Grite":
@@ -39,6 +40,14 @@ class Grite:
         if self._identity is None:
             self._identity = identity.load(self.store.grite_dir)
         return self._identity
+
+    @property
+    def cold_before(self) -> int:
+        """ms before which settled entities are cold: out of default lists and scans (0: never)."""
+        if self._cold_before is None:
+            from git_brat.grite.cache import cold_cutoff
+            self._cold_before = cold_cutoff(self.store)
+        return self._cold_before
 
     def state(self, refresh: bool = False) -> State:
         if self._state is None or refresh:
@@ -86,8 +95,8 @@ def resolve(state: State, ref: str, kind: str | None = None) -> Entity:
     ent = state.entities.get(ref)
     if ent is not None and ent.created and (kind is None or ent.kind == kind):
         return ent
-    matches = [state.entities[eid] for eid, k in state.kinds.items()
-               if eid.startswith(ref) and (kind is None or k == kind)]
+    matches = [state.entities[eid] for eid, k in state.with_prefix(ref)
+               if kind is None or k == kind]
     if not matches:
         raise NotFound(f"no {what} with id {ref}")
     if len(matches) > 1:

@@ -23,6 +23,9 @@ class Entity(msgspec.Struct):
     sets: dict[str, dict[str, list[str]]] = {}          # set -> value -> live add tags
     tombs: list[str] = []               # add tags cancelled by removes (kept sorted)
     comments: dict[str, tuple[int, str, int, str]] = {}  # eid -> (lamport, actor, ts, body)
+    # Every status change, kept with the entity so its history never needs the whole log:
+    # eid -> (lamport, actor, ts, the event's status, status_from, reason and forced fields).
+    transitions: dict[str, tuple[int, str, int, dict[str, Any]]] = {}
 
     def get(self, name: str, default: Any = None) -> Any:
         cell = self.fields.get(name)
@@ -139,9 +142,45 @@ class State(msgspec.Struct):
                 sources.append(e.entity)
         return True
 
-    def of_kind(self, kind: str) -> list[Entity]:
-        """Created entities of one kind (decoding only those)."""
-        return [self.entities[i] for i, k in self.kinds.items() if k == kind]
+    def of_kind(self, kind: str, settled: tuple[str, ...] = (), before: int = 0) -> list[Entity]:
+        """Created entities of one kind, leaving out the cold ones when asked.
+
+        Cold: in one of the `settled` statuses ("" for an entity without one) and last changed
+        before `before` (ms). From the cache file this reads only the rows asked for.
+        """
+        cold = bool(settled and before)
+        query = getattr(self.entities, "query", None)
+        if query is not None:
+            where, args = "kind=?", (kind,)
+            if cold:
+                marks = ",".join("?" * len(settled))
+                where += f" AND NOT (COALESCE(status, '') IN ({marks}) AND updated < ?)"
+                args += (*settled, before)
+            found = query(where, args, kind)
+        else:
+            found = [self.entities[i] for i, k in self.kinds.items() if k == kind]
+        return [e for e in found if not is_cold(e, settled, before)] if cold else found
+
+    def of_group(self, kind: str, group: str) -> list[Entity]:
+        """Created entities of one kind that belong to `group` (their convoy, or their task)."""
+        query = getattr(self.entities, "query", None)
+        if query is not None:
+            return [e for e in query("kind=? AND grp=?", (kind, group), kind) if group_of(e) == group]
+        return [e for e in self.of_kind(kind) if group_of(e) == group]
+
+    def known(self, ids) -> set[str]:
+        """Which of these ids name created entities (one query per 500 from the cache file)."""
+        find = getattr(self.kinds, "known", None)
+        if find is not None:
+            return find(list(ids))
+        return {i for i in ids if i in self.kinds}
+
+    def with_prefix(self, prefix: str) -> list[tuple[str, str]]:
+        """(id, kind) of created entities whose id starts with prefix."""
+        find = getattr(self.kinds, "with_prefix", None)
+        if find is not None:
+            return find(prefix)
+        return [(i, k) for i, k in self.kinds.items() if i.startswith(prefix)]
 
     def stale(self, resource: str, token: int, ts: int) -> bool:
         """Is an event under `token`, written at ts (holder's clock), from a lost lease?
@@ -160,6 +199,30 @@ class State(msgspec.Struct):
         return cutoff <= 0 or ts > cutoff
 
 
+STATUS_FIELDS = ("status", "state")   # what says whether an entity is settled
+GROUP_FIELDS = ("convoy", "task")      # what an entity belongs to
+
+
+def status_of(ent: Entity) -> str:
+    for name in STATUS_FIELDS:
+        value = ent.get(name)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def group_of(ent: Entity) -> str | None:
+    for name in GROUP_FIELDS:
+        value = ent.get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def is_cold(ent: Entity, settled: tuple[str, ...], before: int) -> bool:
+    return bool(settled) and ent.updated_at < before and status_of(ent) in settled
+
+
 def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
     stamp = (e.lamport, e.actor, e.id)
     if ent.create_stamp is None or stamp < tuple(ent.create_stamp):
@@ -167,10 +230,21 @@ def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
         ent.kind, ent.created_at, ent.created_by = op.kind, e.ts, e.actor
     ent.created = True
     _set_fields(ent, op.fields, stamp)
+    _transition(ent, e, op.fields)
 
 
 def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
     _set_fields(ent, op.fields, (e.lamport, e.actor, e.id))
+    _transition(ent, e, op.fields)
+
+
+TRANSITION_FIELDS = ("status_from", "reason", "forced")
+
+
+def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any]) -> None:
+    if any(f in fields for f in STATUS_FIELDS):
+        kept = {k: v for k, v in fields.items() if k in STATUS_FIELDS or k in TRANSITION_FIELDS}
+        ent.transitions[e.id] = (e.lamport, e.actor, e.ts, kept)
 
 
 def _add(ent: Entity, e: ev.Event, op: ev.AddTo) -> None:
@@ -291,11 +365,12 @@ def canonical(state: State) -> bytes:
             "sets": {k: {v: sorted(t) for v, t in vals.items() if t} for k, vals in ent.sets.items()},
             "tombs": sorted(set(ent.tombs)),
             "comments": ent.comments,
+            "transitions": ent.transitions,
         }
     body = {
-        "entities": {k: ent_key(state.entities[k]) for k in state.entities},
-        "max_lamport": state.max_lamport, "fences": state.fences,
-        "rejected": state.rejected, "unknown": sorted(state.unknown),
+        "entities": {k: ent_key(e) for k, e in state.entities.items()},
+        "max_lamport": state.max_lamport, "fences": dict(state.fences.items()),
+        "rejected": dict(state.rejected.items()), "unknown": sorted(state.unknown.keys()),
     }
     return msgspec.msgpack.encode(body, order="sorted")
 

@@ -369,7 +369,8 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     tips = store.log_tips()
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     g.state(refresh=True)
-    g.cache.issues()   # views too: the next `issue list` after a fetch is then a warm read
+    # The default list too: the `issue list --json` after a fetch is then a warm read.
+    g.cache.issue_list_json("open", g.cold_before)
     stamp = store.ref_lines(STAMP_PATTERNS)
     atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
     base = before if before is not None else last

@@ -1,0 +1,347 @@
+"""The cache's SQLite file: a row per entity, updated in place for just what a batch touched.
+
+A write then costs what it touches, not what the repository holds. The file is WAL mode, so
+readers never wait for the writer and each reader sees one committed generation throughout.
+Every table of State is a `Rows` mapping here: loaded on first use, written back when changed.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any, Iterator
+
+import msgspec
+
+from git_brat.grite.state import Entity, Rejection, State, group_of, status_of
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entity (
+    id TEXT PRIMARY KEY, kind TEXT, status TEXT, grp TEXT,
+    created INTEGER NOT NULL, updated INTEGER NOT NULL, body BLOB NOT NULL, view BLOB);
+CREATE INDEX IF NOT EXISTS entity_kind ON entity (kind, status, updated);
+CREATE INDEX IF NOT EXISTS entity_grp ON entity (grp) WHERE grp IS NOT NULL;
+CREATE TABLE IF NOT EXISTS kv (space TEXT, k TEXT, v BLOB, PRIMARY KEY (space, k)) WITHOUT ROWID;
+"""
+
+# The other tables of State, by name: (kv space, value type). Keys are strings throughout.
+SPACES = {"dep_sources": list[str], "fences": int, "lease_ends": dict[int, int],
+          "fenced_at": dict[int, int], "rejected": Rejection, "unknown": None}
+
+_MISSING = object()
+_encode = msgspec.msgpack.encode
+_entity = msgspec.msgpack.Decoder(Entity)
+
+
+class Unusable(Exception):
+    """The file cannot be opened or written here (read-only, deleted) or is damaged."""
+
+    def __init__(self, message: str, damaged: bool = False):
+        super().__init__(message)
+        self.damaged = damaged
+
+
+def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
+    """Open (creating unless read_only) the cache file; raise Unusable if that cannot be done."""
+    try:
+        if read_only:   # a read-only .git: no -shm can be made, so no locking either
+            conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")   # disposable: git holds the truth
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name='kv'").fetchone() is None:
+                conn.executescript(SCHEMA)
+        conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
+        return conn
+    except sqlite3.OperationalError as exc:   # cannot open, read-only, deleted meanwhile
+        raise Unusable(str(exc)) from exc
+    except sqlite3.DatabaseError as exc:      # not a database: garbage where the file was
+        raise Unusable(str(exc), damaged=True) from exc
+
+
+def columns(ent: Entity) -> tuple:
+    """(kind, status, group, created, updated) as indexed in the entity table."""
+    return (ent.kind if ent.created else None, status_of(ent), group_of(ent), ent.created_at,
+            ent.updated_at)
+
+
+class Rows:
+    """One kv space as a dict: values fetched on first use and kept; changed keys remembered."""
+
+    def __init__(self, conn: sqlite3.Connection, space: str, typ):
+        self.conn, self.space = conn, space
+        self._decode = msgspec.msgpack.Decoder(typ).decode
+        self.loaded: dict[str, Any] = {}
+        self.dirty: set[str] = set()
+
+    def _fetch(self, key: str):
+        row = self.conn.execute("SELECT v FROM kv WHERE space=? AND k=?", (self.space, key)).fetchone()
+        return _MISSING if row is None else self._decode(row[0])
+
+    def _fetch_many(self, keys: list[str]):
+        marks = ",".join("?" * len(keys))
+        return self.conn.execute(f"SELECT k, v FROM kv WHERE space=? AND k IN ({marks})",
+                                 (self.space, *keys))
+
+    def prefetch(self, keys) -> None:
+        """Load many keys in a few queries (instead of one query each)."""
+        want = [k for k in dict.fromkeys(keys) if k not in self.loaded]
+        for i in range(0, len(want), 500):
+            chunk = want[i:i + 500]
+            found = dict(self._fetch_many(chunk))
+            for k in chunk:
+                self.loaded[k] = self._decode(found[k]) if k in found else _MISSING
+
+    def get(self, key: str, default=None):
+        value = self.loaded.get(key, _MISSING)
+        if value is _MISSING and key not in self.loaded:
+            value = self.loaded[key] = self._fetch(key)
+        return default if value is _MISSING else value
+
+    def __getitem__(self, key: str):
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __setitem__(self, key: str, value) -> None:
+        self.loaded[key] = value
+        self.dirty.add(key)
+
+    def setdefault(self, key: str, default):
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            value = self.loaded[key] = default
+        self.dirty.add(key)   # the caller changes it in place
+        return value
+
+    def _stored(self) -> Iterator[tuple[str, bytes]]:
+        return self.conn.execute("SELECT k, v FROM kv WHERE space=?", (self.space,))
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Every stored key, with what memory changed on top (a full scan: not for hot paths)."""
+        out = {}
+        for k, v in self._stored():
+            cur = self.loaded.get(k, _MISSING)
+            out[k] = cur if cur is not _MISSING else self._decode(v)
+        out.update((k, v) for k, v in self.loaded.items() if v is not _MISSING)
+        return list(out.items())
+
+    def keys(self) -> list[str]:
+        return [k for k, _v in self.items()]
+
+    def values(self) -> list[Any]:
+        return [v for _k, v in self.items()]
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+    def flush_rows(self) -> list[tuple[str, str, bytes]]:
+        rows = [(self.space, k, _encode(self.loaded[k])) for k in self.dirty]
+        self.dirty = set()
+        return rows
+
+
+class EntityRows(Rows):
+    """The entity table as a dict id -> Entity, with kind/settled/group queries."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        super().__init__(conn, "", Entity)
+        self._decode = _entity.decode
+
+    def _fetch(self, key: str):
+        row = self.conn.execute("SELECT body FROM entity WHERE id=?", (key,)).fetchone()
+        return _MISSING if row is None else self._decode(row[0])
+
+    def _fetch_many(self, keys: list[str]):
+        marks = ",".join("?" * len(keys))
+        return self.conn.execute(f"SELECT id, body FROM entity WHERE id IN ({marks})", keys)
+
+    def _stored(self):
+        return self.conn.execute("SELECT id, body FROM entity")
+
+    def __len__(self) -> int:
+        if not self.dirty:
+            return self.conn.execute("SELECT COUNT(*) FROM entity").fetchone()[0]
+        return len(self.items())
+
+    def _decoded(self, rows) -> list[Entity]:
+        out = []
+        for eid, body in rows:
+            ent = self.loaded.get(eid, _MISSING)
+            if ent is _MISSING:
+                ent = self.loaded[eid] = self._decode(body)
+            out.append(ent)
+        return out
+
+    def query(self, where: str, args: tuple, kind: str | None) -> list[Entity]:
+        """Created entities matching an SQL condition; ones changed in memory judged by kind only."""
+        found = self._decoded(self.conn.execute(
+            f"SELECT id, body FROM entity WHERE {where} ORDER BY rowid", args))
+        ids = {e.id for e in found}
+        extra = [e for k in self.dirty if k not in ids
+                 for e in [self.loaded[k]] if e.created and (kind is None or e.kind == kind)]
+        return found + extra
+
+    def flush_rows(self) -> list[tuple]:
+        rows = [(k, *columns(self.loaded[k]), _encode(self.loaded[k])) for k in self.dirty]
+        self.dirty = set()
+        return rows
+
+
+class KindRows:
+    """id -> kind of every created entity, read from the entity table (a view, never written)."""
+
+    def __init__(self, entities: EntityRows):
+        self.entities = entities
+
+    def get(self, key: str, default=None):
+        ent = self.entities.get(key)
+        return ent.kind if ent is not None and ent.created else default
+
+    def __contains__(self, key) -> bool:
+        return self.get(key) is not None
+
+    def __getitem__(self, key):
+        kind = self.get(key)
+        if kind is None:
+            raise KeyError(key)
+        return kind
+
+    def __setitem__(self, key: str, value: str) -> None:
+        pass   # the entity row carries its kind; the entity itself is written back
+
+    def items(self) -> list[tuple[str, str]]:
+        stored = dict(self.entities.conn.execute(
+            "SELECT id, kind FROM entity WHERE kind IS NOT NULL ORDER BY rowid"))
+        for k in self.entities.dirty:
+            ent = self.entities.loaded[k]
+            if ent.created:
+                stored[k] = ent.kind
+        return list(stored.items())
+
+    def __iter__(self):
+        return iter([k for k, _v in self.items()])
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+    def known(self, ids: list[str]) -> set[str]:
+        out = {k for k in self.entities.dirty if self.entities.loaded[k].created}
+        out &= set(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            # Filtered here, not in SQL: `kind IS NOT NULL` there makes SQLite scan the kind index.
+            out.update(k for k, kind in self.entities.conn.execute(
+                f"SELECT id, kind FROM entity WHERE id IN ({marks})", chunk) if kind is not None)
+        return out
+
+    def with_prefix(self, prefix: str) -> list[tuple[str, str]]:
+        hi = prefix + "g"   # ids are lower-case hex: "g" sorts after every continuation
+        return [(k, v) for k, v in self.entities.conn.execute(
+            "SELECT id, kind FROM entity WHERE id >= ? AND id < ?", (prefix, hi)) if v is not None]
+
+
+def open_state(conn: sqlite3.Connection, max_lamport: int, event_count: int) -> State:
+    """A State whose tables are read from (and written back to) the file."""
+    entities = EntityRows(conn)
+    tables = {name: Rows(conn, name, typ) for name, typ in SPACES.items()}
+    return State(entities=entities, kinds=KindRows(entities), max_lamport=max_lamport,
+                 event_count=event_count, **tables)
+
+
+def is_stored(state: State) -> bool:
+    return isinstance(state.entities, EntityRows)
+
+
+def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], meta: bytes,
+                  view) -> None:
+    """One transaction: the rows a batch changed, their list views, and the new meta."""
+    ents: EntityRows = state.entities   # type: ignore[assignment]
+    ents.dirty |= {t for t in touched if ents.get(t) is not None}
+    changed = [ents.loaded[k] for k in ents.dirty]
+    rows = ents.flush_rows()
+    kv = [r for name in SPACES for r in getattr(state, name).flush_rows()]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _upsert(conn, rows, kv)
+        _views(conn, state, changed, view)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view) -> None:
+    """One transaction: every row of a state held in memory (after a replay or a snapshot)."""
+    ents = list(state.entities.values())
+    rows = [(e.id, *columns(e), _encode(e)) for e in ents]
+    kv = [(name, k, _encode(v)) for name in SPACES for k, v in getattr(state, name).items()]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM entity")
+        conn.execute("DELETE FROM kv")
+        _upsert(conn, rows, kv)
+        _views(conn, state, ents, view, everything=True)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _upsert(conn, rows, kv) -> None:
+    conn.executemany("INSERT OR REPLACE INTO entity (id, kind, status, grp, created, updated, body) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
+
+
+def _views(conn, state: State, changed: list[Entity], view, everything: bool = False) -> None:
+    """Pre-encoded list views of issues; all of them again when an actor's name may have changed."""
+    if not everything and any(e.kind == "actor" for e in changed):
+        changed, everything = state.of_kind("issue"), True
+    names = {e.id: e.get("name", e.id) for e in state.of_kind("actor")}
+    conn.executemany("UPDATE entity SET view=? WHERE id=?",
+                     [(view(e, names), e.id) for e in changed if e.created and e.kind == "issue"])
+
+
+def read_meta(conn: sqlite3.Connection) -> bytes | None:
+    row = conn.execute("SELECT v FROM meta WHERE k='meta'").fetchone()
+    return row[0] if row else None
+
+
+def issue_views(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[bytes]:
+    """Pre-encoded issue views, oldest first."""
+    return [v for (v,) in conn.execute(
+        f"SELECT view FROM entity WHERE kind='issue' {where} ORDER BY created, id", args)]
+
+
+def encode_stored(conn: sqlite3.Connection, state: State) -> bytes:
+    """The msgpack of the whole state, as a snapshot holds it (entity bodies copied, not decoded)."""
+    from git_brat.grite.state import StoredState
+    entities = {k: msgspec.Raw(v) for k, v in conn.execute("SELECT id, body FROM entity ORDER BY rowid")}
+    kinds = dict(conn.execute("SELECT id, kind FROM entity WHERE kind IS NOT NULL ORDER BY rowid"))
+    tables = {name: dict(getattr(state, name).items()) for name in SPACES}
+    return _encode(StoredState(entities=entities, kinds=kinds, max_lamport=state.max_lamport,
+                               event_count=state.event_count, **tables))
+
+
+def remove(path: str) -> None:
+    """Delete the file and its WAL companions (a damaged cache is replaced, never trusted)."""
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(path + suffix)
+        except FileNotFoundError:
+            pass
