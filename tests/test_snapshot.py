@@ -14,7 +14,7 @@ from git_brat.grite import snapshot
 from git_brat.grite.cache import CACHE_VERSION, Cache, in_memory
 from git_brat.grite.gitstore import Store
 from git_brat.grite.identity import load
-from git_brat.grite.state import StoredState, canonical, replay
+from git_brat.grite.state import State, canonical, replay
 from helpers import git, grite, grite_json, incremental, run, status
 from sync_helpers import clone, replica_id, seeded_hub
 from test_replay_crdt import histories
@@ -201,8 +201,7 @@ def test_snapshot_then_the_rest_equals_a_full_replay(data, events):
     cut = data.draw(st.integers(0, len(events)))
     order = data.draw(st.permutations(events))
     head, rest = order[:cut], order[cut:]
-    stored = msgspec.msgpack.decode(msgspec.msgpack.encode(incremental([head])), type=StoredState)
-    state = stored.loaded()
+    state = msgspec.msgpack.decode(msgspec.msgpack.encode(incremental([head])), type=State)
     for e in rest:
         if not state.apply(e):
             state = replay(order)

@@ -22,7 +22,7 @@ from git_brat.grite.state import Entity
 
 # A merge entity's status: open ones are still the refinery's business.
 OPEN = ("queued", "merging", "checking", "waiting", "error")
-DONE = model.MERGE_DONE[:-1]   # "superseded" is settled too, but not a result
+DONE = tuple(s for s in model.MERGE_DONE if s != "superseded")   # settled, but not a result
 BRANCH_PREFIX = "brat/"
 
 

@@ -330,12 +330,16 @@ def issue_views(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> 
 
 def encode_stored(conn: sqlite3.Connection, state: State) -> bytes:
     """The msgpack of the whole state, as a snapshot holds it (entity bodies copied, not decoded)."""
-    from git_brat.grite.state import StoredState
     entities = {k: msgspec.Raw(v) for k, v in conn.execute("SELECT id, body FROM entity ORDER BY rowid")}
     kinds = dict(conn.execute("SELECT id, kind FROM entity WHERE kind IS NOT NULL ORDER BY rowid"))
     tables = {name: dict(getattr(state, name).items()) for name in SPACES}
     return _encode(StoredState(entities=entities, kinds=kinds, max_lamport=state.max_lamport,
                                event_count=state.event_count, **tables))
+
+
+class StoredState(State):
+    """State as a snapshot holds it, with entity bodies copied from the rows as they are."""
+    entities: dict[str, msgspec.Raw] = {}
 
 
 def remove(path: str) -> None:

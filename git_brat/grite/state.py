@@ -49,35 +49,6 @@ class Rejection(msgspec.Struct):
     reason: str
 
 
-class Entities(dict):
-    """id -> Entity, where a value may still be the msgpack bytes it was cached as.
-
-    Loading a large cache then costs one pass that slices bytes; an entity is decoded the first
-    time it is looked at, and one never looked at is written back as the same bytes.
-    """
-
-    __slots__ = ()
-
-    def __getitem__(self, key: str) -> Entity:
-        value = dict.__getitem__(self, key)
-        if type(value) is msgspec.Raw:
-            value = _entity_decoder.decode(value)
-            dict.__setitem__(self, key, value)
-        return value
-
-    def get(self, key: str, default=None):
-        return self[key] if dict.__contains__(self, key) else default
-
-    def values(self):
-        for key in self:
-            self[key]
-        return dict.values(self)
-
-    def items(self):
-        self.values()
-        return dict.items(self)
-
-
 class State(msgspec.Struct):
     """Everything replay derives from the logs."""
     entities: dict[str, Entity] = {}
@@ -339,19 +310,6 @@ class no_gc:
         if self.was:
             gc.freeze()
             gc.enable()
-
-
-_entity_decoder = msgspec.msgpack.Decoder(Entity)
-
-
-class StoredState(State):
-    """State as cached: entities stay msgpack bytes until used (see Entities)."""
-    entities: dict[str, msgspec.Raw] = {}
-
-    def loaded(self) -> State:
-        fields = {f: getattr(self, f) for f in State.__struct_fields__}
-        fields["entities"] = Entities(self.entities)
-        return State(**fields)
 
 
 def canonical(state: State) -> bytes:
