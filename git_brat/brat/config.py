@@ -293,8 +293,13 @@ def _check_finite(cfg, where: str) -> None:
 
 
 def validate(data: dict, where: str = CONFIG_PATH) -> Config:
-    _check_section(data, Config, "", where)
-    cfg = msgspec.convert(data, Config, strict=True)
+    try:   # every command reads the file: msgspec checks it at once; the words only on failure
+        cfg = msgspec.convert(data, Config, strict=True)
+    except msgspec.ValidationError as exc:
+        _check_section(data, Config, "", where)
+        raise ConfigError(f"{where}: {exc}") from None   # what the key-by-key check missed
+    for name in cfg.engines:
+        check_engine_name(name, where)
     _check_finite(cfg, where)
     w = cfg.witness
     if w.heartbeat >= w.lease_ttl:

@@ -80,21 +80,13 @@ class Status(msgspec.Struct):
     warnings: list[str] = []   # e.g. grite's hooks not live: pushes would not publish
 
 
-def leases(g: Grite, board: Board | None = None) -> tuple[list[LeaseView], list[str]]:
+def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
     """Live and expired leases (released ones are history), and unreadable lease records.
 
-    Local records only: status never touches the network. With a board, task leases are read
-    only for its tasks: a year of released claims on cold tasks costs nothing.
+    Local records only: status never touches the network. Released leases are not read
+    again: a year of finished claims costs nothing (see locks.status).
     """
-    only = None
-    if board is not None and board.cold_before:
-        named = {locks.resource_of(r).partition(":")[2] for r in g.store.refs_under(locks.LOCKS)}
-        cold = board.state.known(n for n in named if len(n) == 32) - set(board.tasks)
-
-        def only(resource: str) -> bool:
-            ns, _, name = resource.partition(":")
-            return ns != "task" or name not in cold
-    st = locks.status(g, locks.settings(g.store, local=True), refresh=False, only=only)
+    st = locks.status(g, locks.settings(g.store, local=True), refresh=False, released=False)
     return [l for l in st.leases if l.state != "released"], list(st.problems)
 
 
@@ -223,7 +215,7 @@ def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
 
 def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
     board = board or model.board(g)
-    lease_list, lease_problems = leases(g, board)
+    lease_list, lease_problems = leases(g)
     now_ms = int(time.time() * 1000)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     convoys = board.convoy_list()

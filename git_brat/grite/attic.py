@@ -15,7 +15,7 @@ from typing import Iterable
 import msgspec
 
 from git_brat.grite.errors import CorruptObject
-from git_brat.grite.files import atomic_write
+from git_brat.grite.files import FileLock, atomic_write
 from git_brat.grite.gitstore import ZERO, Store, is_log_ref
 
 ATTIC = "refs/grite/attic/"
@@ -113,10 +113,8 @@ def load(store: Store) -> list[Rewrite]:
 
 
 def _record(store: Store, new: list[Rewrite], acknowledge: bool = False) -> list[Rewrite]:
-    import portalocker
     os.makedirs(store.grite_dir, exist_ok=True)
-    with portalocker.Lock(_path(store) + ".lock", mode="a", timeout=10, check_interval=0.01,
-                          flags=portalocker.LOCK_EX | portalocker.LOCK_NB):
+    with FileLock(_path(store) + ".lock", timeout=10):
         records = load(store)
         known = {(r.ref, r.old) for r in records}
         records += [r for r in new if (r.ref, r.old) not in known]

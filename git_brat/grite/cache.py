@@ -4,7 +4,7 @@ Under .git/grite/cache/: `state.db`, an SQLite file (see cachedb) holding one ro
 a meta row naming the frontier it was projected at, updated in place, in one transaction, for just
 the entities a batch touched; `meta`, a copy of that row written after each commit (a hint for
 the cheapest reads, never trusted for more); and `list-*.json`, `issue list --json` answers
-stamped with the generation they came from. Writers hold a portalocker lock; readers take none.
+stamped with the generation they came from. Writers hold a file lock; readers take none.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import msgspec
 
 from git_brat.grite import attic, snapshot
 from git_brat.grite.errors import GriteError
-from git_brat.grite.files import atomic_write, ensure_dir
+from git_brat.grite.files import FileLock, atomic_write, ensure_dir
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
 from git_brat.grite.state import Entity, State, iso, no_gc, replay_stream
@@ -500,7 +500,7 @@ _UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUO
 
 
 class _Held:
-    """Context manager releasing an already acquired portalocker lock."""
+    """Context manager releasing an already acquired lock."""
 
     def __init__(self, lock):
         self.lock = lock
@@ -516,11 +516,9 @@ class _Held:
         return False
 
 
-def _lock(path: str):
+def _lock(path: str) -> FileLock:
     """Exclusive lock on the cache (polling, so a wedged holder gives an error, not a hang)."""
-    import portalocker
-    return portalocker.Lock(path, mode="a", timeout=60, check_interval=0.01,
-                            flags=portalocker.LOCK_EX | portalocker.LOCK_NB)
+    return FileLock(path, timeout=60)
 
 
 def issue_view_json(ent: Entity, names: dict[str, str]) -> bytes:

@@ -184,10 +184,13 @@ class EntityRows(Rows):
             out.append(ent)
         return out
 
-    def query(self, where: str, args: tuple, kind: str | None) -> list[Entity]:
-        """Created entities matching an SQL condition; ones changed in memory judged by kind only."""
-        found = self._decoded(self.conn.execute(
-            f"SELECT id, body FROM entity WHERE {where} ORDER BY rowid", args))
+    def query(self, parts: list[tuple[str, tuple]], kind: str | None) -> list[Entity]:
+        """Created entities matching any of the SQL conditions (each one an index search: an OR
+        or a NOT in one condition makes SQLite scan the index); ones changed in memory are
+        judged by kind only."""
+        sql = " UNION ALL ".join(f"SELECT rowid, id, body FROM entity WHERE {w}" for w, _ in parts)
+        found = self._decoded((eid, body) for _r, eid, body in self.conn.execute(
+            sql + " ORDER BY 1", sum((a for _, a in parts), ())))
         ids = {e.id for e in found}
         extra = [e for k in self.dirty if k not in ids
                  for e in [self.loaded[k]] if e.created and (kind is None or e.kind == kind)]

@@ -9,6 +9,7 @@ import time
 from typing import Generator, Iterable, Iterator
 
 from git_brat.grite.errors import GriteError, NotARepository, RefLocked, RemoteUnreachable
+from git_brat.grite.packedrefs import PackedRefs
 
 ZERO = b"0" * 40
 STALE_REF_LOCK = 5.0   # seconds: a grite ref's .lock this old was left by a killed writer
@@ -39,7 +40,7 @@ def is_log_ref(name: bytes | str) -> bool:
         name = name.encode()
     if name.startswith(b"refs/grite/"):
         return name.startswith(LOG_PREFIXES)
-    return name.startswith(b"refs/remotes/") and (
+    return name.startswith(b"refs/remotes/") and b"/grite/locks/" not in name and (
         REMOTE_LOG_INFIX in name or name.endswith(REMOTE_WAL_SUFFIX))
 
 
@@ -66,13 +67,17 @@ class Store:
         self._repo = None
         self._toplevel: str | None = None
         self._written: dict[bytes, tuple] = {}   # commit -> objects, until its ref update
+        self._packed: PackedRefs | None = None
 
     @classmethod
     def discover(cls, cwd: str | None = None) -> "Store":
         """Find the repository the way git does (GIT_DIR, worktrees, bare repos, subdirectories)."""
         found = None if _GIT_ENV.intersection(os.environ) else _discover_fast(cwd or os.getcwd())
         if found:
-            return cls(*found, cwd=cwd)
+            git_dir, common, toplevel = found
+            store = cls(git_dir, common, False, cwd=cwd)
+            store._toplevel = toplevel
+            return store
         proc = run_git(["rev-parse", "--absolute-git-dir", "--git-common-dir",
                         "--is-bare-repository"], cwd=cwd, check=False)
         if proc.returncode != 0:
@@ -112,7 +117,7 @@ class Store:
                 # Unset in git config: git's own default for loose objects is 1 (best speed);
                 # dulwich would use zlib's 6, five times slower on a large snapshot.
                 store.loose_compression_level = 1
-            self._prime_packed_refs(self._repo.refs)
+            self._hand_packed_refs_to(self._repo.refs)
             import atexit
             atexit.register(self._repo.close)   # close packs before interpreter teardown
         return self._repo
@@ -132,81 +137,106 @@ class Store:
         packed-refs before deleting the loose files, can never hide a ref), in one pass over
         each: a year of lease refs must not cost a lookup each on every command.
         """
-        refs = self.repo.refs
-        loose: dict[bytes, bytes] = {}
-        top = os.path.join(self.common_dir, prefix.decode())
-        for root, _dirs, files in os.walk(top):
-            for leaf in files:
-                if leaf.endswith(".lock"):
-                    continue
-                path = os.path.join(root, leaf)
-                name = os.path.relpath(path, self.common_dir).replace(os.sep, "/").encode()
-                try:
-                    with open(path, "rb") as f:
-                        data = f.read().strip()
-                except (FileNotFoundError, IsADirectoryError):   # deleted while listing
-                    continue
-                if data.startswith(b"ref: "):   # a symbolic ref: rare here, resolved by dulwich
-                    try:
-                        loose[name] = refs[name]
-                    except KeyError:
-                        pass
-                elif re.fullmatch(rb"[0-9a-f]{40}([0-9a-f]{24})?", data):
-                    loose[name] = data
-        out = self._packed_refs(prefix)
+        loose = self.loose_refs_under(prefix)
+        out = self.packed_refs().under(prefix)
         out.update(loose)
         return out
 
-    def _prime_packed_refs(self, refs) -> None:
-        """Hand dulwich the packed-refs file already parsed: its own parse checks every name,
-        and after `git gc` packs a year of lease refs that costs each command ~1 s.
+    def loose_refs_under(self, prefix: bytes, prune: bytes | None = None) -> dict[bytes, bytes]:
+        """Loose refs whose names start with prefix; below a directory named prune's first
+        part, prune's second part is not walked (b"grite/locks": remote lease copies)."""
+        text = prefix.decode()
+        if text.endswith("/"):
+            tops = [os.path.join(self.common_dir, text)]
+        else:   # a name prefix, e.g. refs/grite/wal: the matching entries of its directory
+            parent, _, stem = text.rpartition("/")
+            try:
+                tops = [os.path.join(self.common_dir, parent, e)
+                        for e in os.listdir(os.path.join(self.common_dir, parent))
+                        if e.startswith(stem)]
+            except (FileNotFoundError, NotADirectoryError):
+                tops = []
+        skip_in, _, skip = (prune or b"").decode().partition("/")
+        out: dict[bytes, bytes] = {}
+        for top in tops:
+            walked = os.walk(top) if os.path.isdir(top) else [(os.path.dirname(top), [],
+                                                              [os.path.basename(top)])]
+            for root, dirs, files in walked:
+                if skip and os.path.basename(root) == skip_in and skip in dirs:
+                    dirs.remove(skip)
+                for leaf in files:
+                    if not leaf.endswith(".lock"):
+                        self._read_loose(os.path.join(root, leaf), out)
+        return out
 
-        Keyed by the file's stat taken before reading, so a file replaced meanwhile is simply
-        read again by dulwich. Skipped if this dulwich keeps its cache differently."""
+    def _read_loose(self, path: str, out: dict[bytes, bytes]) -> None:
+        name = os.path.relpath(path, self.common_dir).replace(os.sep, "/").encode()
+        try:
+            with open(path, "rb") as f:
+                data = f.read().strip()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):   # deleted meanwhile
+            return
+        if data.startswith(b"ref: "):   # a symbolic ref: rare here, resolved by dulwich
+            try:
+                out[name] = self.repo.refs[name]
+            except KeyError:
+                pass
+        elif re.fullmatch(rb"[0-9a-f]{40}([0-9a-f]{24})?", data):
+            out[name] = data
+
+    def packed_refs(self) -> PackedRefs:
+        """The packed-refs file, read again only when it was replaced (git's own stat check)."""
+        path = os.path.join(self.common_dir, "packed-refs")
+        try:
+            key = _stat_key(os.stat(path))
+        except FileNotFoundError:
+            return PackedRefs(b"")
+        if self._packed is None or self._packed.key != key:
+            try:
+                with open(path, "rb") as f:
+                    self._packed = PackedRefs(f.read(), _stat_key(os.fstat(f.fileno())))
+            except FileNotFoundError:
+                return PackedRefs(b"")
+        return self._packed
+
+    def _hand_packed_refs_to(self, refs) -> None:
+        """Make dulwich use packed_refs(): its own parse checks every name of the file, and
+        after `git gc` packs a year of lease refs that costs each write ~1 s.
+
+        dulwich keys its cache by the file's stat as git does; when the keys differ (a file
+        replaced meanwhile, or a dulwich that keys differently) dulwich reads the file itself."""
         if not all(hasattr(refs, a) for a in ("_packed_refs", "_peeled_refs", "_packed_refs_key",
                                                "_current_packed_refs_key")):
             return
-        key = refs._current_packed_refs_key()
-        if key is None:
-            return
-        packed, peeled, last = {}, {}, None
-        try:
-            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return
-        for line in data.splitlines():
-            if line[:1] == b"^" and last is not None:
-                peeled[last] = line[1:]
-            elif line[:1] not in (b"#", b""):
-                sha, _, last = line.partition(b" ")
-                packed[last] = sha
-        refs._packed_refs, refs._peeled_refs, refs._packed_refs_key = packed, peeled, key
+        own = refs.get_packed_refs
+        path = os.path.join(self.common_dir, "packed-refs")
 
-    def _packed_refs(self, prefix: bytes) -> dict[bytes, bytes]:
-        """packed-refs entries below prefix (a plain split: dulwich checks every name it reads)."""
-        try:
-            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return {}
-        out = {}
-        for line in data.splitlines():
-            if line[:1] in (b"#", b"^", b""):
-                continue
-            sha, _, name = line.partition(b" ")
-            if name.startswith(prefix):
-                out[name] = sha
-        return out
+        def get_packed_refs():
+            key = refs._current_packed_refs_key()
+            if key is not None and refs._packed_refs_key != key:
+                packed = self.packed_refs()
+                try:   # the file read is the one dulwich just saw: same stat before and after
+                    same = packed.key == _stat_key(os.stat(path)) and key == \
+                        refs._current_packed_refs_key()
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    refs._packed_refs, refs._peeled_refs = packed, packed.peeled
+                    refs._packed_refs_key = key
+            return own()
+        refs.get_packed_refs = get_packed_refs
 
     def log_tips(self) -> dict[str, str]:
         """Every event-log ref grite reads (local wal, replicas, fetched replicas) -> tip sha."""
-        tips: dict[str, str] = {}
-        for prefix in (b"refs/grite/", b"refs/remotes/"):
-            for name, sha in self.refs_under(prefix).items():
-                if is_log_ref(name):
-                    tips[name.decode()] = sha.decode()
-        return tips
+        found: dict[bytes, bytes] = {}
+        for prefix in LOG_PREFIXES:
+            found.update(self.refs_under(prefix))
+        packed = self.packed_refs()
+        for part in (REMOTE_LOG_INFIX, REMOTE_WAL_SUFFIX + b"\n"):
+            found.update((n, s) for n, s in packed.containing(part).items()
+                         if n.startswith(b"refs/remotes/"))
+        found.update(self.loose_refs_under(b"refs/remotes/", prune=b"grite/locks"))
+        return {n.decode(): s.decode() for n, s in found.items() if is_log_ref(n)}
 
     def cas_ref(self, name: bytes, old: bytes | None, new: bytes, message: bytes = b"") -> bool:
         """Compare-and-swap a ref: True if it moved from old (None: absent) to new.
@@ -924,8 +954,14 @@ _GIT_ENV = {"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORI
             "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_OBJECT_DIRECTORY"}
 
 
-def _discover_fast(cwd: str) -> tuple[str, str, bool] | None:
-    """In-process discovery for the common layouts (saves a git process on every command).
+def _stat_key(st: os.stat_result) -> tuple:
+    """Identity of a file's contents as git checks it (a replaced file has a new inode)."""
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _discover_fast(cwd: str) -> tuple[str, str, str | None] | None:
+    """In-process discovery for the common layouts (saves git processes on every command):
+    (git dir, common dir, work tree if known without asking git).
 
     Returns None whenever anything looks unusual, and the caller asks `git rev-parse`.
     """
@@ -960,7 +996,25 @@ def _discover_fast(cwd: str) -> tuple[str, str, bool] | None:
                 common = os.path.normpath(os.path.join(git_dir, f.read().strip()))
         if not os.path.isdir(os.path.join(common, "objects")):
             return None
-        return os.path.realpath(git_dir), os.path.realpath(common), False
+        return os.path.realpath(git_dir), os.path.realpath(common), _plain_worktree(d, git_dir,
+                                                                                    common)
+
+
+def _plain_worktree(d: str, git_dir: str, common: str) -> str | None:
+    """d, the directory holding .git, when nothing could move the work tree elsewhere (no
+    core.worktree, core.bare or include in the repository's config); None: ask git."""
+    for cfg in {os.path.join(git_dir, "config.worktree"), os.path.join(common, "config")}:
+        try:
+            with open(cfg, "rb") as f:
+                text = f.read().lower()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if b"worktree" in text or b"include" in text or (b"bare" in text and
+                                                         b"bare = false" not in text):
+            return None
+    return os.path.realpath(d)
 
 
 class LogCommit:

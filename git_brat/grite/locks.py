@@ -16,6 +16,7 @@ import msgspec
 from git_brat.grite import events as ev
 from git_brat.grite.errors import (Conflict, CorruptObject, GriteError, NotFound, RefLocked,
                                    RemoteUnreachable, UsageError)
+from git_brat.grite.leasememo import Memo, PackedLive, Seen
 from git_brat.grite.log import Appended, Draft, lock_timeout
 from git_brat.grite.state import iso
 
@@ -664,9 +665,11 @@ def release(g: "Grite", resource: str, st: Settings, holder: Holder | None = Non
 
 
 def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool = True,
-           only: Callable[[str], bool] | None = None) -> Status:
-    """Every lease (or one, or those whose resource `only` accepts: the others' records are not
-    even read), after mirroring the remote's leases when a remote is in use."""
+           released: bool = True) -> Status:
+    """Every lease (or one), after mirroring the remote's leases when a remote is in use.
+
+    released=False leaves out leases whose newest record is a release without reading them
+    again (a year of finished work is tens of thousands of such refs)."""
     store, note = g.store, ""
     if st.remote and refresh:
         try:
@@ -677,18 +680,39 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
         except RemoteUnreachable:
             note = f"remote {st.remote} unreachable; showing this clone's records"
     now, leases, problems = now_ms(), [], []
-    for name, records in sorted(_known_records(store).items()):
-        if resource and name != ref_for(resource) or only is not None and not only(resource_of(name)):
+    memo = Memo(os.path.join(store.grite_dir, "cache")) if not released else None
+    known = _known_records(store) if released else _unreleased_records(store, memo)
+    seen = memo.seen([sha for shas in known.values() for sha in shas]) if memo else {}
+    new: dict[bytes, Seen] = {}
+    for name, records in sorted(known.items()):
+        if resource and name != ref_for(resource):
             continue
         try:
-            newest = max((read_lease(store, sha) for sha in records),
-                         key=lambda lease: (lease.token, lease.written_at))
-            leases.append(view(newest, now, st.skew_ms, name))
+            newest, was_released = _newest(store, records, seen, new)
+            if released or not was_released:
+                leases.append(view(read_lease(store, newest), now, st.skew_ms, name))
         except CorruptObject as exc:
             problems.append(f"{name.decode()}: {exc.message}")
+    if memo:
+        memo.remember(new)
     if resource and not leases and not problems:
         raise NotFound(f"no lease on {resource}")
     return Status(leases, note, problems)
+
+
+def _newest(store: "Store", records: list[bytes], seen: dict[bytes, Seen],
+            new: dict[bytes, Seen]) -> tuple[bytes, bool]:
+    """The sha of the newest of a lock's records (by token, then time written) and whether it
+    is a release. Records not in `seen` are read, and added to `new`."""
+    order = {}
+    for sha in records:
+        known = seen.get(sha) or new.get(sha)
+        if known is None:
+            lease = read_lease(store, sha)
+            known = new[sha] = Seen(lease.token, lease.written_at, lease.state == "released")
+        order[sha] = known
+    sha = max(records, key=lambda s: (order[s].token, order[s].written_at))
+    return sha, order[sha].released
 
 
 def _known_records(store: "Store") -> dict[bytes, list[bytes]]:
@@ -701,10 +725,70 @@ def _known_records(store: "Store") -> dict[bytes, list[bytes]]:
     for name, sha in store.refs_under(LOCKS).items():
         out.setdefault(name, []).append(sha)
     for name, sha in store.refs_under(b"refs/remotes/").items():
-        remote_part, sep, rest = name.partition(b"/grite/locks/")
-        if sep and remote_part.count(b"/") == 2:   # refs/remotes/<remote>/grite/locks/...
-            out.setdefault(LOCKS + rest, []).append(sha)
+        local = _local_name(name)
+        if local:
+            out.setdefault(local, []).append(sha)
     return out
+
+
+def _local_name(ref: bytes) -> bytes | None:
+    """refs/remotes/<remote>/grite/locks/X -> refs/grite/locks/X (None for any other ref)."""
+    remote_part, sep, rest = ref.partition(b"/grite/locks/")
+    if sep and ref.startswith(b"refs/remotes/") and remote_part.count(b"/") == 2:
+        return LOCKS + rest
+    return None
+
+
+def _unreleased_records(store: "Store", memo: Memo) -> dict[bytes, list[bytes]]:
+    """_known_records for the locks that may not be released: every loose lock ref (recent
+    changes) and the packed ones a summary of the packed-refs file names (computed once per
+    file: after `git gc` it holds a year of released leases)."""
+    packed = store.packed_refs()
+    live = memo.packed_live(packed.key)
+    if live is None:
+        live = _summarize_packed(store, packed, memo)
+    loose = store.loose_refs_under(LOCKS)
+    loose_remote = {n: s for n, s in store.loose_refs_under(b"refs/remotes/").items()
+                    if _local_name(n)}
+    remotes = set(live.remotes) | {n.partition(b"/grite/locks/")[0] for n in loose_remote}
+    names = set(live.names) | set(loose) | {_local_name(n) for n in loose_remote}
+    out: dict[bytes, list[bytes]] = {}
+    for name in names:
+        own = loose.get(name) or packed.get(name)
+        shas = [own] if own else []
+        for remote in remotes:
+            copy = remote + b"/grite/locks/" + name[len(LOCKS):]
+            sha = loose_remote.get(copy) or packed.get(copy)
+            if sha:
+                shas.append(sha)
+        if shas:
+            out[name] = shas
+    return out
+
+
+def _summarize_packed(store: "Store", packed, memo: Memo) -> PackedLive:
+    by_name: dict[bytes, list[bytes]] = {}
+    remotes = set()
+    for name, sha in packed.under(LOCKS).items():
+        by_name.setdefault(name, []).append(sha)
+    for name, sha in packed.containing(b"/grite/locks/").items():
+        local = _local_name(name)
+        if local:
+            by_name.setdefault(local, []).append(sha)
+            remotes.add(name.partition(b"/grite/locks/")[0])
+    seen = memo.seen([sha for shas in by_name.values() for sha in shas])
+    new: dict[bytes, Seen] = {}
+    live = []
+    for name, shas in by_name.items():
+        try:
+            if not _newest(store, shas, seen, new)[1]:
+                live.append(name)
+        except CorruptObject:
+            live.append(name)   # status reads it again and reports the problem
+    memo.remember(new)
+    summary = PackedLive(sorted(live), sorted(remotes))
+    memo.set_packed_live(packed.key, summary)
+    return summary
 
 
 def gc(g: "Grite", st: Settings, dry_run: bool = False) -> Status:

@@ -122,12 +122,7 @@ class State(msgspec.Struct):
         cold = bool(settled and before)
         query = getattr(self.entities, "query", None)
         if query is not None:
-            where, args = "kind=?", (kind,)
-            if cold:
-                marks = ",".join("?" * len(settled))
-                where += f" AND NOT (COALESCE(status, '') IN ({marks}) AND updated < ?)"
-                args += (*settled, before)
-            found = query(where, args, kind)
+            found = query(_hot_parts(kind, settled, before) if cold else [("kind=?", (kind,))], kind)
         else:
             found = [self.entities[i] for i, k in self.kinds.items() if k == kind]
         return [e for e in found if not is_cold(e, settled, before)] if cold else found
@@ -136,7 +131,8 @@ class State(msgspec.Struct):
         """Created entities of one kind that belong to `group` (their convoy, or their task)."""
         query = getattr(self.entities, "query", None)
         if query is not None:
-            return [e for e in query("kind=? AND grp=?", (kind, group), kind) if group_of(e) == group]
+            return [e for e in query([("kind=? AND grp=?", (kind, group))], kind)
+                    if group_of(e) == group]
         return [e for e in self.of_kind(kind) if group_of(e) == group]
 
     def known(self, ids) -> set[str]:
@@ -172,6 +168,23 @@ class State(msgspec.Struct):
 
 STATUS_FIELDS = ("status", "state")   # what says whether an entity is settled
 GROUP_FIELDS = ("convoy", "task")      # what an entity belongs to
+
+
+def _hot_parts(kind: str, settled: tuple[str, ...], before: int) -> list[tuple[str, tuple]]:
+    """SQL conditions, each one search of the (kind, status, updated) index, that together
+    select the entities of a kind not cold: settled but changed since `before`, or with a
+    status outside `settled` (the ranges between the settled values)."""
+    vals = sorted(set(settled))
+    parts = [(f"kind=? AND status IN ({','.join('?' * len(vals))}) AND updated >= ?",
+              (kind, *vals, before))]
+    for lo, hi in zip([None, *vals], [*vals, None]):
+        where, args = "kind=?", (kind,)
+        if lo is not None:
+            where, args = where + " AND status > ?", args + (lo,)
+        if hi is not None:
+            where, args = where + " AND status < ?", args + (hi,)
+        parts.append((where, args))
+    return parts
 
 
 def status_of(ent: Entity) -> str:
