@@ -169,6 +169,12 @@ def main() -> None:
                note=f"{steps[n] / (2 * base):.2f}x two floors (floor {base * 1000:.0f} ms; "
                     f"goal at 100k <= 1.3)")
         if n == sizes[-1]:
+            first = timed([BRAT, "status"], repo)
+            report(f"git brat status, first run ({n} entities: reads every lease record once)", first)
+            brat(repo, "task", "comment", tasks[1], "-m", "a write, then gc packs it")
+            git(repo, "pack-refs", "--all")
+            report("git brat status, first run after the next gc (summarises packed-refs)",
+                   timed([BRAT, "status"], repo))
             st, fl = [], []
             for _ in range(runs):
                 fl.append(timed(FLOOR_CMD, repo))

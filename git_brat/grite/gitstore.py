@@ -13,6 +13,7 @@ from git_brat.grite.packedrefs import PackedRefs
 
 ZERO = b"0" * 40
 STALE_REF_LOCK = 5.0   # seconds: a grite ref's .lock this old was left by a killed writer
+CONFIG_TTL = 2.0       # seconds a Store answers config lookups from one `git config --list`
 # Refs whose commits are event logs; everything grite reads to build state.
 LOG_PREFIXES = (b"refs/grite/wal", b"refs/grite/replicas/", b"refs/grite/attic/")
 REMOTE_LOG_INFIX = b"/grite/replicas/"
@@ -68,6 +69,7 @@ class Store:
         self._toplevel: str | None = None
         self._written: dict[bytes, tuple] = {}   # commit -> objects, until its ref update
         self._packed: PackedRefs | None = None
+        self._config_read: tuple[float, list[tuple[str, str]]] | None = None
 
     @classmethod
     def discover(cls, cwd: str | None = None) -> "Store":
@@ -459,9 +461,25 @@ class Store:
 
     # -- config --------------------------------------------------------------
 
+    def _config(self) -> list[tuple[str, str]]:
+        """Every config entry git sees here (all scopes, includes followed), in git's order.
+
+        One `git config --list` serves a command's every lookup; kept CONFIG_TTL seconds, so a
+        long-running witness sees a change soon after it is made (and at once its own)."""
+        now = time.monotonic()
+        if self._config_read is None or now - self._config_read[0] > CONFIG_TTL:
+            proc = self._git(["config", "--list", "-z"], check=False)
+            entries = []
+            for item in proc.stdout.decode("utf-8", "replace").split("\0"):
+                if item:
+                    key, _, value = item.partition("\n")
+                    entries.append((key, value))
+            self._config_read = (now, entries)
+        return self._config_read[1]
+
     def config_get(self, key: str) -> str | None:
-        proc = run_git(["--git-dir", self.git_dir, "config", "--get", key], check=False)
-        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+        values = self.config_get_all(key)
+        return values[-1].strip() if values else None
 
     def user_identity(self) -> tuple[str, str]:
         """The author identity git would use (config and GIT_AUTHOR_*), with fallbacks that never fail."""
@@ -503,6 +521,8 @@ class Store:
 
     def hooks_dir(self) -> str:
         """Where git looks for hooks (honours core.hooksPath, resolved as git resolves it)."""
+        if self.config_get("core.hooksPath") is None and "GIT_COMMON_DIR" not in os.environ:
+            return os.path.join(self.common_dir, "hooks")
         proc = run_git(["rev-parse", "--path-format=absolute", "--git-path", "hooks"],
                        cwd=self.toplevel() or self.git_dir)
         return proc.stdout.decode().strip()
@@ -519,14 +539,16 @@ class Store:
         return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
 
     def config_get_all(self, key: str) -> list[str]:
-        proc = self._git(["config", "--get-all", key], check=False)
-        return proc.stdout.decode().splitlines() if proc.returncode == 0 else []
+        want = _config_key(key)
+        return [v for k, v in self._config() if k == want]
 
     def config_add(self, key: str, value: str) -> None:
+        self._config_read = None
         self._git(["config", "--add", key, value])
 
     def config_unset_value(self, key: str, value: str) -> None:
         """Remove every `key = value` line (exact match), leaving other values of key alone."""
+        self._config_read = None
         self._git(["config", "--fixed-value", "--unset-all", key, value], check=False)
 
     def fetch(self, remote: str, refspecs: list[str], env: dict,
@@ -567,12 +589,8 @@ class Store:
 
     def config_matching(self, pattern: str) -> dict[str, str]:
         """Config keys matching a regex (git lower-cases section and key) -> last value; one call."""
-        proc = self._git(["config", "--get-regexp", pattern], check=False)
-        out: dict[str, str] = {}
-        for line in proc.stdout.decode("utf-8", "replace").splitlines():
-            key, _, value = line.partition(" ")
-            out[key] = value
-        return out
+        match = re.compile(pattern).search
+        return {k: v for k, v in self._config() if match(k)}
 
     def write_record_commit(self, entry: bytes, payload: bytes, parent: bytes | None,
                             message: str, author: bytes, when: int) -> bytes:
@@ -952,6 +970,13 @@ def _clean_env() -> dict:
 # With any of these set, only git itself knows where the repository is.
 _GIT_ENV = {"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES",
             "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_OBJECT_DIRECTORY"}
+
+
+def _config_key(key: str) -> str:
+    """A key as `git config --list` prints it: section and name lower-cased, subsection kept."""
+    section, _, rest = key.partition(".")
+    sub, _, name = rest.rpartition(".")
+    return f"{section.lower()}.{sub + '.' if sub else ''}{name.lower()}"
 
 
 def _stat_key(st: os.stat_result) -> tuple:
