@@ -436,6 +436,11 @@ def bench_long_commands(ready: Path, n: int, runs: int, doctor_runs: int) -> Non
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     line(f"{tag}: peak RSS of any child process so far", f"{peak:.0f} MiB",
          "(the largest of all commands run, doctor included)")
+    for cmd in (["rebuild", "--full"], ["doctor"]):
+        proc = subprocess.Popen(["git", "grite", *cmd], cwd=ready, env=env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _pid, _status, usage = os.wait4(proc.pid, 0)   # this command alone (and its children)
+        line(f"{tag}: peak RSS of `git grite {' '.join(cmd)}`", f"{usage.ru_maxrss / 1024:.0f} MiB", "")
 
 
 def main() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import click
@@ -13,6 +12,7 @@ from git_brat.brat import sessions as ss
 from git_brat.brat.cli_common import board, open_grite, shorts
 from git_brat.clikit import emit, json_option, table, when
 from git_brat.grite.errors import NotFound
+from git_brat.grite.locks import hostname
 
 
 @click.group()
@@ -111,7 +111,7 @@ def stop(session_id, wait, as_json):
     e = ss.find(g, session_id)
     ss.request_stop(g, e, g.identity.actor.name)
     witness = runner.Proc(e.get("witness_pid", 0), e.get("witness_start", 0), e.get("host", ""))
-    if e.get("host") == socket.gethostname() and not runner.same_process(witness):
+    if e.get("host") == hostname() and not runner.same_process(witness):
         from git_brat.brat import witness as wit
         from git_brat.brat.cli_common import load_config
         wit.recover(g, load_config(g))   # nobody supervises it: stop its orphan now

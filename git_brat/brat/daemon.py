@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import msgspec
 from git_brat.brat import runner
 from git_brat.grite.errors import Conflict, NotFound
 from git_brat.grite.files import atomic_write
+from git_brat.grite.locks import hostname
 
 
 class PidFile(msgspec.Struct):
@@ -39,7 +39,7 @@ def read(brat_dir: str, role: str) -> PidFile | None:
     except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     if not runner.same_process(runner.Proc(pf.pid, pf.start, pf.host)):
-        if pf.host == socket.gethostname():
+        if pf.host == hostname():
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -67,7 +67,7 @@ def detach(brat_dir: str, role: str, args: list[str], cwd: str) -> PidFile:
         proc = subprocess.Popen([*_launcher(), *args], cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, "BRAT_DETACHED": role})
-    pf = PidFile(role, proc.pid, runner.start_time(proc.pid) or 0, socket.gethostname(),
+    pf = PidFile(role, proc.pid, runner.start_time(proc.pid) or 0, hostname(),
                  ["git", "brat", *args], int(time.time() * 1000), log)
     atomic_write(pid_path(brat_dir, role), msgspec.json.encode(pf))
     return pf
@@ -77,7 +77,7 @@ def write_own(brat_dir: str, role: str, argv: list[str] | None = None, log: str 
     """Record this process as the running <role> (the pid file names it by pid and start time,
     so a reused pid is never taken for it)."""
     os.makedirs(brat_dir, exist_ok=True)
-    pf = PidFile(role, os.getpid(), runner.start_time(os.getpid()) or 0, socket.gethostname(),
+    pf = PidFile(role, os.getpid(), runner.start_time(os.getpid()) or 0, hostname(),
                  argv if argv is not None else ["git", "brat", *sys.argv[1:]],
                  int(time.time() * 1000), log or os.path.join(brat_dir, f"{role}.log"))
     atomic_write(pid_path(brat_dir, role), msgspec.json.encode(pf))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import socket
 import time
 from datetime import datetime
 
@@ -222,7 +221,7 @@ def run_once(g: Grite, cfg: Config, force_sync: bool = True) -> Report:
             report.duties[duty] = f"failed: {exc.message}"
     if report.actions:
         eid = ev.new_entity_id()
-        drafts = [Draft(eid, ev.Create(DEACON, {"host": socket.gethostname(), "pid": os.getpid(),
+        drafts = [Draft(eid, ev.Create(DEACON, {"host": locks.hostname(), "pid": os.getpid(),
                                                "duties": report.duties,
                                                "actions": len(report.actions)}))]
         drafts += [Draft(eid, ev.SetFields({f"action{i:03d}": msgspec.to_builtins(a)}))

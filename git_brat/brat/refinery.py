@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -20,6 +19,7 @@ from git_brat.brat.refinery_queue import Move, Request
 from git_brat.grite import events as ev
 from git_brat.grite import gitstore, locks
 from git_brat.grite.errors import Conflict, GriteError
+from git_brat.grite.locks import hostname
 from git_brat.grite.repo import Grite
 
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later
@@ -60,7 +60,7 @@ class Refinery(Outcomes):
         self.store = g.store
         self.target = self.rc.target_branch
         self.resource = rq.lease_name(self.store, self.rc.remote)
-        self.holder = f"refinery@{socket.gethostname()}:{os.getpid()}"
+        self.holder = f"refinery@{hostname()}:{os.getpid()}"
         self.settings = locks.settings(self.store, ttl=LEASE_TTL)
         self.report = PassReport(self.target)
         self._renewed = 0.0
@@ -76,7 +76,7 @@ class Refinery(Outcomes):
             locks.acquire(self.g, self.resource, self.settings, h)
         except locks.LeaseHeld as exc:
             dead = exc.lease.holder
-            if dead.host != socket.gethostname() or not dead.pid or pid_alive(dead.pid):
+            if dead.host != hostname() or not dead.pid or pid_alive(dead.pid):
                 raise
             locks.acquire(self.g, self.resource, self.settings, h, force=True)
             self.kill_orphaned_check()

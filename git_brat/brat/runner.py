@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -12,6 +11,7 @@ import msgspec
 
 from git_brat.brat import engines
 from git_brat.brat.engines import EngineResult, Invocation, Preset
+from git_brat.grite.locks import hostname
 
 GRACE = 5.0          # seconds between TERM and KILL
 
@@ -49,7 +49,7 @@ def group_alive(pgid: int) -> bool:
 
 def same_process(proc: Proc) -> bool:
     """Whether proc.pid on this host is still the process we started (not a reused pid)."""
-    if proc.host != socket.gethostname():
+    if proc.host != hostname():
         return False
     now = start_time(proc.pid)
     return now is not None and (proc.start == 0 or now == proc.start)
@@ -81,7 +81,7 @@ def stop_orphan(proc: Proc, grace: float = GRACE) -> bool:
     The group leader may be gone while its children still write: a pid is not reused while a
     group of that id exists, so a live group with our pid as its id is ours.
     """
-    if proc.host != socket.gethostname() or proc.pid <= 1:
+    if proc.host != hostname() or proc.pid <= 1:
         return False
     now = start_time(proc.pid)
     if now is not None and proc.start and now != proc.start:
@@ -107,7 +107,7 @@ def spawn(inv: Invocation, cwd: str, log_path: str, env: dict[str, str]) -> tupl
         log.close()
         if inv.stdin:
             stdin.close()
-    return popen, Proc(popen.pid, start_time(popen.pid) or 0, socket.gethostname())
+    return popen, Proc(popen.pid, start_time(popen.pid) or 0, hostname())
 
 
 def read_from(path: str, offset: int, limit: int = 4 << 20) -> str:

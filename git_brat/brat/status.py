@@ -12,7 +12,7 @@ from git_brat.brat import model
 from git_brat.brat.config import Config
 from git_brat.brat.model import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
 from git_brat.grite import locks
-from git_brat.grite.locks import LeaseView
+from git_brat.grite.locks import LeaseView, hostname
 from git_brat.grite.log import Problem
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import Entity, iso
@@ -183,7 +183,7 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     import socket
     from git_brat.brat import sessions
     log = sessions.log_path(g, e.id)
-    here = e.get("host", "") == socket.gethostname()
+    here = e.get("host", "") == hostname()
     lost = []
     if sha is None and branch:
         lost.append(f"its branch {branch} is not in this clone (it ran on {e.get('host', '?')})")

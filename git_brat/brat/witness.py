@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from git_brat.grite import events as ev
 from git_brat.grite import locks
 from git_brat.grite.errors import Conflict, GriteError, NotFound, UsageError
 from git_brat.grite.issues import summary
+from git_brat.grite.locks import hostname
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import Entity
@@ -206,7 +206,7 @@ class Witness:
         self.recovered: list[Recovered] = []
         self.started = 0
         self.stopping = ""
-        self.host = socket.gethostname()
+        self.host = hostname()
         self.me = runner.Proc(os.getpid(), runner.start_time(os.getpid()) or 0, self.host)
         self._version: str | None = None
         self._next_state = 0.0
@@ -869,7 +869,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
         held = {l.resource: l for l in locks.status(g, st, refresh=True).leases}
     except GriteError:
         held = {l.resource: l for l in locks.status(g, st, refresh=False).leases}
-    host = socket.gethostname()
+    host = hostname()
     out = []
     for s in running:
         tid = s.get("task", "")

@@ -10,7 +10,7 @@ import msgspec
 from git_brat.grite.cache import Cache
 from git_brat.grite.log import LogReader
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import canonical, replay
+from git_brat.grite.state import canonical, replay_stream
 
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
@@ -48,7 +48,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
     from git_brat.grite import attic, sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
-    tips, reader, commits, events = _read_all(g)
+    tips, reader, commits, truth, events = _read_all(g)
     repaired = []
     if fix and reader.problems:
         from git_brat.grite import identity, repair
@@ -60,7 +60,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
             if not any(x.subject == p.sha for x in repaired):
                 repaired.append(Finding("corrupt", p.sha, p.detail + "; its events were carried "
                                         "onto the rebuilt log", True))
-        tips, reader, commits, events = _read_all(g)
+        tips, reader, commits, truth, events = _read_all(g)
         after = Cache(g.store).rebuild(full=True)
         if before is not None:
             repaired += [Finding("lost", eid, detail, True)
@@ -71,7 +71,6 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += repaired
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
-    truth = replay(events)
     if truth.unknown:
         findings.append(Finding("unknown-ops", "", f"{len(truth.unknown)} events from a newer "
                                 "grite were kept but not replayed; upgrade to see them", True))
@@ -90,7 +89,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_snapshots(g, fix)
     findings += _check_hooks(g, fix)
     ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
-    return Report(ok, len(commits), len(events), tips, findings)
+    return Report(ok, len(commits), events, tips, findings)
 
 
 def _cached_state(g: Grite):
@@ -128,17 +127,35 @@ def _changed_entities(before, after) -> list[tuple[str, str]]:
 
 
 def _read_all(g: Grite):
-    """Every log, commit by commit (naming what cannot be read): tips, reader, commits, events."""
+    """Every log, commit by commit (naming what cannot be read), replayed as it is read:
+    tips, reader, commits, the state, and the number of events read.
+
+    The events are not kept (a million of them took gigabytes): should the arrival order
+    need the canonical replay, the logs are read again instead."""
     tips = g.store.log_tips()
     reader = LogReader(g.store)
     commits = reader.new_commits(tips.values(), ())
-    events: list = []
-    progress = g.cache.progress
-    for n, (_sha, batch) in enumerate(reader.batches(commits)):
-        events += batch.events
-        if progress is not None and n % 1000 == 0:   # a TTY line: every event read counts
-            progress(len(events))
-    return tips, reader, commits, events
+    count = [0]
+    truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
+                          reread=lambda: _events(g.store, commits))
+    return tips, reader, commits, truth, count[0]
+
+
+def _chunks(reader: LogReader, commits: list[str], count: list[int]):
+    """The commits' batches a thousand at a time; count[0] adds up their events."""
+    chunk = []
+    for _sha, batch in reader.batches(commits):
+        count[0] += len(batch.events)
+        chunk.append(batch)
+        if len(chunk) == 1000:
+            yield chunk
+            chunk = []
+    yield chunk
+
+
+def _events(store, commits: list[str]):
+    for _sha, batch in LogReader(store).batches(commits):
+        yield from batch.events
 
 
 def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
@@ -158,7 +175,8 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
         else:
             reader = LogReader(g.store)
             commits = reader.new_commits(snap.meta.covers, ())
-            truth = replay([e for _sha, batch in reader.batches(commits) for e in batch.events])
+            truth = replay_stream(_chunks(reader, commits, [0]),
+                                  reread=lambda: _events(g.store, commits))
             if reader.problems:   # the snapshot may be the only copy of what cannot be read
                 findings.append(Finding("snapshot-unverified", snap.ref,
                                         f"{len(reader.problems)} records it covers cannot be read, "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import socket
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, NamedTuple
@@ -211,6 +210,14 @@ def resource_of(ref: bytes) -> str:
     return f"{ns}:{unquote(enc)}"
 
 
+def hostname() -> str:
+    """This machine's name (what socket.gethostname says, without importing socket: ~2 ms)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+    return socket.gethostname()
+
+
 def lock_entity(resource: str) -> str:
     """The entity id lease-token events are recorded under (stable per resource)."""
     return hashlib.blake2b(b"lock\0" + resource.encode(), digest_size=16).hexdigest()
@@ -335,7 +342,7 @@ def holder_for(g: "Grite", holder_id: str | None = None, session: str | None = N
     if not hid.strip() or len(hid) > MAX_NAME or any(ord(c) < 0x20 or ord(c) == 0x7f for c in hid):
         raise UsageError(f"invalid holder id {hid!r}: non-empty, printable, at most {MAX_NAME} chars")
     return Holder(hid, g.identity.actor.id, session if session is not None
-                  else os.environ.get("GRITE_SESSION", ""), socket.gethostname(), os.getpid())
+                  else os.environ.get("GRITE_SESSION", ""), hostname(), os.getpid())
 
 
 # -- records ---------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
@@ -282,26 +282,48 @@ def replay(events: Iterable[ev.Event]) -> State:
     return state
 
 
-def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None) -> State:
+def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
+                  reread: Callable[[], Iterable[ev.Event]] | None = None) -> State:
     """Apply batches as they arrive (in chunks); the same state as replay() of their events.
 
     Arrival order is fine (the projection is a CRDT) unless a fence moves backwards; then the
-    canonical replay of everything decides. `progress(events_so_far)` is told after each chunk.
+    canonical replay of everything decides: of the events kept meanwhile, or, given `reread`
+    (the same events again, from the start), of two passes over it, so that a million events
+    are never held at once. `progress(events_so_far)` is told after each chunk.
     """
-    state, events, in_order = State(), [], True
+    state, events, in_order, seen = State(), [], True, 0
     apply = state.apply
     with no_gc():
         for chunk in chunks:
             if progress is not None:
-                progress(len(events))
+                progress(seen)
             for batch in chunk:
-                events += batch.events
-                if in_order:
+                seen += len(batch.events)
+                if reread is None:
+                    events += batch.events
+                if in_order:   # (read on to the end all the same: the reader names what it skips)
                     for e in batch.events:
                         if not apply(e):
                             in_order = False
                             break
-    return state if in_order else replay(events)
+    if in_order:
+        return state
+    return replay(events) if reread is None else _replay_twice(reread)
+
+
+def _replay_twice(read: Callable[[], Iterable[ev.Event]]) -> State:
+    """replay() over a source read twice (lease tokens first), not kept in memory."""
+    lease = ev.LeaseToken
+    with no_gc():
+        state = State()
+        for e in read():
+            if type(e.op) is lease:
+                state.apply(e)
+        apply = state.apply
+        for e in read():
+            if type(e.op) is not lease:
+                apply(e)
+    return state
 
 
 class no_gc:
