@@ -53,6 +53,8 @@ def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")   # disposable: git holds the truth
+            # A rebuild goes through the WAL whole; once checkpointed, the next write shrinks it.
+            conn.execute("PRAGMA journal_size_limit=8388608")
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name='kv'").fetchone() is None:
                 conn.executescript(SCHEMA)
         conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
@@ -289,20 +291,37 @@ def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], met
 
 def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view) -> None:
     """One transaction: every row of a state held in memory (after a replay or a snapshot)."""
-    ents = list(state.entities.values())
-    rows = [(e.id, *columns(e), _encode(e)) for e in ents]
+    names = {e.id: e.get("name", e.id) for e in state.of_kind("actor")}
+    # Each row written once, its view with it (an UPDATE after the INSERT wrote it twice).
+    rows = ((e.id, *columns(e), _encode(e),
+             view(e, names) if e.created and e.kind == "issue" else None)
+            for e in state.entities.values())
     kv = [(name, k, _encode(v)) for name in SPACES for k, v in getattr(state, name).items()]
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DELETE FROM entity")
         conn.execute("DELETE FROM kv")
-        _upsert(conn, rows, kv)
-        _views(conn, state, ents, view, everything=True)
+        conn.executemany("INSERT INTO entity (id, kind, status, grp, created, updated, body, view) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    _shrink_wal(conn)
+
+
+def _shrink_wal(conn: sqlite3.Connection) -> None:
+    """After a bulk write (the whole state went through the WAL, twice the file's size): copy it
+    into the file and truncate it, unless a reader is in the way for long (a later writer will)."""
+    try:
+        conn.execute("PRAGMA busy_timeout=100")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError:
+        pass
+    finally:
+        conn.execute("PRAGMA busy_timeout=60000")
 
 
 def _upsert(conn, rows, kv) -> None:
