@@ -14,7 +14,7 @@ from git_brat.grite import issues
 from git_brat.grite.cache import Cache
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import canonical, replay
+from git_brat.grite.state import canonical, digest, replay
 
 YEAR_AGO = time.time() - 365 * 86400
 
@@ -93,6 +93,8 @@ def test_a_cache_updated_in_place_round_after_round_equals_a_full_replay(grepo, 
             for batch in chunk:
                 events += batch.events
         assert canonical(stepped) == canonical(replay(events))
+        # doctor's comparison: streamed from the file in id order, equal to the in-memory one
+        assert digest(Cache(g.store).stored()[1]) == digest(replay(events))
         listed = {v.id: (v.title, v.state, v.labels, v.comments) for v in cache.issues()}
         truth = replay(events)
         assert listed == {e.id: (e.get("title", ""), e.get("state", "open"), e.members("labels"),

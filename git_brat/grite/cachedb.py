@@ -127,6 +127,19 @@ class Rows:
     def _stored(self) -> Iterator[tuple[str, bytes]]:
         return self.conn.execute("SELECT k, v FROM kv WHERE space=?", (self.space,))
 
+    def _stored_in_order(self) -> Iterator[tuple[str, bytes]]:
+        return self.conn.execute("SELECT k, v FROM kv WHERE space=? ORDER BY k", (self.space,))
+
+    def stream(self) -> Iterator[tuple[str, Any]]:
+        """(key, value) in key order, decoded one at a time and not kept: a whole state at a
+        million events is gigabytes as Python objects."""
+        if self.dirty:
+            yield from sorted(self.items())
+            return
+        for k, v in self._stored_in_order():
+            cur = self.loaded.get(k, _MISSING)
+            yield k, cur if cur is not _MISSING else self._decode(v)
+
     def items(self) -> list[tuple[str, Any]]:
         """Every stored key, with what memory changed on top (a full scan: not for hot paths)."""
         out = {}
@@ -171,6 +184,9 @@ class EntityRows(Rows):
 
     def _stored(self):
         return self.conn.execute("SELECT id, body FROM entity")
+
+    def _stored_in_order(self):
+        return self.conn.execute("SELECT id, body FROM entity ORDER BY id")
 
     def __len__(self) -> int:
         if not self.dirty:

@@ -10,7 +10,7 @@ import msgspec
 from git_brat.grite.cache import Cache
 from git_brat.grite.log import LogReader
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import canonical, replay_stream
+from git_brat.grite.state import digest, replay_stream
 
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
@@ -74,11 +74,13 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     if truth.unknown:
         findings.append(Finding("unknown-ops", "", f"{len(truth.unknown)} events from a newer "
                                 "grite were kept but not replayed; upgrade to see them", True))
+    truth_digest = digest(truth)
+    del truth   # a million events' state: not held while the next one is read
 
     cache = Cache(g.store)
     held = cache.stored()
     meta, cached = held if held is not None else (None, None)
-    if cached is not None and meta.frontier == tips and canonical(cached) != canonical(truth):
+    if cached is not None and meta.frontier == tips and digest(cached) != truth_digest:
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
         if fix:
             cache.rebuild(full=True)   # a snapshot may be what was wrong
@@ -183,7 +185,7 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
                                         "so it cannot be checked; it is kept", True))
                 continue
             # (It may count fewer: a whole-log read sees a blob two commits share once.)
-            if canonical(stored) == canonical(truth) and stored.event_count <= truth.event_count:
+            if digest(stored) == digest(truth) and stored.event_count <= truth.event_count:
                 continue
             detail = (f"written by replica {snap.meta.replica}, differs from a full replay of "
                       f"the {truth.event_count} events it covers")

@@ -347,25 +347,41 @@ class no_gc:
             gc.enable()
 
 
+def _entity_key(ent: Entity) -> dict:
+    return {
+        "id": ent.id, "kind": ent.kind, "created": ent.created,
+        "create_stamp": ent.create_stamp, "created_at": ent.created_at,
+        "created_by": ent.created_by, "updated_at": ent.updated_at,
+        "fields": ent.fields,
+        "sets": {k: {v: sorted(t) for v, t in vals.items() if t} for k, vals in ent.sets.items()},
+        "tombs": sorted(set(ent.tombs)),
+        "comments": ent.comments,
+        "transitions": ent.transitions,
+    }
+
+
+def _rest_key(state: State) -> dict:
+    return {"max_lamport": state.max_lamport, "fences": dict(state.fences.items()),
+            "rejected": dict(state.rejected.items()), "unknown": sorted(state.unknown.keys())}
+
+
 def canonical(state: State) -> bytes:
     """Byte representation that is identical for equal states (used by tests and doctor)."""
-    def ent_key(ent: Entity):
-        return {
-            "id": ent.id, "kind": ent.kind, "created": ent.created,
-            "create_stamp": ent.create_stamp, "created_at": ent.created_at,
-            "created_by": ent.created_by, "updated_at": ent.updated_at,
-            "fields": ent.fields,
-            "sets": {k: {v: sorted(t) for v, t in vals.items() if t} for k, vals in ent.sets.items()},
-            "tombs": sorted(set(ent.tombs)),
-            "comments": ent.comments,
-            "transitions": ent.transitions,
-        }
-    body = {
-        "entities": {k: ent_key(e) for k, e in state.entities.items()},
-        "max_lamport": state.max_lamport, "fences": dict(state.fences.items()),
-        "rejected": dict(state.rejected.items()), "unknown": sorted(state.unknown.keys()),
-    }
+    body = {"entities": {k: _entity_key(e) for k, e in state.entities.items()}, **_rest_key(state)}
     return msgspec.msgpack.encode(body, order="sorted")
+
+
+def digest(state: State) -> bytes:
+    """A hash equal for equal states, as canonical() is, built an entity at a time (from the
+    cache file, rows are read in order and not kept): doctor compares whole states with it."""
+    import hashlib
+    h = hashlib.blake2b(digest_size=32)
+    encode = msgspec.msgpack.Encoder(order="sorted").encode
+    stream = getattr(state.entities, "stream", None)
+    for k, e in (stream() if stream is not None else sorted(state.entities.items())):
+        h.update(encode((k, _entity_key(e))))
+    h.update(encode(_rest_key(state)))
+    return h.digest()
 
 
 def iso(ms: int) -> datetime:
