@@ -363,8 +363,10 @@ class Store:
         _complained(proc.stderr, "rev-list")
         return proc.stdout.decode().split()
 
-    def cat_log_blobs(self, commits: list[str]) -> Iterator[tuple[str, memoryview | None]]:
-        """(commit, events blob bytes or None if unreadable) for many commits via cat-file --batch.
+    def cat_log_blobs(self, commits: list[str], entry: str = "events"
+                      ) -> Iterator[tuple[str, memoryview | bytes | None]]:
+        """(commit, its `entry` blob's bytes or None if unreadable) for many record commits (log
+        batches, lease records) via cat-file --batch.
 
         Streams: blobs are yielded while git is still producing the rest, so decoding and
         replay in this process overlap with git's work on the other core. A damaged object
@@ -374,11 +376,11 @@ class Store:
         while start < len(commits):
             if stuck >= 8:   # git keeps dying at once (not one bad object): read in-process
                 for c in commits[start:]:
-                    yield c, self.events_blob(c)
+                    yield c, self._entry_blob(c, entry)
                 return
-            answered = yield from self._cat_some(commits[start:])
+            answered = yield from self._cat_some(commits[start:], entry)
             if start + answered < len(commits):   # the record git stopped at: try it here
-                yield commits[start + answered], self.events_blob(commits[start + answered])
+                yield commits[start + answered], self._entry_blob(commits[start + answered], entry)
             stuck = stuck + 1 if answered == 0 else 0
             start += answered + 1
 
@@ -390,7 +392,17 @@ class Store:
         except CorruptObject:
             return None
 
-    def _cat_some(self, commits: list[str]) -> Generator[tuple[str, memoryview | None], None, int]:
+    def _entry_blob(self, commit: str, entry: str) -> bytes | None:
+        if entry == "events":
+            return self.events_blob(commit)
+        from git_brat.grite.errors import CorruptObject
+        try:
+            return self.read_record(commit.encode(), entry.encode())[0]
+        except CorruptObject:
+            return None
+
+    def _cat_some(self, commits: list[str], entry: str = "events"
+                  ) -> Generator[tuple[str, memoryview | None], None, int]:
         """One cat-file for as many of commits as it answers; returns how many that was."""
         import threading
         proc = subprocess.Popen(["git", "--git-dir", self.git_dir, "cat-file",
@@ -400,7 +412,7 @@ class Store:
 
         def feed() -> None:
             try:
-                proc.stdin.write("".join(f"{c}:events\n" for c in commits).encode())
+                proc.stdin.write("".join(f"{c}:{entry}\n" for c in commits).encode())
                 proc.stdin.close()
             except (BrokenPipeError, ValueError):
                 pass

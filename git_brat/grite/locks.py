@@ -691,6 +691,8 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
     known = _known_records(store) if released else _unreleased_records(store, memo)
     seen = memo.seen([sha for shas in known.values() for sha in shas]) if memo else {}
     new: dict[bytes, Seen] = {}
+    if memo:
+        _learn(store, [sha for shas in known.values() for sha in shas], seen, new)
     for name, records in sorted(known.items()):
         if resource and name != ref_for(resource):
             continue
@@ -705,6 +707,23 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
     if resource and not leases and not problems:
         raise NotFound(f"no lease on {resource}")
     return Status(leases, note, problems)
+
+
+def _learn(store: "Store", shas: list[bytes], seen: dict[bytes, Seen],
+           new: dict[bytes, Seen]) -> None:
+    """Add to `new` what the records not yet seen say, read through one git process when there
+    are many (a fresh clone of a busy repository fetched a year of them). Unreadable ones are
+    left out: reading them again names the problem."""
+    unknown = [s for s in dict.fromkeys(shas) if s not in seen and s not in new]
+    if len(unknown) < 32:
+        return   # read one by one where needed: cheaper than starting git
+    for sha, data in store.cat_log_blobs([s.decode() for s in unknown], entry=ENTRY.decode()):
+        try:
+            lease = _decoder.decode(data) if data is not None else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            lease = None
+        if lease is not None:
+            new[sha.encode()] = Seen(lease.token, lease.written_at, lease.state == "released")
 
 
 def _newest(store: "Store", records: list[bytes], seen: dict[bytes, Seen],
@@ -785,6 +804,7 @@ def _summarize_packed(store: "Store", packed, memo: Memo) -> PackedLive:
             remotes.add(name.partition(b"/grite/locks/")[0])
     seen = memo.seen([sha for shas in by_name.values() for sha in shas])
     new: dict[bytes, Seen] = {}
+    _learn(store, [sha for shas in by_name.values() for sha in shas], seen, new)
     live = []
     for name, shas in by_name.items():
         try:

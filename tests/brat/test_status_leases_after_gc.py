@@ -80,3 +80,23 @@ def test_a_fetched_copy_older_than_the_release_here_does_not_show_as_held(brepo)
     assert _leases(brepo)[0] == [(res, "held")]
     git(brepo, "pack-refs", "--all")
     assert _leases(brepo)[0] == [(res, "held")]
+
+
+def test_a_fresh_memo_reads_many_records_at_once_and_still_names_the_unreadable(brepo):
+    """A fresh clone of a busy repository: many lease records never seen here (read through one
+    git process), three of them damaged."""
+    from git_brat.grite import locks
+    from git_brat.grite.repo import Grite
+    g = Grite.open(str(brepo))
+    st = locks.settings(g.store, local=True)
+    names = [f"task:{i:032x}" for i in range(40)]
+    for r in names:
+        locks.acquire(g, r, st, record=False)
+        locks.release(g, r, st)
+    git(brepo, "pack-refs", "--all")
+    shas = git(brepo, "for-each-ref", "--format=%(objectname)", "refs/grite/locks/").split()
+    for sha in shas[:3]:
+        _drop_object(brepo, sha)
+    leases, unreadable = _leases(brepo)
+    assert leases == [] and len(unreadable) == 3
+    assert _leases(brepo) == ([], unreadable)   # the summary keeps them in view
