@@ -39,6 +39,9 @@ def test_lookups_in_packed_refs_agree_with_reading_every_line(names, data, sort)
         assert packed.get(probe) == (_sha(probe) if probe in names else None)
         assert packed.under(probe) == {n: _sha(n) for n in names if n.startswith(probe)}
     assert packed.containing(b"/g") == {n: _sha(n) for n in names if b"/g" in n}
+    for within in (b"refs/g", b"refs/a", b"refs/", b"refs/zz"):
+        assert packed.containing(b"w", within=within) == \
+            {n: _sha(n) for n in names if n.startswith(within) and b"w" in n}
     assert packed.peeled == {n: _sha(n + b"^") for n in peeled}
     assert dict(packed) == {n: _sha(n) for n in names}
 

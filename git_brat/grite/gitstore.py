@@ -235,8 +235,7 @@ class Store:
             found.update(self.refs_under(prefix))
         packed = self.packed_refs()
         for part in (REMOTE_LOG_INFIX, REMOTE_WAL_SUFFIX + b"\n"):
-            found.update((n, s) for n, s in packed.containing(part).items()
-                         if n.startswith(b"refs/remotes/"))
+            found.update(packed.containing(part, within=b"refs/remotes/"))
         found.update(self.loose_refs_under(b"refs/remotes/", prune=b"grite/locks"))
         return {n.decode(): s.decode() for n, s in found.items() if is_log_ref(n)}
 

@@ -797,7 +797,7 @@ def _summarize_packed(store: "Store", packed, memo: Memo) -> PackedLive:
     remotes = set()
     for name, sha in packed.under(LOCKS).items():
         by_name.setdefault(name, []).append(sha)
-    for name, sha in packed.containing(b"/grite/locks/").items():
+    for name, sha in packed.containing(b"/grite/locks/", within=b"refs/remotes/").items():
         local = _local_name(name)
         if local:
             by_name.setdefault(local, []).append(sha)

@@ -17,24 +17,27 @@ class PackedRefs(Mapping):
     def __init__(self, data: bytes, key=None):
         if data and not data.endswith(b"\n"):
             data += b"\n"
-        self.data = b"\n" + data     # every line, the first included, follows a newline
+        self.data = data
         self.key = key               # the identity of the file read (git's stat check)
         # git writes the file sorted by name (and says so): then a lookup is a bisection.
         self.sorted = data.startswith(b"# pack-refs with:") and b" sorted" in data[:data.find(b"\n")]
         self._all: dict[bytes, bytes] | None = None
         self._memo: dict[bytes, dict[bytes, bytes]] = {}   # the contents never change
-        self.peeled = self._peeled()
+        self._peeled: dict[bytes, bytes] | None = None
 
-    def _lines_containing(self, needle: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """(name, sha) of every ref line holding needle after its sha."""
-        data, i = self.data, self.data.find(needle)
+    def _lines_containing(self, needle: bytes, lo: int = 0,
+                          hi: int | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """(name, sha) of every ref line holding needle after its sha (in data[lo:hi])."""
+        data = self.data
+        hi = len(data) if hi is None else hi
+        i = data.find(needle, lo, hi)
         while i != -1:
             start = data.rfind(b"\n", 0, i) + 1
             end = data.find(b"\n", i)
             sha, sep, name = data[start:end].partition(b" ")
             if sep and len(sha) in (40, 64) and sha[:1] not in (b"#", b"^") and i >= start + len(sha):
                 yield name, sha
-            i = data.find(needle, end)
+            i = data.find(needle, end, hi)
 
     def get(self, name: bytes, default=None):
         if self._all is not None:
@@ -64,28 +67,36 @@ class PackedRefs(Mapping):
             self._memo[memo] = found
         return dict(self._memo[memo])
 
-    def _sorted_run(self, prefix: bytes, exact: bool) -> dict[bytes, bytes]:
-        """The names starting with prefix, found by bisecting the sorted lines."""
-        data, lo, hi = self.data, 1, len(self.data)   # lo, hi: line starts; the run is in [lo, hi]
-        while hi - lo > 256:   # bisect down to a few lines, then read them
+    def _seek(self, key: bytes) -> int:
+        """A line start at most a few lines before the first line whose name is >= key."""
+        data, lo, hi = self.data, 0, len(self.data)   # line starts; that line is in [lo, hi]
+        while hi - lo > 256:
             mid = data.find(b"\n", (lo + hi) // 2, hi) + 1
             while 0 < mid < hi and data[mid:mid + 1] in (b"^", b"#"):
                 mid = data.find(b"\n", mid, hi) + 1
             if not 0 < mid < hi:
                 break
-            name = data[mid:data.find(b"\n", mid)].partition(b" ")[2]
-            if name < prefix:
+            if data[mid:data.find(b"\n", mid)].partition(b" ")[2] < key:
                 lo = mid
             else:
                 hi = mid
-        out, pos = {}, lo
+        return lo
+
+    def _lines_from(self, pos: int) -> Iterator[tuple[int, bytes, bytes]]:
+        """(line start, name, sha) of the ref lines from pos on."""
+        data = self.data
         while pos < len(data):
             end = data.find(b"\n", pos)
             end = len(data) if end == -1 else end
             sha, sep, name = data[pos:end].partition(b" ")
+            if sep and sha[:1] not in (b"#", b"^"):
+                yield pos, name, sha
             pos = end + 1
-            if not sep or sha[:1] in (b"#", b"^"):
-                continue
+
+    def _sorted_run(self, prefix: bytes, exact: bool) -> dict[bytes, bytes]:
+        """The names starting with prefix, found by bisecting the sorted lines."""
+        out = {}
+        for _pos, name, sha in self._lines_from(self._seek(prefix)):
             if exact:
                 if name >= prefix:   # the name itself sorts before every longer one
                     if name == prefix:
@@ -97,11 +108,26 @@ class PackedRefs(Mapping):
                 break
         return out
 
-    def containing(self, part: bytes) -> dict[bytes, bytes]:
-        """Every ref whose name holds part (b"\\n" at its end anchors it to the name's end)."""
-        memo = b"~" + part
+    def _span(self, prefix: bytes) -> tuple[int, int]:
+        """Byte range holding every line whose name starts with prefix (sorted files)."""
+        end = len(self.data)
+        if prefix[-1] == 0xff:
+            return self._seek(prefix), end
+        after = prefix[:-1] + bytes([prefix[-1] + 1])   # the first name past them all
+        for pos, name, _sha in self._lines_from(self._seek(after)):
+            if name >= after:
+                end = pos
+                break
+        return self._seek(prefix), end
+
+    def containing(self, part: bytes, within: bytes = b"") -> dict[bytes, bytes]:
+        """Every ref whose name starts with `within` and holds `part` (b"\\n" at the end of
+        part anchors it to the name's end); in a sorted file only within's lines are searched."""
+        memo = b"~" + within + b"~" + part
         if memo not in self._memo:
-            self._memo[memo] = dict(self._lines_containing(part))
+            lo, hi = self._span(within) if self.sorted and within else (0, None)
+            self._memo[memo] = {n: s for n, s in self._lines_containing(part, lo, hi)
+                                if n.startswith(within)}
         return dict(self._memo[memo])
 
     def _parse(self) -> dict[bytes, bytes]:
@@ -114,16 +140,19 @@ class PackedRefs(Mapping):
             self._all = out
         return self._all
 
-    def _peeled(self) -> dict[bytes, bytes]:
+    @property
+    def peeled(self) -> dict[bytes, bytes]:
         """Name -> peeled sha: the `^sha` line after an annotated tag's (rare: found by search)."""
-        out, data, i = {}, self.data, self.data.find(b"\n^")
-        while i != -1:
-            start = data.rfind(b"\n", 0, i) + 1
-            _sha, _, name = data[start:i].partition(b" ")
-            end = data.find(b"\n", i + 1)
-            out[name] = data[i + 2:end]
-            i = data.find(b"\n^", end)
-        return out
+        if self._peeled is None:
+            out, data, i = {}, self.data, self.data.find(b"\n^")
+            while i != -1:
+                start = data.rfind(b"\n", 0, i) + 1
+                _sha, _, name = data[start:i].partition(b" ")
+                end = data.find(b"\n", i + 1)
+                out[name] = data[i + 2:end]
+                i = data.find(b"\n^", end)
+            self._peeled = out
+        return self._peeled
 
     def copy(self) -> dict[bytes, bytes]:
         return dict(self._parse())
