@@ -697,9 +697,14 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
         if resource and name != ref_for(resource):
             continue
         try:
-            newest, was_released = _newest(store, records, seen, new)
-            if released or not was_released:
-                leases.append(view(read_lease(store, newest), now, st.skew_ms, name))
+            if memo is None:   # every lease: each record read once
+                newest = max((read_lease(store, sha) for sha in records),
+                             key=lambda lease: (lease.token, lease.written_at))
+                leases.append(view(newest, now, st.skew_ms, name))
+                continue
+            sha, was_released = _newest(store, records, seen, new)
+            if not was_released:
+                leases.append(view(read_lease(store, sha), now, st.skew_ms, name))
         except CorruptObject as exc:
             problems.append(f"{name.decode()}: {exc.message}")
     if memo:
