@@ -249,16 +249,29 @@ class Store:
         if message:   # the reflog line: the same rule as commit subjects
             message = safe_subject(message.decode("utf-8", "surrogateescape")).encode(
                 "utf-8", "surrogateescape")
+        who = self._reflog_identity() if message else None
         for attempt in (1, 2):
             try:
                 if old is None:
-                    return refs.add_if_new(name, new, message=message or None)
-                return refs.set_if_equals(name, old, new, message=message or None)
+                    return refs.add_if_new(name, new, message=message or None, committer=who)
+                return refs.set_if_equals(name, old, new, message=message or None, committer=who)
             except FileLocked as exc:
                 if attempt == 1 and self._break_stale_lock(name):
                     continue
                 raise RefLocked(name.decode(), self.ref_lock_path(name)) from exc
         return False
+
+    def _reflog_identity(self) -> bytes | None:
+        """Who the reflog line says moved the ref, as git names the committer (environment,
+        then config). Passed to dulwich, whose own lookup imports socket and pwd and parses
+        every config file on each write; None (dulwich decides) if it would not be well formed."""
+        def part(env: str, key: str) -> str:
+            return (os.environ.get(env) or self.config_get(key) or "").strip()
+        name = part("GIT_COMMITTER_NAME", "user.name")
+        email = part("GIT_COMMITTER_EMAIL", "user.email")
+        if not name or not email or any(c in name + email for c in "<>\n\0"):
+            return None
+        return f"{name} <{email}>".encode("utf-8", "surrogateescape")
 
     def _break_stale_lock(self, name: bytes) -> bool:
         """Remove a grite ref's .lock left by a writer that was killed mid-update.
