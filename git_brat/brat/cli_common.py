@@ -6,6 +6,7 @@ from git_brat.brat import config, model
 from git_brat.brat.model import Board, TaskView
 from git_brat.clikit import table, warn
 from git_brat.grite.repo import Grite, short_ids
+from git_brat.grite.state import State
 
 
 def open_grite() -> Grite:
@@ -16,12 +17,17 @@ def load_config(g: Grite) -> config.Config:
     return config.load(g.store.toplevel())
 
 
-def board(g: Grite, everything: bool = False) -> Board:
-    """The hot work, or (everything) cold history too: see grite.coldAfterDays."""
-    state = g.state()
+def state(g: Grite) -> State:
+    """The current state, saying on stderr what replay had to skip."""
+    current = g.state()
     for p in g.cache.problems:
         warn(f"skipped unreadable log record {p.sha}: {p.detail} (see `git grite doctor`)")
-    return Board(state, 0 if everything else g.cold_before)
+    return current
+
+
+def board(g: Grite, everything: bool = False) -> Board:
+    """The hot work, or (everything) cold history too: see grite.coldAfterDays."""
+    return Board(state(g), 0 if everything else g.cold_before)
 
 
 def shorts(b: Board) -> dict[str, str]:

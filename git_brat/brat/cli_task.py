@@ -6,17 +6,18 @@ import click
 
 from git_brat.brat import model, sessions
 from git_brat.brat.cli_common import board, needs_text, open_grite, shorts, task_rows
+from git_brat.brat.cli_common import state as cli_state
 from git_brat.clikit import emit, json_option, table, when
 from git_brat.grite.errors import UsageError
 
 
-def _detail(g, tid: str) -> model.TaskDetail:
-    b = board(g)
+def _detail(g, tid: str, b=None) -> model.TaskDetail:
+    b = b or board(g)
     return b.task_detail(b.tasks[tid], model.history(g, tid))
 
 
-def _detail_text(g, d: model.TaskDetail) -> str:
-    b = board(g)
+def _detail_text(g, d: model.TaskDetail, b=None) -> str:
+    b = b or board(g)
     short = shorts(b)
     lines = [f"{d.id}  [{d.status}]" + ("  ready" if d.ready else ""), d.title, "",
              f"convoy:    {short.get(d.convoy, d.convoy[:7])} "
@@ -107,7 +108,7 @@ def ready(convoy_id, as_json):
 
 def _here(g, task_id):
     """(task id, speaking session) from TASK_ID, or from the session work tree we are in."""
-    return sessions.task_of(g, board(g), task_id)
+    return sessions.task_of(g, cli_state(g), task_id)
 
 
 @task.command()
@@ -120,8 +121,9 @@ def show(task_id, as_json):
     """
     g = open_grite()
     tid, _sess = _here(g, task_id)
-    d = _detail(g, tid)
-    emit(as_json, d, lambda: _detail_text(g, d))
+    b = board(g)
+    d = _detail(g, tid, b)
+    emit(as_json, d, lambda: _detail_text(g, d, b))
 
 
 @task.command()

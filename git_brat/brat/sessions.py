@@ -16,7 +16,7 @@ from git_brat.grite.errors import Conflict, NotFound, UsageError
 from git_brat.grite.issues import check_text, summary
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import Entity, iso
+from git_brat.grite.state import Entity, State, iso
 
 LIVE = ("starting", "running")
 ENDED = model.SESSION_ENDED
@@ -109,19 +109,20 @@ def find(g: Grite, ref: str) -> Entity:
 
 # -- which session is this? ----------------------------------------------------------
 
-def current(g: Grite, board: Board) -> Entity:
+def current(g: Grite, state: State) -> Entity:
     """The session this command runs in: $BRAT_SESSION, else the session whose work tree the
     current directory is in (any subdirectory of it)."""
     sid = os.environ.get("BRAT_SESSION", "")
     if sid:
-        ent = board.state.entities.get(sid)
+        ent = state.entities.get(sid)
         if ent is None or ent.kind != SESSION:
             raise NotFound(f"BRAT_SESSION={sid[:12]} names no session in this repository")
         return ent
     top = g.store.toplevel()
-    if top:
-        here = os.path.realpath(top)
-        mine = [s for s in board.state.of_kind(SESSION, ENDED, board.cold_before)
+    root = os.path.realpath(os.path.join(g.store.brat_dir, "worktrees"))
+    here = os.path.realpath(top) if top else ""
+    if here.startswith(root + os.sep):   # session work trees are made there and nowhere else
+        mine = [s for s in state.of_kind(SESSION, ENDED, g.cold_before)
                 if s.get("worktree") and os.path.realpath(s.get("worktree")) == here]
         if mine:
             return max(mine, key=model.age_key)
@@ -130,10 +131,10 @@ def current(g: Grite, board: Board) -> Entity:
                      "(.git/brat/worktrees/<task>)")
 
 
-def task_of(g: Grite, board: Board, ref: str | None) -> tuple[str, Entity | None]:
+def task_of(g: Grite, state: State, ref: str | None) -> tuple[str, Entity | None]:
     """(task id, the session speaking for it or None): from ref, or from the session here."""
     try:
-        sess = current(g, board)
+        sess = current(g, state)
     except UsageError:
         if ref is None:
             raise
