@@ -257,17 +257,6 @@ class KindRows:
     def __len__(self) -> int:
         return len(self.items())
 
-    def known(self, ids: list[str]) -> set[str]:
-        out = {k for k in self.entities.dirty if self.entities.loaded[k].created}
-        out &= set(ids)
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            # Filtered here, not in SQL: `kind IS NOT NULL` there makes SQLite scan the kind index.
-            out.update(k for k, kind in self.entities.conn.execute(
-                f"SELECT id, kind FROM entity WHERE id IN ({marks})", chunk) if kind is not None)
-        return out
-
     def with_prefix(self, prefix: str) -> list[tuple[str, str]]:
         hi = prefix + "g"   # ids are lower-case hex: "g" sorts after every continuation
         return [(k, v) for k, v in self.entities.conn.execute(

@@ -135,13 +135,6 @@ class State(msgspec.Struct):
                     if group_of(e) == group]
         return [e for e in self.of_kind(kind) if group_of(e) == group]
 
-    def known(self, ids) -> set[str]:
-        """Which of these ids name created entities (one query per 500 from the cache file)."""
-        find = getattr(self.kinds, "known", None)
-        if find is not None:
-            return find(list(ids))
-        return {i for i in ids if i in self.kinds}
-
     def with_prefix(self, prefix: str) -> list[tuple[str, str]]:
         """(id, kind) of created entities whose id starts with prefix."""
         find = getattr(self.kinds, "with_prefix", None)
