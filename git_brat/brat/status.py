@@ -180,7 +180,6 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
 def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> CrashedSession:
     """One crashed session: what of its work survives, and what a crash took."""
     import os
-    import socket
     from git_brat.brat import sessions
     log = sessions.log_path(g, e.id)
     here = e.get("host", "") == hostname()
