@@ -13,14 +13,14 @@ between two automatic snapshots).
 
 1. Bytes per event of the hub after `git gc` (packs and their indexes / events).
 2. A fresh clone made ready: `git clone` (file:// URL, so git transfers objects as it would
-   over a network, not hard links), `git grite init` (fetches the grite refs, imports from the
-   snapshot, replays the delta), the first `issue list --json`. Floors: the same `git clone`
-   alone, that clone plus a plain `git fetch` of the grite refs (git's own cost of moving the
-   same objects), and the interpreter import floor.
-3. 1k new events fetched into a ready clone: `git grite sync` + `issue list --json`, and
+   over a network, not hard links), `git grite init`, the first `issue list --json`; cut at
+   the hub's snapshot (the default: the snapshot with depth 1, then only the log commits after
+   it) and with the whole history (`grite.shallowClone=false`). Floors: the same `git clone`
+   plus git's own fetches of the same objects, and the interpreter import floor.
+3. 1k new events fetched into a ready (cut) clone: `git grite sync` + `issue list --json`, and
    `git fetch` (hooks import) + `issue list --json`, against a plain `git fetch` (hooks off).
-4. `git grite rebuild --full` and `git grite doctor` on a TTY (pexpect): time, completion, and
-   whether a progress line was shown.
+4. `git grite rebuild --full` and `git grite doctor` on a TTY (pexpect) in the clone with the
+   whole history: time, completion, whether a progress line was shown; and doctor in the cut one.
 
 Usage: python bench/bench_history.py [--quick] [--profile]
   --quick: 100k events only (instead of 100k and 1M), fewer runs.
@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 from benchlib import (ROOT, env, fast_import, fast_import_commit, floor, git, report)
@@ -51,6 +52,7 @@ DELTA = 5000                # events past the snapshot when the clone is made
 INCREMENT = 1000            # events fetched into a ready clone (figure 3)
 NO_HOOKS = ["-c", "core.hooksPath=/nonexistent/grite-bench"]
 GRITE_REFSPEC = "+refs/grite/*:refs/remotes/origin/grite/*"
+SNAPSHOT_REFSPEC = "+refs/grite/snapshots/*:refs/remotes/origin/grite/snapshots/*"
 
 WORDS = ("the parser cache replay fetch merge queue agent task session lease token claim "
          "fails when retry timeout worker branch rebase conflict test check build error log "
@@ -254,14 +256,16 @@ def bytes_figures(hub: Path, n: int, info: dict) -> None:
     n = info["events"]
     commits = int(git(hub, "rev-list", "--count", "--all"))
     snap = info["snapshot"]
-    size, disk = (int(x) for x in git(hub, "cat-file", "--batch-check=%(objectsize) %(objectsize:disk)",
-                                      input=f"{snap}:state\n".encode()).split())
+    _size, disk = (int(x) for x in git(hub, "cat-file", "--batch-check=%(objectsize) %(objectsize:disk)",
+                                      input=f"{snap}:state.z\n".encode()).split())
+    inflated = len(zlib.decompress(subprocess.run(["git", "cat-file", "blob", f"{snap}:state.z"],
+                                                  cwd=hub, stdout=subprocess.PIPE).stdout))
     line(f"{n} events: hub packs after git gc (pack + idx)", f"{total / 2**20:.1f} MiB",
          f"{loose_count(hub)} loose objects left")
     line(f"{n} events: bytes per event after git gc", f"{total / n:.0f} B",
          f"pack alone {packs / n:.0f} B/event")
     line(f"{n} events: of which the snapshot's state blob", f"{disk / n:.0f} B",
-         f"({disk / 2**20:.1f} MiB in the pack, {size / 2**20:.1f} MiB inflated)")
+         f"({disk / 2**20:.1f} MiB in the pack, {inflated / 2**20:.1f} MiB of msgpack)")
     line(f"{n} events: the logs alone (total - snapshot)", f"{(total - disk) / n:.0f} B/event",
          f"{commits} commits ({n / commits:.2f} events each), 3 objects each")
 
@@ -281,86 +285,84 @@ def bytes_ten_per_commit(root: Path, n: int) -> None:
 
 
 def bench_clone(root: Path, hub: Path, n: int, runs: int, base: float,
-                keep: Path | None) -> None:
+                keep: dict[str, Path] | None) -> None:
+    """A fresh clone made ready, cut at the hub's snapshot (the default) and with the whole
+    history (grite.shallowClone=false), each against git's own cost of the same transfer."""
     url = f"file://{hub}"
-    plain, plain_fetch, clone, init, first = [], [], [], [], []
-    one, one_init, one_first = [], [], []
+    [snap] = git(hub, "for-each-ref", "--format=%(refname)", "refs/grite/snapshots/").split()
+    plain, fetch_all, fetch_cut = [], [], []
+    paths = {"cut": ([], [], []), "whole": ([], [], [])}   # clone, init, first list
     for i in range(runs):
         f = root / f"floor-{i}"
         plain.append(run(["git", "clone", "-q", url, str(f)], root))
-        plain_fetch.append(run(["git", *NO_HOOKS, "fetch", "-q", "origin", GRITE_REFSPEC], f))
+        fetch_all.append(run(["git", *NO_HOOKS, "fetch", "-q", "origin", GRITE_REFSPEC], f))
         shutil.rmtree(f)
-        c = root / f"clone-{i}"
-        clone.append(run(["git", "clone", "-q", url, str(c)], root))
-        init.append(run(["git", "grite", "init"], c))
-        first.append(run(["git", "grite", "issue", "list", "--json"], c))
-        if keep is not None and i == runs - 1:
-            c.rename(keep)
-        else:
-            shutil.rmtree(c)
-        # The grite refs given to `git clone` itself: one transfer, whose pack index-pack
-        # checks as self-contained (a fetch into a repository walks every new object instead).
-        # init then finds the refspec there and fetches nothing; the first list imports.
-        c = root / f"clone-one-{i}"
-        one.append(run(["git", "clone", "-q", "-c", f"remote.origin.fetch={GRITE_REFSPEC}", url,
-                        str(c)], root))
-        one_init.append(run(["git", "grite", "init"], c))
-        one_first.append(run(["git", "grite", "issue", "list", "--json"], c))
-        shutil.rmtree(c)
-    ready = [a + b for a, b in zip(init, first)]
-    total = [a + b for a, b in zip(clone, ready)]
-    floor_all = [a + b for a, b in zip(plain, plain_fetch)]
+        # git's own cut fetch: the snapshot with depth 1, then the logs after it.
+        git(root, "clone", "-q", url, str(f))
+        fetch_cut.append(
+            run(["git", *NO_HOOKS, "-c", "fetch.unpackLimit=1", "fetch", "-q", "--depth=1", "origin",
+                 SNAPSHOT_REFSPEC], f) +
+            run(["git", *NO_HOOKS, "fetch", "-q", f"--shallow-exclude={snap}", "origin",
+                 GRITE_REFSPEC, "^refs/grite/snapshots/*"], f))
+        shutil.rmtree(f)
+        for mode, (clone, init, first) in paths.items():
+            c = root / f"clone-{mode}-{i}"
+            setting = [] if mode == "cut" else ["-c", "grite.shallowClone=false"]
+            clone.append(run(["git", "clone", "-q", *setting, url, str(c)], root))
+            init.append(run(["git", "grite", "init"], c))
+            first.append(run(["git", "grite", "issue", "list", "--json"], c))
+            if keep is not None and i == runs - 1:
+                c.rename(keep[mode])
+            else:
+                shutil.rmtree(c)
     tag = f"{n} events"
+    floors = {"cut": [a + b for a, b in zip(plain, fetch_cut)],
+              "whole": [a + b for a, b in zip(plain, fetch_all)]}
     line("floor: python import (benchlib.floor)", ms(base))
     line(f"{tag}: floor: plain `git clone` (branches only)", ms(med(plain)))
-    line(f"{tag}: floor: that clone + plain `git fetch` of refs/grite/*", ms(med(floor_all)),
-         f"(fetch alone {ms(med(plain_fetch))})")
-    line(f"{tag}: clone part: `git clone`", ms(med(clone)),
-         f"{med(clone) / med(plain):.2f}x plain clone")
-    line(f"{tag}: ready part: `git grite init` (fetch + import)", ms(med(init)),
-         f"{med(init) / med(plain_fetch):.2f}x plain fetch of refs/grite/*")
-    line(f"{tag}: ready part: first `issue list --json`", ms(med(first)),
-         f"{med(first) / base:.2f}x import floor")
-    line(f"{tag}: ready part: init + first list", ms(med(ready)),
-         f"{med(ready) / med(plain_fetch):.2f}x plain fetch of refs/grite/*")
-    line(f"{tag}: total: clone to first list", ms(med(total)),
-         f"{med(total) / med(floor_all):.2f}x git's own clone+fetch; goal at 1M: <= 3 s")
-    one_total = [a + b + c for a, b, c in zip(one, one_init, one_first)]
-    line(f"{tag}: variant: `git clone -c remote.origin.fetch=<grite refspec>`", ms(med(one)),
-         f"{med(one) / med(floor_all):.2f}x clone + fetch of refs/grite/*")
-    line(f"{tag}: variant: then `git grite init` (nothing to fetch)", ms(med(one_init)))
-    line(f"{tag}: variant: then first `issue list --json` (imports)", ms(med(one_first)))
-    line(f"{tag}: variant: total", ms(med(one_total)),
-         f"{med(one_total) / med(one):.2f}x its own git clone; {med(one_total) / med(total):.2f}x "
-         f"the clone-then-init path")
+    line(f"{tag}: floor, cut: + git's depth-1 snapshot fetch and --shallow-exclude fetch",
+         ms(med(floors["cut"])), f"(fetches alone {ms(med(fetch_cut))})")
+    line(f"{tag}: floor, whole: + plain `git fetch` of refs/grite/*", ms(med(floors["whole"])),
+         f"(fetch alone {ms(med(fetch_all))})")
+    for mode, (clone, init, first) in paths.items():
+        name = "cut at the snapshot (default)" if mode == "cut" else "whole history"
+        total = [a + b + c for a, b, c in zip(clone, init, first)]
+        line(f"{tag}, {name}: `git clone`", ms(med(clone)))
+        line(f"{tag}, {name}: `git grite init` (fetch + import)", ms(med(init)))
+        line(f"{tag}, {name}: first `issue list --json`", ms(med(first)),
+             f"{med(first) / base:.2f}x import floor")
+        line(f"{tag}, {name}: total, clone to first list", ms(med(total)),
+             f"{med(total) / med(floors[mode]):.2f}x git's own clone + fetch"
+             + ("; goal at 1M: <= 3 s" if mode == "cut" else ""))
 
 
 def breakdown(root: Path, hub: Path, n: int, profile: bool) -> None:
-    """One clone, step by step: where the ready part goes."""
+    """One default clone, step by step: where the ready part goes."""
     c = root / "breakdown"
     t_clone = run(["git", "clone", "-q", f"file://{hub}", str(c)], root)
-    t_fetch = run(["git", *NO_HOOKS, "fetch", "-q", "origin", GRITE_REFSPEC], c)
     if profile:
         prof = root / "init.prof"
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), str(ROOT / "bin" / "git-grite"),
                         "init"], cwd=c, env=env(), check=True, stdout=subprocess.DEVNULL)
-        t_import = time.perf_counter() - t0
+        t_init = time.perf_counter() - t0
     else:
-        t_import = run(["git", "grite", "init"], c)
+        t_init = run(["git", "grite", "init"], c)
     t_list = run(["git", "grite", "issue", "list", "--json"], c)
     cache = c / ".git" / "grite" / "cache"
     sizes = {p.name: p.stat().st_size for p in cache.iterdir() if p.is_file()}
+    here = int(git(c, "rev-list", "--count", "--all"))
     line(f"{n} events, one clone step by step: git clone", ms(t_clone))
-    line(f"{n} events, one clone step by step: git fetch of refs/grite/*", ms(t_fetch))
-    line(f"{n} events, one clone step by step: git grite init (import only)", ms(t_import),
+    line(f"{n} events, one clone step by step: git grite init", ms(t_init),
          "(profiled)" if profile else "")
     line(f"{n} events, one clone step by step: first issue list --json", ms(t_list))
+    line(f"{n} events: commits in the clone", f"{here}",
+         f"of {int(git(hub, 'rev-list', '--count', '--all'))} on the hub")
     line(f"{n} events: cache files written", f"{sum(sizes.values()) / 2**20:.1f} MiB",
          ", ".join(f"{k} {v / 2**20:.1f}" for k, v in sorted(sizes.items()) if v > 2**20))
     if profile:
         import pstats
-        print(f"--- cProfile of `git grite init` (import only), {n} events, top by cumulative time")
+        print(f"--- cProfile of `git grite init`, {n} events, top by cumulative time")
         pstats.Stats(str(prof)).sort_stats("cumulative").print_stats(18)
         print(f"--- the same, top by own time")
         pstats.Stats(str(prof)).sort_stats("tottime").print_stats(12)
@@ -464,12 +466,15 @@ def main() -> None:
         if n == sizes[0]:
             bytes_ten_per_commit(root, n)
         runs = (3 if quick else 5) if n <= 100_000 else 3
-        ready = root / "ready" if largest else None
+        ready = {"cut": root / "ready-cut", "whole": root / "ready-whole"} if largest else None
         bench_clone(root, hub, n, runs, base, ready)
         breakdown(root, hub, n, profile)
         if largest:
-            bench_fetch(root, hub, hist, ready, n, 3, base)
-            bench_long_commands(ready, n, 2 if quick or n > 100_000 else 3, 1)
+            bench_fetch(root, hub, hist, ready["cut"], n, 3, base)
+            bench_long_commands(ready["whole"], n, 2 if quick or n > 100_000 else 3, 1)
+            t, _progress, status, said = tty_run(["git", "grite", "doctor"], ready["cut"], 900)
+            line(f"{n} events: `git grite doctor` in the clone cut at the snapshot", ms(t),
+                 f"exit {status}; said: {said!r}")
         shutil.rmtree(root, ignore_errors=True)
         print(f"   (elapsed {time.perf_counter() - started:.0f} s)", flush=True)
 

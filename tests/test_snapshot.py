@@ -65,7 +65,7 @@ def test_snapshot_command_reports_up_to_date_and_works_from_a_subdirectory(grepo
     assert git(grepo, "log", "-1", "--format=%s", commit).startswith("grite: snapshot of")
     # The commit's parents are the log tips it covers, so it keeps their events reachable.
     assert git(grepo, "rev-parse", f"{commit}^1") == git(grepo, "rev-parse", "refs/grite/wal")
-    assert git(grepo, "ls-tree", "--name-only", commit).split() == ["meta", "state"]
+    assert git(grepo, "ls-tree", "--name-only", commit).split() == ["meta", "state.z"]
     assert status(grepo) == ""
 
 
@@ -90,7 +90,9 @@ def test_a_fresh_clone_starts_from_the_snapshot_another_replica_published(tmp_pa
     assert out["replayed"] == 1   # only b's own actor record
     titles = lambda r: sorted(i["title"] for i in grite_json(r, "issue", "list", "--state", "all"))  # noqa: E731
     assert titles(b) == titles(a)
-    assert canonical(Cache(Store.discover(str(b))).state()) == _full_state(b)
+    started = canonical(Cache(Store.discover(str(b))).state())
+    grite(b, "deepen")   # b was cut at the snapshot: with the whole history, a full replay agrees
+    assert started == _full_state(b)
 
 
 def test_a_snapshot_covering_events_our_logs_lack_is_not_used(tmp_path, grepo):
@@ -326,7 +328,9 @@ def test_a_snapshot_refused_by_doctor_stays_refused_when_fetched_again(tmp_path)
     state.entities[ids[0]].fields["title"] = ("forged", *stamp)
     _write_snapshot(a, state)
     git(a, "push", "-q", "origin", "main")
-    b = clone(str(hub), tmp_path / "b")
+    b = clone(str(hub), tmp_path / "b", init=False)
+    git(b, "config", "grite.shallowClone", "false")   # whole history: doctor can check it
+    grite(b, "init")
     assert "forged" in grite(b, "issue", "list").out            # used, until checked
     assert grite(b, "doctor", "--fix", check=False).returncode == 0
     git(b, "fetch", "-q", "origin")                               # brings it back
@@ -394,3 +398,17 @@ def test_doctor_reports_a_damaged_log_commit_even_with_snapshots_around(grepo):
     shutil.rmtree(grepo / ".git" / "grite" / "cache")
     listed = grite(grepo, "issue", "list", "--state", "all", check=False)   # no traceback either
     assert listed.returncode == 0 and "Traceback" not in listed.err
+
+
+def test_a_snapshot_whose_compressed_state_is_damaged_is_ignored(grepo):
+    _some_history(grepo, 5)
+    snap = _write_snapshot(grepo, Cache(Store.discover(str(grepo))).state())
+    meta = git(grepo, "rev-parse", f"{snap.commit}:meta")
+    for damaged in (b"not zlib at all", __import__("zlib").compress(b"\xc1 not msgpack")):
+        blob = run_git_blob(grepo, damaged)
+        tree = git(grepo, "mktree", input=f"100644 blob {meta}\tmeta\n100644 blob {blob}\tstate.z\n")
+        parents = [a for c in snap.meta.covers for a in ("-p", c)]
+        git(grepo, "update-ref", snap.ref, git(grepo, "commit-tree", tree, *parents, "-m", "x"))
+        out = grite_json(grepo, "rebuild")
+        assert out["snapshot"] is None and out["replayed"] == out["events"]
+    assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)

@@ -369,14 +369,17 @@ class Cache:
                     raise
         reader = LogReader(self.store)
         touched: set[str] | None = None
+        copied: tuple[dict, set[str]] | None = None   # snapshot bodies, and what came after
         if meta is None or state is None or full:
             settings = snapshot.settings(self.store)
             start = None if full or not settings.enabled else \
                 snapshot.best(self.store, tips, CACHE_VERSION)
             if start is None:
-                state, covered = self._full(reader, tips), 0
+                why = "" if full else (" and no snapshot here covers what came before (off by "
+                                       "grite.snapshots, refused by doctor, or another format)")
+                state, covered = self._full(reader, tips, why), 0
             else:
-                self.from_snapshot, state = start
+                self.from_snapshot, state, bodies = start
                 # Counted from its state, not taken from its meta (anyone's writing).
                 self.rebuilt, covered = True, state.event_count
                 self.from_snapshot_events = covered
@@ -384,6 +387,8 @@ class Cache:
                 state, extended = self._extend(reader, state, covers, tips)
                 if extended is None:   # a fence moved: replayed in full after all
                     self.from_snapshot, self.from_snapshot_events, covered = None, 0, 0
+                else:
+                    copied = bodies, extended
             problems = reader.problems
         else:
             settings, covered = None, meta.snapshot_events
@@ -391,7 +396,7 @@ class Cache:
             problems = _merge_problems(meta.problems, reader.problems)
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, state.event_count,
                    problems, covered)
-        self._store(new, state, touched)
+        self._store(new, state, touched, copied)
         if settings is not None and settings.every and not problems and not self.read_only and \
                 state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
@@ -401,8 +406,13 @@ class Cache:
         self._answered(new)
         return new, state
 
-    def _store(self, meta: Meta, state: State, touched: set[str] | None) -> None:
-        """Write what changed (touched: those entities; None: everything) and meta, in one go."""
+    def _store(self, meta: Meta, state: State, touched: set[str] | None,
+               copied: tuple[dict, set[str]] | None = None) -> None:
+        """Write what changed (touched: those entities; None: everything) and meta, in one go.
+
+        copied: (bodies, changed): every entity's encoding as a snapshot held it, and the
+        entities changed since (encoded again); the rest are copied as they are.
+        """
         import sqlite3
         from git_brat.grite import cachedb
         self._stored = False
@@ -416,7 +426,7 @@ class Cache:
             if touched is not None and cachedb.is_stored(state):
                 cachedb.write_changes(conn, state, touched, raw, issue_view_json)
             else:
-                cachedb.write_all(conn, state, raw, issue_view_json)
+                cachedb.write_all(conn, state, raw, issue_view_json, copied)
         except sqlite3.Error:
             self._unusable()
             return
@@ -445,7 +455,8 @@ class Cache:
             for e in batch.events:
                 touched.add(e.entity)
                 if not state.apply(e):   # a fence moved: replay everything in canonical order
-                    return self._full(reader, tips), None
+                    return self._full(reader, tips, " (a lease fence moved back: the order of "
+                                      "every event decides)"), None
         return state, touched
 
     def _snapshot(self, state: State, tips: dict[str, str]) -> bool:
@@ -461,7 +472,9 @@ class Cache:
         return snapshot.write(self.store, ident.replica.id, ident.git_author, state, encoded,
                               covers, CACHE_VERSION)
 
-    def _full(self, reader: LogReader, tips: dict[str, str]) -> State:
+    def _full(self, reader: LogReader, tips: dict[str, str], why: str = "") -> State:
+        from git_brat.grite import shallow
+        shallow.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
         self.rebuilt = True
         try:
             return replay_stream(reader.all_batches(tips.values()), self.progress)

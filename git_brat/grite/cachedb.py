@@ -13,17 +13,17 @@ from typing import Any, Iterator
 
 import msgspec
 
-from git_brat.grite.state import Entity, Rejection, State, group_of, status_of
+from git_brat.grite.state import EncodedState, Entity, Rejection, State, group_of, status_of
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS entity (
     id TEXT PRIMARY KEY, kind TEXT, status TEXT, grp TEXT,
     created INTEGER NOT NULL, updated INTEGER NOT NULL, body BLOB NOT NULL, view BLOB);
-CREATE INDEX IF NOT EXISTS entity_kind ON entity (kind, status, updated);
-CREATE INDEX IF NOT EXISTS entity_grp ON entity (grp) WHERE grp IS NOT NULL;
 CREATE TABLE IF NOT EXISTS kv (space TEXT, k TEXT, v BLOB, PRIMARY KEY (space, k)) WITHOUT ROWID;
 """
+INDEXES = ("CREATE INDEX IF NOT EXISTS entity_kind ON entity (kind, status, updated)",
+           "CREATE INDEX IF NOT EXISTS entity_grp ON entity (grp) WHERE grp IS NOT NULL")
 
 # The other tables of State, by name: (kv space, value type). Keys are strings throughout.
 SPACES = {"dep_sources": list[str], "fences": int, "lease_ends": dict[int, int],
@@ -56,7 +56,7 @@ def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
             # A rebuild goes through the WAL whole; once checkpointed, the next write shrinks it.
             conn.execute("PRAGMA journal_size_limit=8388608")
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name='kv'").fetchone() is None:
-                conn.executescript(SCHEMA)
+                conn.executescript(SCHEMA + "".join(f"{i};\n" for i in INDEXES))
         conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
         return conn
     except sqlite3.OperationalError as exc:   # cannot open, read-only, deleted meanwhile
@@ -294,26 +294,43 @@ def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], met
         raise
 
 
-def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view) -> None:
-    """One transaction: every row of a state held in memory (after a replay or a snapshot)."""
+def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
+              copied: tuple[dict, set[str]] | None = None) -> None:
+    """One transaction: every row of a state held in memory (after a replay or a snapshot).
+
+    copied: (bodies, changed) as Cache._store takes it: bodies not changed are copied as they are.
+    """
     names = {e.id: e.get("name", e.id) for e in state.of_kind("actor")}
+    bodies, changed = copied if copied is not None else ({}, set())
+
+    def body(e: Entity):
+        held = bodies.get(e.id)
+        return memoryview(held) if held is not None and e.id not in changed else _encode(e)
     # Each row written once, its view with it (an UPDATE after the INSERT wrote it twice).
-    rows = ((e.id, *columns(e), _encode(e),
-             view(e, names) if e.created and e.kind == "issue" else None)
+    rows = ((e.id, *columns(e), body(e), view(e, names) if e.created and e.kind == "issue" else None)
             for e in state.entities.values())
     kv = [(name, k, _encode(v)) for name in SPACES for k, v in getattr(state, name).items()]
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DELETE FROM entity")
         conn.execute("DELETE FROM kv")
+        # A few hundred MB in one go: the indexes built once at the end, not kept row by row,
+        # and pages kept in memory until the commit rather than spilled to the WAL and re-read.
+        conn.execute("PRAGMA cache_size=-300000")
+        conn.execute("DROP INDEX IF EXISTS entity_kind")
+        conn.execute("DROP INDEX IF EXISTS entity_grp")
         conn.executemany("INSERT INTO entity (id, kind, status, grp, created, updated, body, view) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        for stmt in INDEXES:
+            conn.execute(stmt)
         conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    finally:
+        conn.execute("PRAGMA cache_size=-2000")
     _shrink_wal(conn)
 
 
@@ -360,13 +377,8 @@ def encode_stored(conn: sqlite3.Connection, state: State) -> bytes:
     entities = {k: msgspec.Raw(v) for k, v in conn.execute("SELECT id, body FROM entity ORDER BY rowid")}
     kinds = dict(conn.execute("SELECT id, kind FROM entity WHERE kind IS NOT NULL ORDER BY rowid"))
     tables = {name: dict(getattr(state, name).items()) for name in SPACES}
-    return _encode(StoredState(entities=entities, kinds=kinds, max_lamport=state.max_lamport,
+    return _encode(EncodedState(entities=entities, kinds=kinds, max_lamport=state.max_lamport,
                                event_count=state.event_count, **tables))
-
-
-class StoredState(State):
-    """State as a snapshot holds it, with entity bodies copied from the rows as they are."""
-    entities: dict[str, msgspec.Raw] = {}
 
 
 def remove(path: str) -> None:

@@ -56,6 +56,10 @@ def log(entity, limit, as_json):
     ent_id = g.resolve(entity).id if entity else None
     entries = audit.entries(g, ent_id)
     report_problems(g)
+    from git_brat.grite import shallow
+    if shallow.cut(g.store, g.store.log_tips().values()):
+        warn("this clone was made from a snapshot: events before it are not in its logs, so "
+             f"they are not listed ({shallow.DEEPEN_HINT})")
     if limit:
         entries = entries[-limit:]
 
@@ -138,7 +142,8 @@ def doctor(fix, stale_after, as_json):
     def human():
         lines = [f"{len(report.logs)} logs, {report.commits} commits, {report.events} events"]
         for f in report.findings:
-            mark = "LOST" if f.kind == "lost" else "fixed" if f.fixed else "PROBLEM"
+            mark = "LOST" if f.kind == "lost" else "note" if f.kind in doc.NOTES else \
+                "fixed" if f.fixed else "PROBLEM"
             kind = "" if f.kind == "lost" else f"{f.kind} "
             lines.append(f"{mark}: {kind}{f.subject}: {f.detail}".replace(" : ", ": "))
         lines.append("ok" if report.ok else "problems found" + ("" if fix else

@@ -117,6 +117,24 @@ def uninstall(as_json):
     emit(as_json, r, human)
 
 
+@click.command()
+@json_option
+def deepen(as_json):
+    """Fetch the history a clone made from a snapshot left on its remotes (whole logs again)."""
+    from git_brat.grite import shallow
+    from git_brat.grite.errors import GriteError
+    g = Grite.open()
+    tried = sy.deepen(g)
+    left = len(shallow.cut(g.store, g.store.log_tips().values()))
+    if left:
+        why = "; ".join(f"{r}: {e}" for r, e in tried if e) or "no synced remote holds it"
+        raise GriteError(f"{left} log(s) still start from a snapshot ({why}); nothing was lost, "
+                         "`git grite deepen` again when the remote is back")
+    result = {"remotes": [{"remote": r, "error": e} for r, e in tried], "whole": True}
+    emit(as_json, result, lambda: "every log is whole here" + (
+        f" (fetched from {', '.join(r for r, _e in tried)})" if tried else " already"))
+
+
 @click.command(hidden=True, context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -135,4 +153,5 @@ def register(group: click.Group) -> None:
     group.add_command(sync)
     group.add_command(remote)
     group.add_command(uninstall)
+    group.add_command(deepen)
     group.add_command(hook)

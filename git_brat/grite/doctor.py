@@ -12,13 +12,14 @@ from git_brat.grite.log import LogReader
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import digest, replay_stream
 
+NOTES = ("unknown-ops", "history-cut")   # findings that say how things are, not what is wrong
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
 
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
-    #            | stale-temp
+    #            | stale-temp | history-cut
     subject: str
     detail: str
     fixed: bool = False
@@ -49,8 +50,15 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     from git_brat.grite import attic, sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
     tips, reader, commits, truth, events = _read_all(g)
+    from git_brat.grite import shallow
+    cut = shallow.cut(g.store, tips.values())
+    if cut:
+        findings.append(Finding("history-cut", "", f"{len(cut)} log(s) here start from the "
+                                "snapshot this clone was made from: events before it were "
+                                "checked as that snapshot holds them, and snapshots cannot be "
+                                f"replayed in full; {shallow.DEEPEN_HINT}", True))
     repaired = []
-    if fix and reader.problems:
+    if fix and reader.problems and not cut:
         from git_brat.grite import identity, repair
         before = _cached_state(g)   # what this clone showed before the damage, if it kept it
         result = repair.repair(g.store, identity.load_replica(g.store.grite_dir).id)
@@ -83,14 +91,15 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     if cached is not None and meta.frontier == tips and digest(cached) != truth_digest:
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
         if fix:
-            cache.rebuild(full=True)   # a snapshot may be what was wrong
+            cache.rebuild(full=not cut)   # a snapshot may be what was wrong
             f.fixed = True
         findings.append(f)
     elif fix and cached is None:
-        cache.rebuild(full=True)
-    findings += _check_snapshots(g, fix)
+        cache.rebuild(full=not cut)
+    if not cut:   # (a cut clone cannot replay what a snapshot covers)
+        findings += _check_snapshots(g, fix)
     findings += _check_hooks(g, fix)
-    ok = all(f.fixed or f.kind == "unknown-ops" for f in findings)
+    ok = all(f.fixed or f.kind in NOTES for f in findings)
     return Report(ok, len(commits), events, tips, findings)
 
 
@@ -136,11 +145,26 @@ def _read_all(g: Grite):
     need the canonical replay, the logs are read again instead."""
     tips = g.store.log_tips()
     reader = LogReader(g.store)
-    commits = reader.new_commits(tips.values(), ())
+    base = _base(g, tips)
+    commits = reader.new_commits(tips.values(), base[0].meta.covers if base else ())
     count = [0]
     truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
-                          reread=lambda: _events(g.store, commits))
+                          reread=lambda: _events(g.store, commits),
+                          start=base[1] if base else None)
     return tips, reader, commits, truth, count[0]
+
+
+def _base(g: Grite, tips: dict[str, str]):
+    """In a clone cut at a snapshot: the snapshot the logs are checked from, and its state."""
+    from git_brat.grite import shallow, snapshot
+    from git_brat.grite.cache import CACHE_VERSION
+    if not shallow.cut(g.store, tips.values()):
+        return None
+    base = snapshot.best(g.store, tips, CACHE_VERSION)
+    if base is None:
+        shallow.refuse_if_cut(g.store, tips.values(), "check the logs",
+                              " and no usable snapshot here covers what came before")
+    return base
 
 
 def _chunks(reader: LogReader, commits: list[str], count: list[int]):

@@ -575,13 +575,27 @@ class Store:
         self._config_read = None
         self._git(["config", "--fixed-value", "--unset-all", key, value], check=False)
 
-    def fetch(self, remote: str, refspecs: list[str], env: dict,
-              timeout: float | None = None) -> subprocess.CompletedProcess:
-        """`git fetch` of exactly these refspecs (no tags, FETCH_HEAD left alone); never raises."""
+    def fetch(self, remote: str, refspecs: list[str], env: dict, timeout: float | None = None,
+              options: list[str] = (), keep_pack: bool = False) -> subprocess.CompletedProcess:
+        """`git fetch` of exactly these refspecs (no tags, FETCH_HEAD left alone); never raises.
+
+        options: more fetch options (--depth, --shallow-exclude); keep_pack: keep what arrives
+        as the pack it came in (git would unpack a few objects loose, deflating each again:
+        seconds for a snapshot's state blob of a few hundred MB).
+        """
+        config = ["-c", "fetch.unpackLimit=1"] if keep_pack else []
         # From the top of the work tree, as git itself runs: relative remote URLs resolve there.
-        return _run_bounded(["git", "--git-dir", self.git_dir, "fetch", "--no-tags",
-                             "--no-write-fetch-head", remote, *refspecs], env, timeout,
+        return _run_bounded(["git", "--git-dir", self.git_dir, *config, "fetch", "--no-tags",
+                             "--no-write-fetch-head", *options, remote, *refspecs], env, timeout,
                             cwd=self.toplevel() or self.git_dir)
+
+    def shallow_commits(self) -> list[str]:
+        """Commits held without their parents (`shallow`: where a shallow fetch cut history)."""
+        try:
+            with open(os.path.join(self.common_dir, "shallow"), encoding="ascii") as f:
+                return f.read().split()
+        except FileNotFoundError:
+            return []
 
     def push(self, dest: str, refspecs: list[str], env: dict,
              timeout: float | None = None) -> subprocess.CompletedProcess:

@@ -132,8 +132,10 @@ def repair(store: Store, replica: str) -> Repair:
     or the reflog names (our published copies first), so what was published stays an
     ancestor whenever the damage came after it, and the next push is a fast-forward.
     """
-    from git_brat.grite import attic, snapshot
+    from git_brat.grite import attic, shallow, snapshot
     tips = {name: sha for name, sha in store.log_tips().items()}
+    # Where history was cut, every log would look damaged below the cut and be dropped.
+    shallow.refuse_if_cut(store, tips.values(), "repair logs")
     reflog = store.reflog(WAL)
     said = {sha: msg for sha, msg in reflog}   # what the reflog says a commit was
     wal_tip = tips.get(WAL.decode())

@@ -30,6 +30,8 @@ def record_actor(g: Grite, actor: identity.Actor) -> None:
 
 
 def init(g: Grite) -> InitResult:
+    from git_brat.grite import shallow
+    shallow.enabled(g.store)   # a bad setting stops here, before anything is written
     name, email = g.store.user_identity()
     ident, created = identity.init(g.store.grite_dir, name, email)
     if created:

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Annotated
+import zlib
+from typing import Annotated, NamedTuple
 
 import msgspec
 
 from git_brat.grite.errors import CorruptObject, GriteError
 from git_brat.grite.files import atomic_write
 from git_brat.grite.gitstore import Store
-from git_brat.grite.state import State
+from git_brat.grite.state import EncodedState, State
 
 PREFIX = b"refs/grite/snapshots/"
 REMOTE_INFIX = b"/grite/snapshots/"
 DEFAULT_EVERY = 10000   # events a replica replays past its last snapshot before writing another
 MIN_EVERY = 1000
+STATE_Z = b"state.z"   # the tree entry holding the state's msgpack, zlib-compressed
 
 
 # Fetched snapshots are anyone's writing: what reaches git's command line or a terminal is checked.
@@ -95,7 +97,15 @@ def listed(store: Store) -> list[Snapshot]:
     return found
 
 
-def best(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, State] | None:
+class Start(NamedTuple):
+    """A snapshot to start from: its state, and each entity's encoding as the snapshot holds it
+    (the cache row of every entity later events do not touch: copied, not encoded again)."""
+    snap: Snapshot
+    state: State
+    bodies: dict[str, msgspec.Raw]
+
+
+def best(store: Store, tips: dict[str, str], version: int) -> Start | None:
     """The snapshot covering the most events that our logs fully contain, and its state."""
     seen = rejected(store)
     for snap in listed(store):
@@ -104,38 +114,71 @@ def best(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, St
         seen.add(snap.commit)
         if not contained(store, snap, tips.values()):
             continue   # it has events our logs do not reach: using it would invent them
-        state = load(store, snap)
-        if state is not None:
-            return snap, state
+        loaded = load_rows(store, snap)
+        if loaded is not None:
+            return Start(snap, *loaded)
     return None
 
 
 def contained(store: Store, snap: Snapshot, tips) -> bool:
-    """Whether every tip the snapshot covers is a commit our logs reach (no if git cannot tell)."""
+    """Whether every tip the snapshot covers is a commit our logs reach (no if git cannot tell).
+
+    In a clone cut at a snapshot (see shallow), a covered tip may be absent yet provably ours:
+    the parent of a boundary commit our logs reach. Then the snapshot must also explain the
+    whole cut, or starting from it would leave out what came before.
+    """
+    from git_brat.grite import shallow
     covers = snap.meta.covers
-    if not covers or not all(store.is_commit(c) for c in covers):
+    if not covers:
         return False
+    tips = list(tips)
     try:
-        return not store.unreachable(covers, tips)
+        boundary = shallow.cut(store, tips)
+        cut_at = {p for absent in boundary.values() for p in absent}
+        here = [c for c in covers if c not in cut_at]
+        if not all(store.is_commit(c) for c in here) or store.unreachable(here, tips):
+            return False
+        return not boundary or shallow.explained(store, boundary, covers)
     except GriteError:   # a damaged commit on the way: not provably contained
         return False
 
 
 def load(store: Store, snap: Snapshot) -> State | None:
-    """The snapshot's state, or None if it does not decode.
+    """The snapshot's state, or None if it does not decode."""
+    loaded = load_rows(store, snap)
+    return loaded[0] if loaded is not None else None
+
+
+def load_rows(store: Store, snap: Snapshot) -> tuple[State, dict[str, msgspec.Raw]] | None:
+    """The snapshot's state and each entity's encoding, or None if it does not decode.
 
     Decoded and validated whole, unlike the cache: it may come from another replica, and an
     entity that failed to decode later, on first use, would break a command far from here.
     """
+    from git_brat.grite.state import Entity
     try:
-        data = store.read_record(snap.commit.encode(), b"state")[0]
-        state = msgspec.msgpack.decode(data, type=State)
-    except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
+        held = msgspec.msgpack.decode(_state_bytes(store, snap.commit.encode()), type=EncodedState)
+        entity = msgspec.msgpack.Decoder(Entity).decode
+        entities = {k: entity(v) for k, v in held.entities.items()}
+    except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError, zlib.error):
         return None
+    bodies, held.entities = held.entities, entities
+    state = State(**{f: getattr(held, f) for f in State.__struct_fields__})
     # Its counts are its writer's word too: impossible ones disqualify it (doctor checks the rest).
     if state.event_count < 0 or state.event_count != snap.meta.events or state.max_lamport < 0:
         return None
-    return state
+    if any(e.id != k for k, e in entities.items()):
+        return None
+    return state, bodies
+
+
+def _state_bytes(store: Store, commit: bytes) -> bytes:
+    """The msgpack of a snapshot's state: `state.z` (zlib: git then moves and hashes a third of
+    the bytes), or `state` as snapshots were first written."""
+    try:
+        return zlib.decompress(store.read_record(commit, STATE_Z)[0])
+    except CorruptObject:
+        return store.read_record(commit, b"state")[0]
 
 
 def write(store: Store, replica_id: str, author: bytes, state: State, encoded: bytes,
@@ -144,7 +187,9 @@ def write(store: Store, replica_id: str, author: bytes, state: State, encoded: b
     covers = sorted(set(covers))
     meta = SnapshotMeta(version, replica_id, state.event_count, len(state.kinds), covers)
     message = f"grite: snapshot of {meta.events} events, {meta.entities} entities"
-    commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), b"state": encoded},
+    # Level 1: a third of the size for a fraction of the time level 6 takes on a few hundred MB.
+    state = zlib.compress(encoded, 1)
+    commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), STATE_Z: state},
                                      [c.encode() for c in covers], message, author,
                                      int(time.time()))
     ref = own_ref(replica_id)

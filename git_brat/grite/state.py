@@ -275,16 +275,23 @@ def replay(events: Iterable[ev.Event]) -> State:
     return state
 
 
+class EncodedState(State):
+    """State as a snapshot holds it: each entity still in its encoding (a cache row's body)."""
+    entities: dict[str, msgspec.Raw] = {}
+
+
 def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
-                  reread: Callable[[], Iterable[ev.Event]] | None = None) -> State:
+                  reread: Callable[[], Iterable[ev.Event]] | None = None,
+                  start: State | None = None) -> State:
     """Apply batches as they arrive (in chunks); the same state as replay() of their events.
 
     Arrival order is fine (the projection is a CRDT) unless a fence moves backwards; then the
     canonical replay of everything decides: of the events kept meanwhile, or, given `reread`
     (the same events again, from the start), of two passes over it, so that a million events
-    are never held at once. `progress(events_so_far)` is told after each chunk.
+    are never held at once. `progress(events_so_far)` is told after each chunk. `start`: a
+    snapshot's state the batches extend (then a fence that moves back cannot be decided here).
     """
-    state, events, in_order, seen = State(), [], True, 0
+    state, events, in_order, seen = start or State(), [], True, 0
     apply = state.apply
     with no_gc():
         for chunk in chunks:
@@ -301,6 +308,10 @@ def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
                             break
     if in_order:
         return state
+    if start is not None:
+        from git_brat.grite.shallow import DEEPEN_HINT, HistoryCut
+        raise HistoryCut("a lease fence moved back after the snapshot this clone starts from, "
+                         f"and only every event in order can decide it; {DEEPEN_HINT}")
     return replay(events) if reread is None else _replay_twice(reread)
 
 

@@ -584,18 +584,44 @@ class AddSyncResult(msgspec.Struct):
 
 def fetch_new(g: Grite, remotes: list[str]) -> list[tuple[str, str | None]]:
     """First fetch of grite refs from newly set-up remotes, then import: [(remote, error|None)]."""
+    from git_brat.grite import shallow
     out = []
     for r in remotes:
-        proc = g.store.fetch(r, [refspec(r)], transport_env(), net_timeout())
+        proc = None
+        if not _has_fetched(g.store, r):   # a first fetch: cut at a snapshot when it can be
+            proc = shallow.first_fetch(g.store, r, refspec(r), transport_env(), net_timeout())
+        if proc is None:
+            proc = g.store.fetch(r, [refspec(r)], transport_env(), net_timeout())
         out.append((r, None if proc.returncode == 0 else _git_error(proc)))
     if remotes:
         import_logs(g)
     return out
 
 
+def _has_fetched(store: Store, remote: str) -> bool:
+    """Whether any grite ref of this remote was fetched before."""
+    prefix = f"refs/remotes/{remote}/grite/".encode()
+    return bool(store.refs_under(prefix))
+
+
+def deepen(g: Grite) -> list[tuple[str, str | None]]:
+    """Fetch the history a clone cut at a snapshot left on its remotes: [(remote, error|None)]."""
+    from git_brat.grite import shallow
+    out = []
+    for r in synced_remotes(g.store):
+        if not shallow.cut(g.store, g.store.log_tips().values()):
+            break
+        proc = shallow.deepen_from(g.store, r, refspec(r), transport_env(), net_timeout())
+        out.append((r, None if proc.returncode == 0 else _git_error(proc)))
+    import_logs(g)
+    return out
+
+
 def add_sync(g: Grite, remote: str) -> AddSyncResult:
     """Set up one remote (added after init): refspec, hooks, and a first fetch of its grite state."""
+    from git_brat.grite import shallow
     _check_remote(g.store, remote)
+    shallow.enabled(g.store)   # a bad setting stops here, before anything is written
     inst = install(g.store, [remote])
     added = remote in inst.added
     fetched, error = False, None
