@@ -107,3 +107,25 @@ def test_a_write_rewrites_only_the_rows_of_the_entities_it_touched(grepo):
     assert listed[a] == "Alpha renamed" and listed[b] == "Beta"
     shutil.rmtree(grepo / ".git" / "grite" / "cache")
     assert {i["id"]: i["title"] for i in grite_json(grepo, "issue", "list", "--state", "all")} == listed
+
+def test_a_cache_file_deleted_from_under_its_wal_is_made_again_clean(grepo):
+    """A process still holds the old file with writes only in its WAL; the file alone is
+    deleted. The new file must not take that WAL for its own."""
+    import sqlite3
+    for i in range(3):
+        grite(grepo, "issue", "create", f"i{i}")
+    grite(grepo, "issue", "list")
+    db = grepo / ".git" / "grite" / "cache" / "state.db"
+    old = sqlite3.connect(str(db), isolation_level=None)
+    old.execute("PRAGMA wal_autocheckpoint=0")
+    old.execute("UPDATE entity SET view=NULL, body=x'c1'")   # garbage, only in the WAL
+    assert (db.parent / "state.db-wal").stat().st_size > 0
+    db.unlink()
+    try:
+        listed = grite_json(grepo, "issue", "list")
+        assert sorted(i["title"] for i in listed) == ["i0", "i1", "i2"]
+        assert grite_json(grepo, "doctor")["ok"]
+        assert canonical(Cache(Store.discover(str(grepo))).state()) == \
+            canonical(Cache(Store.discover(str(grepo))).rebuild(full=True))
+    finally:
+        old.close()

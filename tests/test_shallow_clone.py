@@ -21,8 +21,10 @@ from git_brat.grite.state import canonical
 
 
 def _hub_with_history(tmp_path):
-    """A hub whose logs go on past a published snapshot: `a` wrote it, then a and b wrote more;
-    `q` wrote before it and nothing since (its log's tip is one the snapshot covers)."""
+    """A hub whose logs go on past a published snapshot. `a` wrote it and more after it (its
+    log is cut in the middle); `q` wrote before it and nothing since (its tip is one the
+    snapshot covers); `b`'s log, which `a` had not fetched, is not covered at all (it comes
+    whole) and goes on after it."""
     hub = seeded_hub(tmp_path)
     url = f"file://{hub}"
     a, b, q = (clone(url, tmp_path / n) for n in ("a", "b", "q"))
@@ -244,3 +246,21 @@ def test_a_snapshot_that_moves_on_the_hub_during_the_first_fetch_leaves_no_gap(t
     assert not _grite_cut(c)                           # whole history taken instead
     assert sorted(t for t, _s, _n in _listing(c)) == ["four", "one", "three", "two"]
     assert grite_json(c, "doctor")["ok"]
+
+
+def test_relaying_cut_logs_to_a_hub_without_their_history_says_so_until_deepened(tmp_path):
+    _hub, url, _a, _early = _hub_with_history(tmp_path)
+    c = clone(url, tmp_path / "c")
+    second = seeded_hub(tmp_path, "second.git")
+    git(c, "remote", "add", "second", f"file://{second}")
+    grite(c, "remote", "add-sync", "second")
+    out = grite_json(c, "sync", "second")["remotes"][0]["published"]
+    # b's log came whole (the snapshot covers none of it); a's and q's start at the cut.
+    assert out["status"] == "pushed" and len(out["relayed"]) == 1
+    assert "2 log(s)" in out["relay_error"] and "git grite deepen" in out["relay_error"]
+    assert "refused relayed logs" in grite(c, "sync", "second").out
+    grite(c, "deepen")
+    out = grite_json(c, "sync", "second")["remotes"][0]["published"]
+    assert out["relay_error"] is None and len(out["relayed"]) == 2
+    later = clone(f"file://{second}", tmp_path / "later")
+    assert _listing(later) == _listing(c)

@@ -87,11 +87,16 @@ class Cache:
 
     # -- the file ----------------------------------------------------------------
 
-    def _db(self):
-        """The open cache file, or None when there is none usable here (answers from memory)."""
+    def _db(self, create: bool = False):
+        """The open cache file, or None when there is none usable here (answers from memory).
+
+        Only a writer holding the lock makes the file (create): readers open one that exists.
+        """
         from git_brat.grite import cachedb
         if self._conn is not None:
             return self._conn
+        if not create and not os.path.exists(self.path):
+            return None
         if not self.read_only:
             try:
                 ensure_dir(self.dir)
@@ -416,13 +421,17 @@ class Cache:
         import sqlite3
         from git_brat.grite import cachedb
         self._stored = False
-        conn = None if self.read_only else self._db()
+        raw = msgspec.msgpack.encode(meta)
+        if self._conn is None and not self.read_only and touched is None and \
+                self._create(state, raw, copied):
+            self._write("meta", raw)
+            return
+        conn = None if self.read_only else self._db(create=True)
         if conn is None or self.read_only:
             return
         try:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raw = msgspec.msgpack.encode(meta)
             if touched is not None and cachedb.is_stored(state):
                 cachedb.write_changes(conn, state, touched, raw, issue_view_json)
             else:
@@ -432,6 +441,28 @@ class Cache:
             return
         self._stored = cachedb.is_stored(state)
         self._write("meta", raw)
+
+    def _create(self, state: State, raw: bytes, copied) -> bool:
+        """Write the cache file whole where there is none (under the lock); whether it was."""
+        import sqlite3
+        from git_brat.grite import cachedb
+        if os.path.exists(self.path):
+            return False
+        try:
+            ensure_dir(self.dir)
+            self._conn = cachedb.create(self.path, state, raw, issue_view_json, copied)
+        except FileExistsError:   # made meanwhile by a version that lets readers make it
+            return False
+        except (sqlite3.Error, cachedb.Unusable, FileNotFoundError):
+            # (the directory deleted while it was written: this answer comes from memory)
+            self._unusable()
+            return True
+        except OSError as exc:
+            if exc.errno not in _UNWRITABLE:
+                raise
+            self.read_only = True
+            return True
+        return True
 
     def _store_meta(self, meta: Meta) -> None:
         """Record meta again (a snapshot was written after the rows were)."""

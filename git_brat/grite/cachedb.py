@@ -7,6 +7,7 @@ Every table of State is a `Rows` mapping here: loaded on first use, written back
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from typing import Any, Iterator
@@ -300,6 +301,79 @@ def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
 
     copied: (bodies, changed) as Cache._store takes it: bodies not changed are copied as they are.
     """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM entity")
+        conn.execute("DELETE FROM kv")
+        _insert_all(conn, state, meta, view, copied)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.execute("PRAGMA cache_size=-2000")
+    _shrink_wal(conn)
+
+
+def create(path: str, state: State, meta: bytes, view,
+           copied: tuple[dict, set[str]] | None = None) -> sqlite3.Connection:
+    """A new cache file holding state, put where none is; FileExistsError if one appeared.
+
+    Nobody can have open a file that does not exist yet, so it is written under another name
+    without a journal (going through the WAL writes every page twice: 3.5 s instead of 1.4 s
+    at 1M events), made durable, and linked into place only if the place is still free.
+    """
+    tmp = path + ".new"
+    remove(tmp)
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.executescript(SCHEMA)
+        conn.execute("BEGIN")
+        _insert_all(conn, state, meta, view, copied)
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA journal_mode=WAL")   # how every later opener finds it
+    finally:
+        conn.close()
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):   # left by a file deleted under them: never this one's
+        try:
+            os.unlink(path + suffix)
+        except FileNotFoundError:
+            pass
+    try:
+        _put_in_place(tmp, path)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:   # the directory went with it
+            pass
+    return connect(path)
+
+
+def _put_in_place(tmp: str, path: str) -> None:
+    """Link tmp to path unless path exists (FileExistsError); rename where links are not had."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                             errno.EMLINK):
+            raise
+        if os.path.exists(path):   # (a narrow race: only under our lock does anyone write)
+            raise FileExistsError(path) from exc
+        os.replace(tmp, path)
+
+
+def _insert_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
+                copied: tuple[dict, set[str]] | None) -> None:
+    """Every row of state, its indexes, and meta, inside the caller's transaction."""
     names = {e.id: e.get("name", e.id) for e in state.of_kind("actor")}
     bodies, changed = copied if copied is not None else ({}, set())
 
@@ -310,28 +384,17 @@ def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
     rows = ((e.id, *columns(e), body(e), view(e, names) if e.created and e.kind == "issue" else None)
             for e in state.entities.values())
     kv = [(name, k, _encode(v)) for name in SPACES for k, v in getattr(state, name).items()]
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute("DELETE FROM entity")
-        conn.execute("DELETE FROM kv")
-        # A few hundred MB in one go: the indexes built once at the end, not kept row by row,
-        # and pages kept in memory until the commit rather than spilled to the WAL and re-read.
-        conn.execute("PRAGMA cache_size=-300000")
-        conn.execute("DROP INDEX IF EXISTS entity_kind")
-        conn.execute("DROP INDEX IF EXISTS entity_grp")
-        conn.executemany("INSERT INTO entity (id, kind, status, grp, created, updated, body, view) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        for stmt in INDEXES:
-            conn.execute(stmt)
-        conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    finally:
-        conn.execute("PRAGMA cache_size=-2000")
-    _shrink_wal(conn)
+    # A few hundred MB in one go: the indexes built once at the end, not kept row by row,
+    # and pages kept in memory until the commit rather than spilled and read back.
+    conn.execute("PRAGMA cache_size=-300000")
+    conn.execute("DROP INDEX IF EXISTS entity_kind")
+    conn.execute("DROP INDEX IF EXISTS entity_grp")
+    conn.executemany("INSERT INTO entity (id, kind, status, grp, created, updated, body, view) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    for stmt in INDEXES:
+        conn.execute(stmt)
+    conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
 
 
 def _shrink_wal(conn: sqlite3.Connection) -> None:

@@ -31,6 +31,8 @@ def _sync_text(r: sy.SyncResult) -> str:
             lines.append(f"{rs.remote}: fetched; could not publish {pub.ref}: {pub.error}")
         else:
             lines.append(f"{rs.remote}: fetched; {pub.ref} {pub.status}")
+        if pub is not None and pub.relay_error:
+            lines.append(f"warning: {rs.remote} refused relayed logs: {pub.relay_error}")
         if pub is not None and pub.snapshot_error:
             lines.append(f"warning: {rs.remote} refused this replica's snapshot: "
                          f"{pub.snapshot_error} (only speed is lost)")

@@ -399,6 +399,8 @@ class Publication(msgspec.Struct):
     error: str | None = None
     snapshot_error: str | None = None   # why the hub refused this replica's snapshot, if it did
     relayed: list[str] = []   # other replicas' logs this clone relayed to the remote
+    # Logs this clone holds only from a snapshot on, refused by a remote lacking their history.
+    relay_error: str | None = None
 
 
 def _published_path(store: Store) -> str:
@@ -448,6 +450,12 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
             if r not in failed:   # refused: the remote has newer (or other) history of it
                 _remember(store, dest, sha, f"{dest} {r}")
                 pub.relayed.append(r)
+        cut = sorted(r for r in relays if "shallow" in failed.get(r, ""))
+        if cut:
+            from git_brat.grite.shallow import DEEPEN_HINT
+            pub.relay_error = (f"{len(cut)} log(s) this clone holds only from the snapshot it "
+                               f"was cloned from on lack their history there; {DEEPEN_HINT}, "
+                               "and the next sync relays them")
     pub.snapshot_error = _publish_snapshot(g, rid, remote, dest, wal_s)
     return pub
 
@@ -669,6 +677,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
         if pub.status == "failed":
             raise GriteError(f"could not publish {pub.ref} to {remote}: {pub.error} "
                              f"(your push is not affected)")
+        if pub.relay_error:
+            return f"{remote} refused relayed logs: {pub.relay_error}"
     else:
         raise UsageError(f"unknown hook {name!r}")
     return None
