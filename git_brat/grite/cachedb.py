@@ -23,6 +23,10 @@ CREATE TABLE IF NOT EXISTS entity (
     created INTEGER NOT NULL, updated INTEGER NOT NULL, body BLOB NOT NULL, view BLOB);
 CREATE TABLE IF NOT EXISTS kv (space TEXT, k TEXT, v BLOB, PRIMARY KEY (space, k)) WITHOUT ROWID;
 """
+# A row is ~2 KB at a year of history: with 4 KB pages only one fits in each, and the file is
+# half empty (340 MB for 220 MB of rows at 1M events; 235 MB with 16 KB pages, written 1.5x
+# faster).
+PAGE_SIZE = "PRAGMA page_size=16384"
 INDEXES = ("CREATE INDEX IF NOT EXISTS entity_kind ON entity (kind, status, updated)",
            "CREATE INDEX IF NOT EXISTS entity_grp ON entity (grp) WHERE grp IS NOT NULL")
 
@@ -51,6 +55,7 @@ def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
                                    check_same_thread=False)
         else:
             conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
+            conn.execute(PAGE_SIZE)   # (only a file with no tables yet takes it)
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")   # disposable: git holds the truth
@@ -327,6 +332,7 @@ def create(path: str, state: State, meta: bytes, view,
     remove(tmp)
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
+        conn.execute(PAGE_SIZE)
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
         conn.executescript(SCHEMA)
