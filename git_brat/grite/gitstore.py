@@ -505,6 +505,18 @@ class Store:
         values = self.config_get_all(key)
         return values[-1].strip() if values else None
 
+    def config_bool(self, key: str, default: bool) -> bool:
+        """A boolean setting in git's spellings; GriteError naming it for anything else."""
+        value = self.config_get(key)
+        if value is None:
+            return default
+        if value.lower() in ("true", "yes", "on", "1"):
+            return True
+        if value.lower() in ("false", "no", "off", "0"):
+            return False
+        from git_brat.grite.errors import GriteError
+        raise GriteError(f"{key} must be true or false, not {value!r}")
+
     def user_identity(self) -> tuple[str, str]:
         """The author identity git would use (config and GIT_AUTHOR_*), with fallbacks that never fail."""
         proc = run_git(["--git-dir", self.git_dir, "var", "GIT_AUTHOR_IDENT"], check=False)

@@ -27,11 +27,7 @@ class HistoryCut(GriteError):
 
 def enabled(store: Store) -> bool:
     """grite.shallowClone (default true): a first fetch starts from a snapshot when it can."""
-    value = store.config_matching(r"^grite\.shallowclone$").get("grite.shallowclone", "true")
-    value = value.strip().lower()
-    if value not in ("true", "false", "yes", "no", "on", "off", "1", "0"):
-        raise GriteError(f"{SETTING} must be true or false, not {value!r}")
-    return value in ("true", "yes", "on", "1")
+    return store.config_bool(SETTING, True)
 
 
 def cut(store: Store, tips: Iterable[str]) -> dict[str, list[str]]:

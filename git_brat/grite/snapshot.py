@@ -60,11 +60,7 @@ def own_ref(replica_id: str) -> bytes:
 def settings(store: Store) -> Settings:
     """grite.snapshots and grite.snapshotEvery, as git reads them (all config files)."""
     found = store.config_matching(r"^grite\.snapshot")
-    out = Settings()
-    enabled = found.get("grite.snapshots", "true").strip().lower()
-    if enabled not in ("true", "false", "yes", "no", "on", "off", "1", "0"):
-        raise GriteError(f"grite.snapshots must be true or false, not {enabled!r}")
-    out.enabled = enabled in ("true", "yes", "on", "1")
+    out = Settings(enabled=store.config_bool("grite.snapshots", True))
     every = found.get("grite.snapshotevery")
     if every is not None:
         try:
