@@ -49,9 +49,8 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
     from git_brat.grite import attic, sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
-    tips, reader, commits, truth, events = _read_all(g)
+    tips, reader, commits, truth, events, cut = _read_all(g)
     from git_brat.grite import shallow
-    cut = shallow.cut(g.store, tips.values())
     if cut:
         findings.append(Finding("history-cut", "", f"{len(cut)} log(s) here start from the "
                                 "snapshot this clone was made from: events before it were "
@@ -68,7 +67,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
             if not any(x.subject == p.sha for x in repaired):
                 repaired.append(Finding("corrupt", p.sha, p.detail + "; its events were carried "
                                         "onto the rebuilt log", True))
-        tips, reader, commits, truth, events = _read_all(g)
+        tips, reader, commits, truth, events, cut = _read_all(g)
         after = Cache(g.store).rebuild(full=True)
         if before is not None:
             repaired += [Finding("lost", eid, detail, True)
@@ -139,31 +138,31 @@ def _changed_entities(before, after) -> list[tuple[str, str]]:
 
 def _read_all(g: Grite):
     """Every log, commit by commit (naming what cannot be read), replayed as it is read:
-    tips, reader, commits, the state, and the number of events read.
+    tips, reader, commits, the state, the number of events read, and where history is cut.
 
     The events are not kept (a million of them took gigabytes): should the arrival order
     need the canonical replay, the logs are read again instead."""
+    from git_brat.grite import shallow
     tips = g.store.log_tips()
     reader = LogReader(g.store)
-    base = _base(g, tips)
+    cut = shallow.cut(g.store, tips.values())
+    base = _base(g, tips, cut) if cut else None
     commits = reader.new_commits(tips.values(), base[0].meta.covers if base else ())
     count = [0]
     truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
                           reread=lambda: _events(g.store, commits),
                           start=base[1] if base else None)
-    return tips, reader, commits, truth, count[0]
+    return tips, reader, commits, truth, count[0], cut
 
 
-def _base(g: Grite, tips: dict[str, str]):
+def _base(g: Grite, tips: dict[str, str], cut: dict[str, list[str]]):
     """In a clone cut at a snapshot: the snapshot the logs are checked from, and its state."""
     from git_brat.grite import shallow, snapshot
     from git_brat.grite.cache import CACHE_VERSION
-    if not shallow.cut(g.store, tips.values()):
-        return None
     base = snapshot.best(g.store, tips, CACHE_VERSION)
     if base is None:
         shallow.refuse_if_cut(g.store, tips.values(), "check the logs",
-                              " and no usable snapshot here covers what came before")
+                              " and no usable snapshot here covers what came before", cut)
     return base
 
 

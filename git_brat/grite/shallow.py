@@ -69,9 +69,12 @@ def explained(store: Store, boundary: dict[str, list[str]], covers: list[str]) -
     return bool(present) and not store.unreachable(rest, present)
 
 
-def refuse_if_cut(store: Store, tips: Iterable[str], doing: str, why: str = "") -> None:
-    """Raise HistoryCut when `doing` needs every log whole and this clone was cut."""
-    boundary = cut(store, tips)
+def refuse_if_cut(store: Store, tips: Iterable[str], doing: str, why: str = "",
+                  boundary: dict[str, list[str]] | None = None) -> None:
+    """Raise HistoryCut when `doing` needs every log whole and this clone was cut (boundary:
+    `cut()`'s answer, when the caller has it already)."""
+    if boundary is None:
+        boundary = cut(store, tips)
     if boundary:
         raise HistoryCut(f"cannot {doing}: this clone holds {len(boundary)} log(s) only from "
                          f"the snapshot it was cloned from on{why}; {DEEPEN_HINT}")
