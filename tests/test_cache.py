@@ -129,3 +129,35 @@ def test_a_cache_file_deleted_from_under_its_wal_is_made_again_clean(grepo):
             canonical(Cache(Store.discover(str(grepo))).rebuild(full=True))
     finally:
         old.close()
+
+
+def test_an_actor_renamed_is_shown_renamed_in_every_list_even_by_an_older_cache(grepo):
+    """Stored list views name an issue's author by actor id (so that an actor's record arriving
+    rewrites no view); a rename still shows everywhere, also over views a cache written before
+    that held names."""
+    import sqlite3
+    from git_brat.grite import events as ev
+    from git_brat.grite.log import Draft
+    from git_brat.grite.repo import Grite
+    bot = grite_json(grepo, "actor", "new", "agent-2")
+    for i in range(3):
+        grite(grepo, "issue", "create", f"by the bot {i}", env={"GRITE_ACTOR": bot["id"]})
+
+    def authors():
+        return [i["author"] for i in grite_json(grepo, "issue", "list")]
+    assert authors() == ["agent-2"] * 3
+    db = grepo / ".git" / "grite" / "cache" / "state.db"
+    with sqlite3.connect(db) as conn:
+        views = conn.execute("SELECT view FROM entity WHERE kind = 'issue'").fetchall()
+        assert all(bot["id"].encode() in v for (v,) in views)
+        # As an older version wrote them: the author's name in the view.
+        conn.execute("UPDATE entity SET view = CAST(replace(view, ?, 'agent-2') AS BLOB) "
+                     "WHERE kind = 'issue'",
+                     (bot["id"],))
+    conn.close()
+    assert authors() == ["agent-2"] * 3
+    g = Grite.open(str(grepo))
+    g.append([Draft(bot["id"], ev.SetFields({"name": "agent-renamed"}))], "rename")
+    assert authors() == ["agent-renamed"] * 3
+    shutil.rmtree(grepo / ".git" / "grite" / "cache")
+    assert authors() == ["agent-renamed"] * 3

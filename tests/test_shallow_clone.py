@@ -12,7 +12,6 @@ from pathlib import Path
 from helpers import git, grite, grite_json, run, status
 from sync_helpers import clone, replica_id, seeded_hub
 
-import msgspec
 
 from git_brat.grite import identity, shallow, snapshot
 from git_brat.grite.cache import CACHE_VERSION, Cache, in_memory
@@ -134,8 +133,8 @@ def test_a_snapshot_that_no_longer_explains_the_cut_is_not_used(tmp_path):
     state = Cache(store).state()
     own = store.log_tips()["refs/grite/wal"]   # c's own log: whole, not cut
     ident = identity.load(store.grite_dir)
-    snapshot.write(store, ident.replica.id, ident.git_author, state,
-                   msgspec.msgpack.encode(in_memory(state)), [own], CACHE_VERSION)
+    snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state), [own],
+                         CACHE_VERSION)
     partial = snapshot.read(store, snapshot.own_ref(ident.replica.id))
     assert not snapshot.contained(store, partial, store.log_tips().values())
     fetched = [s for s in snapshot.listed(store) if s.ref != partial.ref]
@@ -190,9 +189,8 @@ def test_a_forged_snapshot_a_clone_was_cut_at_is_caught_once_deepened(tmp_path):
     _value, *stamp = state.entities[early[3]].fields["title"]
     state.entities[early[3]].fields["title"] = ("forged", *stamp)
     ident = identity.load(store.grite_dir)
-    snapshot.write(store, ident.replica.id, ident.git_author, state,
-                   msgspec.msgpack.encode(in_memory(state)), list(store.log_tips().values()),
-                   CACHE_VERSION)
+    snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state),
+                         list(store.log_tips().values()), CACHE_VERSION)
     grite(a, "sync")
     c = clone(url, tmp_path / "c")
     assert "forged" in grite(c, "issue", "list").out
@@ -264,3 +262,20 @@ def test_relaying_cut_logs_to_a_hub_without_their_history_says_so_until_deepened
     assert out["relay_error"] is None and len(out["relayed"]) == 2
     later = clone(f"file://{second}", tmp_path / "later")
     assert _listing(later) == _listing(c)
+
+
+def test_a_read_only_cut_clone_with_no_cache_answers_from_the_snapshot(tmp_path):
+    """The snapshot's file is unpacked where it can be ($TMPDIR) and read from there; nothing
+    is written in the repository, and nothing is left behind."""
+    from test_never_silently_wrong import _read_only
+    _hub, url, _a, _early = _hub_with_history(tmp_path)
+    c = clone(url, tmp_path / "c")
+    expected = _listing(c)
+    shutil.rmtree(c / ".git" / "grite" / "cache")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    proc = _read_only(c, "env", f"TMPDIR={scratch}", "git", "grite", "issue", "list", "--json",
+                      "--state", "all")
+    assert sorted((i["title"], i["state"], i["comments"]) for i in json.loads(proc.out)) == expected
+    assert "error" not in proc.err
+    assert not (c / ".git" / "grite" / "cache").exists() and list(scratch.iterdir()) == []

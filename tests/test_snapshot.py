@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 
 import msgspec
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +67,7 @@ def test_snapshot_command_reports_up_to_date_and_works_from_a_subdirectory(grepo
     assert git(grepo, "log", "-1", "--format=%s", commit).startswith("grite: snapshot of")
     # The commit's parents are the log tips it covers, so it keeps their events reachable.
     assert git(grepo, "rev-parse", f"{commit}^1") == git(grepo, "rev-parse", "refs/grite/wal")
-    assert git(grepo, "ls-tree", "--name-only", commit).split() == ["meta", "state.z"]
+    assert git(grepo, "ls-tree", "--name-only", commit).split() == ["meta", "state.db.zst"]
     assert status(grepo) == ""
 
 
@@ -107,30 +109,108 @@ def test_a_snapshot_covering_events_our_logs_lack_is_not_used(tmp_path, grepo):
     assert "only in other" not in grite(grepo, "issue", "list").out
 
 
-def _write_snapshot(repo, state, version=CACHE_VERSION, encoded=None):
+def _write_snapshot(repo, state, version=CACHE_VERSION):
     store = Store.discover(str(repo))
     ident = load(store.grite_dir)
     tips = list(store.log_tips().values())
-    return snapshot.write(store, ident.replica.id, ident.git_author, state,
-                          encoded if encoded is not None else msgspec.msgpack.encode(in_memory(state)),
-                          tips, version)
+    return snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state), tips,
+                                version)
 
 
-def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo):
+def _recommit(repo, snap, entries: dict[str, bytes], ref: str | None = None) -> str:
+    """snap's commit made again with these tree entries in place of its own (what a peer could
+    publish), on its ref (or `ref`)."""
+    tree = {n: git(repo, "rev-parse", f"{snap.commit}:{n}")
+            for n in git(repo, "ls-tree", "--name-only", snap.commit).split()}
+    if any(n.startswith("state") for n in entries):   # the state replaced, in whatever form
+        tree = {n: sha for n, sha in tree.items() if not n.startswith("state")}
+    tree.update({n: run_git_blob(repo, d) for n, d in entries.items()})
+    made = git(repo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in tree.items()))
+    parents = [a for c in snap.meta.covers for a in ("-p", c)]
+    commit = git(repo, "commit-tree", made, *parents, "-m", "re-made")
+    git(repo, "update-ref", ref or snap.ref, commit)
+    return commit
+
+
+def _state_file(repo, snap, tmp_path):
+    """The snapshot's state as the SQLite file it holds, unpacked at a path of our own."""
+    path = tmp_path / "snapshot.db"
+    data = run(["git", "cat-file", "blob", f"{snap.commit}:state.db.zst"], repo).stdout
+    path.write_bytes(zstandard.ZstdDecompressor().decompress(data))
+    return path
+
+
+def _with_change(repo, snap, tmp_path, *statements, args=()):
+    """snap re-made with its state file changed by these SQL statements."""
+    path = _state_file(repo, snap, tmp_path)
+    conn = sqlite3.connect(path)
+    for stmt in statements:
+        conn.execute(stmt, args) if "?" in stmt else conn.execute(stmt)
+    conn.commit()
+    conn.close()
+    return _recommit(repo, snap, {"state.db.zst": zstandard.ZstdCompressor().compress(
+        path.read_bytes())})
+
+
+def _not_used(repo):
+    out = grite_json(repo, "rebuild")
+    assert out["snapshot"] is None and out["replayed"] == out["events"]
+
+
+def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo, tmp_path):
     _some_history(grepo, 5)
     state = Cache(Store.discover(str(grepo))).state()
     _write_snapshot(grepo, state, version=CACHE_VERSION + 1)
     assert grite_json(grepo, "rebuild")["snapshot"] is None
-    _write_snapshot(grepo, state, encoded=b"\xc1 not msgpack")
-    out = grite_json(grepo, "rebuild")
-    assert out["snapshot"] is None and out["replayed"] == out["events"]
-    # Well-formed on the outside, an entity inside that is not one: refused before any use.
-    body = msgspec.msgpack.decode(msgspec.msgpack.encode(in_memory(state)))
-    body["entities"][next(iter(body["entities"]))]["fields"] = {"title": ["no stamp"]}
-    _write_snapshot(grepo, state, encoded=msgspec.msgpack.encode(body))
-    assert grite_json(grepo, "rebuild")["snapshot"] is None
+    snap = _write_snapshot(grepo, state)
+    good = _state_file(grepo, snap, tmp_path).read_bytes()
+    zstd = zstandard.ZstdCompressor().compress
+    for damaged in (b"not zstd at all", zstd(b"not a database" * 100), zstd(good[:len(good) // 2])):
+        _recommit(grepo, snap, {"state.db.zst": damaged})
+        _not_used(grepo)
     assert grite(grepo, "doctor", check=False).returncode == 6   # and doctor names it
     assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)
+
+
+def test_a_snapshot_whose_rows_disagree_with_themselves_is_not_used(grepo, tmp_path):
+    """Well-formed on the outside, wrong inside (a peer's bug or malice): refused before use."""
+    ids = _some_history(grepo, 5)
+    snap = _write_snapshot(grepo, Cache(Store.discover(str(grepo))).state())
+    for change, args in (
+            ("UPDATE entity SET body = X'c1' WHERE id = ?", (ids[0],)),        # not msgpack
+            ("UPDATE entity SET body = ? WHERE id = '%s'" % ids[0],            # not an entity
+             (msgspec.msgpack.encode({"id": ids[0], "fields": {"title": ["no stamp"]}}),)),
+            ("UPDATE entity SET status = 'closed' WHERE id = ?", (ids[0],)),   # column != body
+            ("UPDATE entity SET view = ? WHERE id = '%s'" % ids[0],            # list != body
+             (b'{"id":"x","title":"forged"}',)),
+            ("UPDATE entity SET id = ? WHERE id = '%s'" % ids[0], ("f" * 32,)),  # not its id
+            ("INSERT INTO kv VALUES ('fences', 'task:x', X'c1')", ()),        # a table's value
+            ("INSERT INTO kv VALUES ('no such table', 'k', X'01')", ()),
+            ("CREATE TRIGGER t AFTER INSERT ON entity BEGIN DELETE FROM kv; END", ()),
+            ("CREATE INDEX entity_kind ON entity (status)", ()),              # anyone's index
+            ("DELETE FROM meta", ()),
+    ):
+        _with_change(grepo, snap, tmp_path, change, args=args)
+        _not_used(grepo)
+        assert "forged" not in grite(grepo, "issue", "list").out
+    assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)
+
+
+def test_a_snapshot_in_the_format_before_sqlite_files_is_still_used(grepo, tmp_path):
+    """Snapshots written by the previous release held the state's msgpack (`state.z`, or
+    `state` before it): a clone cut at one must still rebuild from it."""
+    import zlib
+    _some_history(grepo, 5)
+    state = in_memory(Cache(Store.discover(str(grepo))).state())
+    snap = _write_snapshot(grepo, state)
+    body = msgspec.msgpack.encode(state)
+    for name, data in (("state.z", zlib.compress(body, 1)), ("state", body)):
+        commit = _recommit(grepo, snap, {name: data})
+        grite(grepo, "issue", "create", f"after {name}")
+        out = grite_json(grepo, "rebuild")
+        assert out["snapshot"] == commit and out["replayed"] < out["events"]
+        assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)
+    assert grite_json(grepo, "doctor")["ok"]
 
 
 def test_doctor_reports_a_snapshot_that_disagrees_with_its_events_and_fix_removes_it(grepo):
@@ -258,16 +338,14 @@ def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo
     _some_history(grepo, 5)
     git(grepo, "gc", "-q")   # packed, as a network clone is (dulwich asserts on odd ids there)
     store = Store.discover(str(grepo))
-    state = Cache(store).state()
+    snap = _write_snapshot(grepo, Cache(store).state())
+    git(grepo, "update-ref", "-d", snap.ref)
     tip = git(grepo, "rev-parse", "refs/grite/wal")
     for covers in (["zz"], ["--output=" + str(tmp_path / "pwned")], [tip + "0" * 24], [tip + "\n"]):
         meta = {"version": CACHE_VERSION, "replica": "ffff", "events": 10 ** 6, "entities": 1,
                 "covers": covers}
-        entries = {"meta": msgspec.msgpack.encode(meta), "state": msgspec.msgpack.encode(in_memory(state))}
-        blobs = {n: run_git_blob(grepo, d) for n, d in entries.items()}
-        tree = git(grepo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
-        git(grepo, "update-ref", "refs/remotes/origin/grite/snapshots/ffff",
-            git(grepo, "commit-tree", tree, "-m", "hostile"))
+        _recommit(grepo, snap, {"meta": msgspec.msgpack.encode(meta)},
+                  "refs/remotes/origin/grite/snapshots/ffff")
         shutil.rmtree(grepo / ".git" / "grite" / "cache")
         assert len(grite_json(grepo, "issue", "list", "--state", "all")) == 5
         out = grite_json(grepo, "rebuild")
@@ -277,35 +355,29 @@ def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo
     assert not (tmp_path / "pwned").exists()
 
 
-def _forge_counts(repo, meta_events: int, state_events: int):
+def _forge_counts(repo, tmp_path, meta_events: int, state_events: int):
     """Our snapshot, re-committed with its event counts replaced (what a peer could publish)."""
+    from git_brat.grite import snapdb
     store = Store.discover(str(repo))
     state = Cache(store).state()
-    ident = load(store.grite_dir)
-    snap = snapshot.write(store, ident.replica.id, ident.git_author, state,
-                          msgspec.msgpack.encode(in_memory(state)), list(store.log_tips().values()),
-                          CACHE_VERSION)
-    state.event_count = state_events
+    snap = _write_snapshot(repo, state)
     meta = msgspec.structs.replace(snap.meta, events=meta_events)
-    blobs = {"meta": run_git_blob(repo, msgspec.msgpack.encode(meta)),
-             "state": run_git_blob(repo, msgspec.msgpack.encode(in_memory(state)))}
-    tree = git(repo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in blobs.items()))
-    parents = [a for c in meta.covers for a in ("-p", c)]
-    commit = git(repo, "commit-tree", tree, *parents, "-m", "forged counts")
-    git(repo, "update-ref", snap.ref, commit)
-    return commit
+    _with_change(repo, snap, tmp_path, "UPDATE meta SET v = ?",
+                 args=(snapdb.counts_row(CACHE_VERSION, state.max_lamport, state_events),))
+    snap = snapshot.read(store, snap.ref.encode())
+    return _recommit(repo, snap, {"meta": msgspec.msgpack.encode(meta)})
 
 
-def test_a_snapshot_whose_counts_are_impossible_is_not_used_and_doctor_catches_the_rest(grepo):
+def test_a_snapshot_whose_counts_are_impossible_is_not_used_and_doctor_catches_the_rest(grepo, tmp_path):
     _some_history(grepo, 5)
     real = Cache(Store.discover(str(grepo))).state().event_count
     for meta_events, state_events in ((10 ** 6, real), (real, -1000)):   # disagree / negative
-        _forge_counts(grepo, meta_events, state_events)
+        _forge_counts(grepo, tmp_path, meta_events, state_events)
         out = grite_json(grepo, "rebuild")
         assert out["snapshot"] is None and out["events"] == real
     # Consistent but inflated: it is used (nothing cheap can tell), the numbers shown stay sane,
     # and doctor, which replays what it covers, refuses it.
-    forged = _forge_counts(grepo, 10 ** 6, 10 ** 6)
+    forged = _forge_counts(grepo, tmp_path, 10 ** 6, 10 ** 6)
     grite(grepo, "issue", "create", "after")
     out = grite_json(grepo, "rebuild")
     assert out["snapshot"] == forged and out["replayed"] >= 0
@@ -400,15 +472,18 @@ def test_doctor_reports_a_damaged_log_commit_even_with_snapshots_around(grepo):
     assert listed.returncode == 0 and "Traceback" not in listed.err
 
 
-def test_a_snapshot_whose_compressed_state_is_damaged_is_ignored(grepo):
+def test_a_snapshot_taken_from_a_cache_an_older_version_wrote_is_used(grepo):
+    """A cache written before list views held the author's id holds their name; a snapshot
+    copies its rows as they are, and clones must still take it."""
     _some_history(grepo, 5)
-    snap = _write_snapshot(grepo, Cache(Store.discover(str(grepo))).state())
-    meta = git(grepo, "rev-parse", f"{snap.commit}:meta")
-    for damaged in (b"not zlib at all", __import__("zlib").compress(b"\xc1 not msgpack")):
-        blob = run_git_blob(grepo, damaged)
-        tree = git(grepo, "mktree", input=f"100644 blob {meta}\tmeta\n100644 blob {blob}\tstate.z\n")
-        parents = [a for c in snap.meta.covers for a in ("-p", c)]
-        git(grepo, "update-ref", snap.ref, git(grepo, "commit-tree", tree, *parents, "-m", "x"))
-        out = grite_json(grepo, "rebuild")
-        assert out["snapshot"] is None and out["replayed"] == out["events"]
-    assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)
+    me = grite_json(grepo, "actor", "show")
+    db = grepo / ".git" / "grite" / "cache" / "state.db"
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE entity SET view = CAST(replace(view, ?, ?) AS BLOB) "
+                     "WHERE kind = 'issue'", (me["id"], me["name"]))
+    conn.close()
+    taken = grite_json(grepo, "snapshot")["snapshot"]
+    shutil.rmtree(grepo / ".git" / "grite" / "cache")
+    assert grite_json(grepo, "rebuild")["snapshot"] == taken
+    assert {i["author"] for i in grite_json(grepo, "issue", "list", "--state", "all")} == {me["name"]}

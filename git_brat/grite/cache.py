@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import time
-from datetime import datetime
 
 import msgspec
 
@@ -21,7 +20,8 @@ from git_brat.grite.errors import GriteError
 from git_brat.grite.files import FileLock, atomic_write, ensure_dir
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
-from git_brat.grite.state import Entity, State, iso, no_gc, replay_stream
+from git_brat.grite.issueview import IssueView, decode_stored, issue_view
+from git_brat.grite.state import State, no_gc, replay_stream
 
 # 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
 # 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
@@ -33,18 +33,6 @@ DEFAULT_COLD_DAYS = 30   # grite.coldAfterDays: closed issues untouched this lon
 DAY_MS = 86_400_000
 
 
-class IssueView(msgspec.Struct):
-    id: str
-    title: str
-    state: str
-    labels: list[str]
-    assignees: list[str]
-    created_at: datetime
-    updated_at: datetime
-    author: str
-    comments: int
-
-
 class Meta(msgspec.Struct):
     version: int
     generation: str
@@ -53,13 +41,6 @@ class Meta(msgspec.Struct):
     event_count: int = 0
     problems: list[Problem] = []
     snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
-
-
-def issue_view(ent: Entity, actor_names: dict[str, str] | None = None) -> IssueView:
-    return IssueView(ent.id, ent.get("title", ""), ent.get("state", "open"),
-                     ent.members("labels"), ent.members("assignees"),
-                     iso(ent.created_at), iso(ent.updated_at),
-                     (actor_names or {}).get(ent.created_by, ent.created_by), len(ent.comments))
 
 
 class Cache:
@@ -208,7 +189,7 @@ class Cache:
             try:
                 views = cachedb.issue_views(conn, where, args)
                 if all(v is not None for v in views):
-                    return msgspec.json.decode(b"[" + b",".join(views) + b"]", type=list[IssueView])
+                    return decode_stored(views, actor_names(state))
             except sqlite3.Error:
                 self._unusable()
         names = actor_names(state)
@@ -291,17 +272,10 @@ class Cache:
             return ours, False
         if not covers:
             return None, False
-        snap = self._write_snapshot(state, self._encoded(state), covers)
+        snap = self._write_snapshot(state, covers, self.generation)
         if snap is None:
             raise GriteError("another process moved this replica's snapshot meanwhile; try again")
         return snap, True
-
-    def _encoded(self, state: State) -> bytes:
-        """The msgpack of state as a snapshot holds it (from the file: bodies copied, not decoded)."""
-        from git_brat.grite import cachedb
-        if cachedb.is_stored(state) and not state.entities.dirty:
-            return cachedb.encode_stored(state.entities.conn, state)
-        return msgspec.msgpack.encode(in_memory(state))
 
     # -- writing -------------------------------------------------------------------
 
@@ -374,26 +348,22 @@ class Cache:
                     raise
         reader = LogReader(self.store)
         touched: set[str] | None = None
-        copied: tuple[dict, set[str]] | None = None   # snapshot bodies, and what came after
         if meta is None or state is None or full:
             settings = snapshot.settings(self.store)
-            start = None if full or not settings.enabled else \
-                snapshot.best(self.store, tips, CACHE_VERSION)
+            start = None if full or not settings.enabled else self._adopt_snapshot(tips)
             if start is None:
                 why = "" if full else (" and no snapshot here covers what came before (off by "
-                                       "grite.snapshots, refused by doctor, or another format)")
+                                       "grite.snapshots, refused by doctor, in another format, "
+                                       "or failing its checks)")
                 state, covered = self._full(reader, tips, why), 0
             else:
-                self.from_snapshot, state, bodies = start
+                self.from_snapshot, state, frontier = start
                 # Counted from its state, not taken from its meta (anyone's writing).
                 self.rebuilt, covered = True, state.event_count
                 self.from_snapshot_events = covered
-                covers = {c: c for c in self.from_snapshot.meta.covers}
-                state, extended = self._extend(reader, state, covers, tips)
-                if extended is None:   # a fence moved: replayed in full after all
+                state, touched = self._extend(reader, state, frontier, tips)
+                if touched is None:   # a fence moved: replayed in full after all
                     self.from_snapshot, self.from_snapshot_events, covered = None, 0, 0
-                else:
-                    copied = bodies, extended
             problems = reader.problems
         else:
             settings, covered = None, meta.snapshot_events
@@ -401,29 +371,25 @@ class Cache:
             problems = _merge_problems(meta.problems, reader.problems)
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, state.event_count,
                    problems, covered)
-        self._store(new, state, touched, copied)
+        self._store(new, state, touched)
         if settings is not None and settings.every and not problems and not self.read_only and \
                 state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
-            if state.event_count - covered >= settings.every and self._snapshot(state, tips):
+            if state.event_count - covered >= settings.every and \
+                    self._snapshot(state, tips, new.generation):
                 new.snapshot_events = state.event_count
                 self._store_meta(new)
         self._answered(new)
         return new, state
 
-    def _store(self, meta: Meta, state: State, touched: set[str] | None,
-               copied: tuple[dict, set[str]] | None = None) -> None:
-        """Write what changed (touched: those entities; None: everything) and meta, in one go.
-
-        copied: (bodies, changed): every entity's encoding as a snapshot held it, and the
-        entities changed since (encoded again); the rest are copied as they are.
-        """
+    def _store(self, meta: Meta, state: State, touched: set[str] | None) -> None:
+        """Write what changed (touched: those entities; None: everything) and meta, in one go."""
         import sqlite3
         from git_brat.grite import cachedb
         self._stored = False
         raw = msgspec.msgpack.encode(meta)
         if self._conn is None and not self.read_only and touched is None and \
-                self._create(state, raw, copied):
+                self._create(state, raw):
             self._write("meta", raw)
             return
         conn = None if self.read_only else self._db(create=True)
@@ -433,24 +399,30 @@ class Cache:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if touched is not None and cachedb.is_stored(state):
-                cachedb.write_changes(conn, state, touched, raw, issue_view_json)
+                cachedb.write_changes(conn, state, touched, raw)
             else:
-                cachedb.write_all(conn, state, raw, issue_view_json, copied)
+                cachedb.write_all(conn, state, raw)
         except sqlite3.Error:
             self._unusable()
             return
         self._stored = cachedb.is_stored(state)
         self._write("meta", raw)
 
-    def _create(self, state: State, raw: bytes, copied) -> bool:
+    def _create(self, state: State, raw: bytes) -> bool:
         """Write the cache file whole where there is none (under the lock); whether it was."""
+        from git_brat.grite import cachedb
+        return self._put(lambda: cachedb.create(self.path, state, raw))
+
+    def _put(self, make) -> bool:
+        """self._conn = make(), the new cache file it puts in place; whether that was done or
+        cannot be (then answers come from memory): False if another file appeared meanwhile."""
         import sqlite3
         from git_brat.grite import cachedb
         if os.path.exists(self.path):
             return False
         try:
             ensure_dir(self.dir)
-            self._conn = cachedb.create(self.path, state, raw, issue_view_json, copied)
+            self._conn = make()
         except FileExistsError:   # made meanwhile by a version that lets readers make it
             return False
         except (sqlite3.Error, cachedb.Unusable, FileNotFoundError):
@@ -463,6 +435,45 @@ class Cache:
             self.read_only = True
             return True
         return True
+
+    def _adopt_snapshot(self, tips: dict[str, str]):
+        """The best snapshot made this cache's content, at the frontier of the tips it covers:
+        (it, the state, that frontier), or None. A new cache file is the snapshot's own file;
+        one that exists takes its rows. Either way a crash after this leaves a cache that is
+        simply behind: the next command extends it from that frontier."""
+        import sqlite3
+        from git_brat.grite import cachedb, snapdb
+        if self.read_only:
+            found = snapshot.best_state(self.store, tips, CACHE_VERSION)
+            if found is None:
+                return None
+            return found[0], found[1], {c: c for c in found[0].meta.covers}
+        ensure_dir(self.dir)
+        tmp = self.path + ".snapshot"
+        try:
+            start = snapshot.best(self.store, tips, CACHE_VERSION, tmp)
+            if start is None:
+                return None
+            frontier = {c: c for c in start.snap.meta.covers}
+            raw = msgspec.msgpack.encode(Meta(CACHE_VERSION, os.urandom(8).hex(), frontier,
+                                              start.max_lamport, start.events, [], start.events))
+            snapdb.set_meta(tmp, raw)
+            if not self._put(lambda: cachedb.place(tmp, self.path)):
+                conn = self._db(create=True)
+                if conn is not None and not self.read_only:
+                    try:
+                        snapdb.replace_rows(conn, tmp, raw)
+                    except sqlite3.Error:
+                        self._unusable()
+            if self._conn is None or self.read_only:   # nothing written: read it from tmp
+                state = cachedb.open_state(snapdb.open_unlinked(tmp), start.max_lamport,
+                                           start.events)
+            else:
+                state = cachedb.open_state(self._conn, start.max_lamport, start.events)
+                self._write("meta", raw)
+            return start.snap, state, frontier
+        finally:
+            cachedb.remove(tmp)
 
     def _store_meta(self, meta: Meta) -> None:
         """Record meta again (a snapshot was written after the rows were)."""
@@ -490,18 +501,31 @@ class Cache:
                                       "every event decides)"), None
         return state, touched
 
-    def _snapshot(self, state: State, tips: dict[str, str]) -> bool:
+    def _snapshot(self, state: State, tips: dict[str, str], generation: str) -> bool:
         """Commit a snapshot of state; whether it was written."""
         try:   # only speed is at stake: a snapshot that cannot be written is not an error
-            return self._write_snapshot(state, self._encoded(state), list(tips.values())) is not None
+            return self._write_snapshot(state, list(tips.values()), generation) is not None
         except (GriteError, OSError):
             return False
 
-    def _write_snapshot(self, state: State, encoded: bytes, covers: list[str]):
-        from git_brat.grite import identity
+    def _write_snapshot(self, state: State, covers: list[str], generation: str):
+        """Commit state, which the cache file holds as `generation` (else it is written out
+        from memory), as this replica's snapshot."""
+        import sqlite3
+        from git_brat.grite import cachedb, identity, snapdb
         ident = identity.load(self.store.grite_dir)
-        return snapshot.write(self.store, ident.replica.id, ident.git_author, state, encoded,
-                              covers, CACHE_VERSION)
+        args = (self.store, ident.replica.id, ident.git_author)
+        if not self.read_only and os.path.exists(self.path):
+            path = snapshot.temp_path(self.store)
+            try:
+                if snapdb.export(self.path, path, generation):
+                    return snapshot.write(*args, state.event_count, len(state.kinds), path,
+                                          covers, CACHE_VERSION)
+            except sqlite3.Error:
+                pass   # written out from memory instead
+            finally:
+                cachedb.remove(path)
+        return snapshot.write_state(*args, in_memory(state), covers, CACHE_VERSION)
 
     def _full(self, reader: LogReader, tips: dict[str, str], why: str = "") -> State:
         from git_brat.grite import shallow
@@ -563,10 +587,6 @@ class _Held:
 def _lock(path: str) -> FileLock:
     """Exclusive lock on the cache (polling, so a wedged holder gives an error, not a hang)."""
     return FileLock(path, timeout=60)
-
-
-def issue_view_json(ent: Entity, names: dict[str, str]) -> bytes:
-    return msgspec.json.encode(issue_view(ent, names))
 
 
 def cold_cutoff(store: Store, now_ms: int | None = None) -> int:

@@ -14,15 +14,16 @@ from typing import Any, Iterator
 
 import msgspec
 
-from git_brat.grite.state import EncodedState, Entity, Rejection, State, group_of, status_of
+from git_brat.grite import issueview
+from git_brat.grite.state import Entity, Rejection, State, group_of, status_of
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS entity (
-    id TEXT PRIMARY KEY, kind TEXT, status TEXT, grp TEXT,
-    created INTEGER NOT NULL, updated INTEGER NOT NULL, body BLOB NOT NULL, view BLOB);
-CREATE TABLE IF NOT EXISTS kv (space TEXT, k TEXT, v BLOB, PRIMARY KEY (space, k)) WITHOUT ROWID;
-"""
+TABLES = ("CREATE TABLE IF NOT EXISTS {db}.meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID",
+          "CREATE TABLE IF NOT EXISTS {db}.entity (id TEXT PRIMARY KEY, kind TEXT, status TEXT, "
+          "grp TEXT, created INTEGER NOT NULL, updated INTEGER NOT NULL, body BLOB NOT NULL, "
+          "view BLOB)",
+          "CREATE TABLE IF NOT EXISTS {db}.kv (space TEXT, k TEXT, v BLOB, PRIMARY KEY (space, k)) "
+          "WITHOUT ROWID")
+ENTITY_COLUMNS = "rowid, id, kind, status, grp, created, updated, body, view"
 # A row is ~2 KB at a year of history: with 4 KB pages only one fits in each, and the file is
 # half empty (340 MB for 220 MB of rows at 1M events; 235 MB with 16 KB pages, written 1.5x
 # faster).
@@ -62,7 +63,9 @@ def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
             # A rebuild goes through the WAL whole; once checkpointed, the next write shrinks it.
             conn.execute("PRAGMA journal_size_limit=8388608")
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name='kv'").fetchone() is None:
-                conn.executescript(SCHEMA + "".join(f"{i};\n" for i in INDEXES))
+                _make_tables(conn)
+                for stmt in INDEXES:
+                    conn.execute(stmt)
         conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
         return conn
     except sqlite3.OperationalError as exc:   # cannot open, read-only, deleted meanwhile
@@ -281,8 +284,7 @@ def is_stored(state: State) -> bool:
     return isinstance(state.entities, EntityRows)
 
 
-def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], meta: bytes,
-                  view) -> None:
+def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], meta: bytes) -> None:
     """One transaction: the rows a batch changed, their list views, and the new meta."""
     ents: EntityRows = state.entities   # type: ignore[assignment]
     ents.dirty |= {t for t in touched if ents.get(t) is not None}
@@ -291,8 +293,11 @@ def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], met
     kv = [r for name in SPACES for r in getattr(state, name).flush_rows()]
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if _renamed(conn, changed):   # views written before they held ids hold names
+            changed = state.of_kind("issue")
         _upsert(conn, rows, kv)
-        _views(conn, state, changed, view)
+        conn.executemany("UPDATE entity SET view=? WHERE id=?", [
+            (issueview.stored(e), e.id) for e in changed if e.created and e.kind == "issue"])
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
         conn.execute("COMMIT")
     except BaseException:
@@ -300,17 +305,26 @@ def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], met
         raise
 
 
-def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
-              copied: tuple[dict, set[str]] | None = None) -> None:
-    """One transaction: every row of a state held in memory (after a replay or a snapshot).
+def _renamed(conn: sqlite3.Connection, changed: list[Entity]) -> bool:
+    """Whether an actor the file already held a name for is named otherwise now (read before
+    the new rows are written). An actor's first record renames nobody: views hold its id."""
+    for ent in changed:
+        if ent.kind != "actor":
+            continue
+        row = conn.execute("SELECT body FROM entity WHERE id=?", (ent.id,)).fetchone()
+        old = _entity.decode(row[0]).get("name") if row is not None else None
+        if old is not None and old != ent.get("name"):
+            return True
+    return False
 
-    copied: (bodies, changed) as Cache._store takes it: bodies not changed are copied as they are.
-    """
+
+def write_all(conn: sqlite3.Connection, state: State, meta: bytes) -> None:
+    """One transaction: every row of a state held in memory (after a full replay)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DELETE FROM entity")
         conn.execute("DELETE FROM kv")
-        _insert_all(conn, state, meta, view, copied)
+        _insert_all(conn, state, meta)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -320,26 +334,45 @@ def write_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
     _shrink_wal(conn)
 
 
-def create(path: str, state: State, meta: bytes, view,
-           copied: tuple[dict, set[str]] | None = None) -> sqlite3.Connection:
-    """A new cache file holding state, put where none is; FileExistsError if one appeared.
-
-    Nobody can have open a file that does not exist yet, so it is written under another name
-    without a journal (going through the WAL writes every page twice: 3.5 s instead of 1.4 s
-    at 1M events), made durable, and linked into place only if the place is still free.
-    """
+def create(path: str, state: State, meta: bytes) -> sqlite3.Connection:
+    """A new cache file holding state, put where none is; FileExistsError if one appeared."""
     tmp = path + ".new"
-    remove(tmp)
-    conn = sqlite3.connect(tmp, isolation_level=None)
+    write_file(tmp, state, meta)
+    return place(tmp, path)
+
+
+def write_file(path: str, state: State, meta: bytes,
+               copied: tuple[dict, set[str]] | None = None, indexes: bool = True) -> None:
+    """A new file at path holding state (replacing whatever was there), with no journal.
+
+    Nobody can have open a file that does not exist yet, so it is written without a journal
+    (going through the WAL writes every page twice: 3.5 s instead of 1.4 s at 1M events).
+    copied: (bodies, changed) as a snapshot held them: bodies not changed are copied as they are.
+    indexes: False for a snapshot's file (whoever adopts it builds them from its rows).
+    """
+    remove(path)
+    conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(PAGE_SIZE)
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
-        conn.executescript(SCHEMA)
+        _make_tables(conn)
         conn.execute("BEGIN")
-        _insert_all(conn, state, meta, view, copied)
+        _insert_all(conn, state, meta, copied, indexes)
         conn.execute("COMMIT")
-        conn.execute("PRAGMA journal_mode=WAL")   # how every later opener finds it
+    finally:
+        conn.close()
+
+
+def place(tmp: str, path: str) -> sqlite3.Connection:
+    """Make the finished file tmp the cache file at path, if none is there (FileExistsError).
+
+    It is made durable, switched to WAL (how every later opener finds it) and linked into
+    place only if the place is still free, so nobody ever holds a file that then changes under
+    them."""
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
     finally:
         conn.close()
     fd = os.open(tmp, os.O_RDONLY)
@@ -355,10 +388,7 @@ def create(path: str, state: State, meta: bytes, view,
     try:
         _put_in_place(tmp, path)
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:   # the directory went with it
-            pass
+        remove(tmp)   # (FileNotFoundError-safe: the directory may have gone with it)
     return connect(path)
 
 
@@ -377,30 +407,39 @@ def _put_in_place(tmp: str, path: str) -> None:
         os.replace(tmp, path)
 
 
-def _insert_all(conn: sqlite3.Connection, state: State, meta: bytes, view,
-                copied: tuple[dict, set[str]] | None) -> None:
+def _make_tables(conn: sqlite3.Connection, db: str = "main") -> None:
+    for stmt in TABLES:
+        conn.execute(stmt.format(db=db))
+
+
+def _insert_all(conn: sqlite3.Connection, state: State, meta: bytes,
+                copied: tuple[dict, set[str]] | None = None, indexes: bool = True) -> None:
     """Every row of state, its indexes, and meta, inside the caller's transaction."""
-    names = {e.id: e.get("name", e.id) for e in state.of_kind("actor")}
     bodies, changed = copied if copied is not None else ({}, set())
 
     def body(e: Entity):
         held = bodies.get(e.id)
         return memoryview(held) if held is not None and e.id not in changed else _encode(e)
     # Each row written once, its view with it (an UPDATE after the INSERT wrote it twice).
-    rows = ((e.id, *columns(e), body(e), view(e, names) if e.created and e.kind == "issue" else None)
+    rows = ((e.id, *columns(e), body(e), issueview.stored(e) if e.created and e.kind == "issue" else None)
             for e in state.entities.values())
     kv = [(name, k, _encode(v)) for name in SPACES for k, v in getattr(state, name).items()]
     # A few hundred MB in one go: the indexes built once at the end, not kept row by row,
     # and pages kept in memory until the commit rather than spilled and read back.
     conn.execute("PRAGMA cache_size=-300000")
-    conn.execute("DROP INDEX IF EXISTS entity_kind")
-    conn.execute("DROP INDEX IF EXISTS entity_grp")
+    drop_indexes(conn)
     conn.executemany("INSERT INTO entity (id, kind, status, grp, created, updated, body, view) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    for stmt in INDEXES:
-        conn.execute(stmt)
+    if indexes:
+        for stmt in INDEXES:
+            conn.execute(stmt)
     conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
+
+
+def drop_indexes(conn: sqlite3.Connection) -> None:
+    conn.execute("DROP INDEX IF EXISTS entity_kind")
+    conn.execute("DROP INDEX IF EXISTS entity_grp")
 
 
 def _shrink_wal(conn: sqlite3.Connection) -> None:
@@ -421,15 +460,6 @@ def _upsert(conn, rows, kv) -> None:
     conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
 
 
-def _views(conn, state: State, changed: list[Entity], view, everything: bool = False) -> None:
-    """Pre-encoded list views of issues; all of them again when an actor's name may have changed."""
-    if not everything and any(e.kind == "actor" for e in changed):
-        changed, everything = state.of_kind("issue"), True
-    names = {e.id: e.get("name", e.id) for e in state.of_kind("actor")}
-    conn.executemany("UPDATE entity SET view=? WHERE id=?",
-                     [(view(e, names), e.id) for e in changed if e.created and e.kind == "issue"])
-
-
 def read_meta(conn: sqlite3.Connection) -> bytes | None:
     row = conn.execute("SELECT v FROM meta WHERE k='meta'").fetchone()
     return row[0] if row else None
@@ -439,15 +469,6 @@ def issue_views(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> 
     """Pre-encoded issue views, oldest first."""
     return [v for (v,) in conn.execute(
         f"SELECT view FROM entity WHERE kind='issue' {where} ORDER BY created, id", args)]
-
-
-def encode_stored(conn: sqlite3.Connection, state: State) -> bytes:
-    """The msgpack of the whole state, as a snapshot holds it (entity bodies copied, not decoded)."""
-    entities = {k: msgspec.Raw(v) for k, v in conn.execute("SELECT id, body FROM entity ORDER BY rowid")}
-    kinds = dict(conn.execute("SELECT id, kind FROM entity WHERE kind IS NOT NULL ORDER BY rowid"))
-    tables = {name: dict(getattr(state, name).items()) for name in SPACES}
-    return _encode(EncodedState(entities=entities, kinds=kinds, max_lamport=state.max_lamport,
-                               event_count=state.event_count, **tables))
 
 
 def remove(path: str) -> None:

@@ -159,7 +159,7 @@ def _base(g: Grite, tips: dict[str, str], cut: dict[str, list[str]]):
     """In a clone cut at a snapshot: the snapshot the logs are checked from, and its state."""
     from git_brat.grite import shallow, snapshot
     from git_brat.grite.cache import CACHE_VERSION
-    base = snapshot.best(g.store, tips, CACHE_VERSION)
+    base = snapshot.best_state(g.store, tips, CACHE_VERSION)
     if base is None:
         shallow.refuse_if_cut(g.store, tips.values(), "check the logs",
                               " and no usable snapshot here covers what came before", cut)
@@ -196,7 +196,7 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             continue   # never used: another version's, refused, or not contained in our logs
         stored = snapshot.load(g.store, snap)
         if stored is None:
-            detail = "its state does not decode"
+            detail = "its state does not decode, or its rows disagree with themselves"
         else:
             reader = LogReader(g.store)
             commits = reader.new_commits(snap.meta.covers, ())

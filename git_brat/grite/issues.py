@@ -8,7 +8,8 @@ from datetime import datetime
 import msgspec
 
 from git_brat.grite import events as ev
-from git_brat.grite.cache import IssueView, actor_names, issue_view
+from git_brat.grite.cache import actor_names
+from git_brat.grite.issueview import IssueView, issue_view
 from git_brat.grite.errors import Conflict, NotFound, UsageError
 from git_brat.grite.log import Draft
 from git_brat.grite.repo import Grite

@@ -1,14 +1,16 @@
 """Snapshots: the projected state at a frontier, committed so a rebuild replays only what came after.
 
 A snapshot is a commit on `refs/grite/snapshots/<replica-id>` (moved only by its replica, and
-published beside its log) whose tree holds `meta` and `state`, and whose parents are the log tips
-it covers: whoever has the snapshot has every event in it. It is used only if its format matches
+published beside its log) whose tree holds `meta` and `state.db.zst` (the cache file's tables at
+that frontier, see snapdb), and whose parents are the log tips it covers: whoever has the
+snapshot has every event in it. It is used only if its format matches
 and every tip it covers is reachable from our own logs, so it can never add an event our logs do
 not have; `git grite doctor` replays each one in full and reports any that disagree.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import time
 import zlib
@@ -25,7 +27,8 @@ PREFIX = b"refs/grite/snapshots/"
 REMOTE_INFIX = b"/grite/snapshots/"
 DEFAULT_EVERY = 10000   # events a replica replays past its last snapshot before writing another
 MIN_EVERY = 1000
-STATE_Z = b"state.z"   # the tree entry holding the state's msgpack, zlib-compressed
+STATE_DB = b"state.db.zst"   # the tree entry holding the state: a cache file, zstd-compressed
+STATE_Z = b"state.z"   # what snapshots held before: the state's msgpack, zlib-compressed
 
 
 # Fetched snapshots are anyone's writing: what reaches git's command line or a terminal is checked.
@@ -94,15 +97,14 @@ def listed(store: Store) -> list[Snapshot]:
 
 
 class Start(NamedTuple):
-    """A snapshot to start from: its state, and each entity's encoding as the snapshot holds it
-    (the cache row of every entity later events do not touch: copied, not encoded again)."""
+    """A snapshot to start from, adopted as a cache file (see snapdb) at the path asked for."""
     snap: Snapshot
-    state: State
-    bodies: dict[str, msgspec.Raw]
+    max_lamport: int
+    events: int
 
 
-def best(store: Store, tips: dict[str, str], version: int) -> Start | None:
-    """The snapshot covering the most events that our logs fully contain, and its state."""
+def best(store: Store, tips: dict[str, str], version: int, path: str) -> Start | None:
+    """The snapshot covering the most events that our logs fully contain, adopted at path."""
     seen = rejected(store)
     for snap in listed(store):
         if snap.meta.version != version or snap.commit in seen:
@@ -110,10 +112,43 @@ def best(store: Store, tips: dict[str, str], version: int) -> Start | None:
         seen.add(snap.commit)
         if not contained(store, snap, tips.values()):
             continue   # it has events our logs do not reach: using it would invent them
-        loaded = load_rows(store, snap)
-        if loaded is not None:
-            return Start(snap, *loaded)
+        start = adopted(store, snap, path)
+        if start is not None:
+            return start
     return None
+
+
+def best_state(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, State] | None:
+    """best(), its state read from a file nobody else sees (doctor; a read-only repository)."""
+    path = temp_path(store)
+    start = best(store, tips, version, path)
+    return None if start is None else (start.snap, _opened(path, start))
+
+
+def load(store: Store, snap: Snapshot) -> State | None:
+    """The snapshot's state (read from a file nobody else sees), or None if it is unusable."""
+    path = temp_path(store)
+    start = adopted(store, snap, path)
+    return None if start is None else _opened(path, start)
+
+
+def _opened(path: str, start: Start) -> State:
+    from git_brat.grite import cachedb, snapdb
+    return cachedb.open_state(snapdb.open_unlinked(path), start.max_lamport, start.events)
+
+
+def temp_path(store: Store) -> str:
+    """A new file's name: beside the cache if that can be written (one filesystem), else $TMPDIR."""
+    import tempfile
+    for where in (os.path.join(store.grite_dir, "cache"), None):
+        try:
+            fd, path = tempfile.mkstemp(prefix="snapshot-", suffix=".db", dir=where)
+        except OSError:
+            continue
+        os.close(fd)
+        return path
+    raise GriteError("no directory here can hold a snapshot's state (the cache directory and "
+                     "$TMPDIR are not writable)")
 
 
 def contained(store: Store, snap: Snapshot, tips) -> bool:
@@ -139,10 +174,47 @@ def contained(store: Store, snap: Snapshot, tips) -> bool:
         return False
 
 
-def load(store: Store, snap: Snapshot) -> State | None:
-    """The snapshot's state, or None if it does not decode."""
-    loaded = load_rows(store, snap)
-    return loaded[0] if loaded is not None else None
+def adopted(store: Store, snap: Snapshot, path: str) -> Start | None:
+    """The snapshot's state written at path as a checked cache file; None (nothing left at
+    path) if it does not decode, fails a check, or its counts are not its meta's."""
+    from git_brat.grite import cachedb, snapdb
+    try:
+        unpacked = _unpack(store, snap, path)
+        got = snapdb.adopt(path) if unpacked else None
+    except BaseException:
+        cachedb.remove(path)
+        raise
+    # Its counts are its writer's word too: impossible ones disqualify it (doctor checks the rest).
+    if got is None or got.version != snap.meta.version or got.event_count != snap.meta.events \
+            or got.max_lamport < 0 or got.entities != snap.meta.entities:
+        cachedb.remove(path)
+        return None
+    return Start(snap, got.max_lamport, got.event_count)
+
+
+def _unpack(store: Store, snap: Snapshot, path: str) -> bool:
+    """Write the snapshot's state at path as a cache file's tables, unchecked; False if it
+    cannot be read. `state.db.zst` is that file; older snapshots held the msgpack of State."""
+    import zstandard
+    from git_brat.grite import cachedb, snapdb
+    commit = snap.commit.encode()
+    try:
+        packed = store.read_record(commit, STATE_DB)[0]
+    except CorruptObject:
+        loaded = load_rows(store, snap)
+        if loaded is None:
+            return False
+        state, bodies = loaded
+        cachedb.write_file(path, state, snapdb.counts_row(snap.meta.version, state.max_lamport,
+                                                          state.event_count),
+                           (bodies, set()), indexes=False)
+        return True
+    try:
+        with open(path, "wb") as out:
+            zstandard.ZstdDecompressor().copy_stream(io.BytesIO(packed), out, write_size=1 << 20)
+    except zstandard.ZstdError:
+        return False
+    return True
 
 
 def load_rows(store: Store, snap: Snapshot) -> tuple[State, dict[str, msgspec.Raw]] | None:
@@ -177,15 +249,20 @@ def _state_bytes(store: Store, commit: bytes) -> bytes:
         return store.read_record(commit, b"state")[0]
 
 
-def write(store: Store, replica_id: str, author: bytes, state: State, encoded: bytes,
+def write(store: Store, replica_id: str, author: bytes, events: int, entities: int, path: str,
           covers: list[str], version: int) -> Snapshot | None:
-    """Commit `encoded` (the msgpack of state) as this replica's snapshot; None if one raced us."""
+    """Commit the state in the file at path (see snapdb.export) as this replica's snapshot;
+    None if another process moved it meanwhile."""
+    import zstandard
     covers = sorted(set(covers))
-    meta = SnapshotMeta(version, replica_id, state.event_count, len(state.kinds), covers)
+    meta = SnapshotMeta(version, replica_id, events, entities, covers)
     message = f"grite: snapshot of {meta.events} events, {meta.entities} entities"
-    # Level 1: a third of the size for a fraction of the time level 6 takes on a few hundred MB.
-    state = zlib.compress(encoded, 1)
-    commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), STATE_Z: state},
+    with open(path, "rb") as f:
+        data = f.read()
+    # zstd: every clone inflates it, 5x faster than zlib, and it is as small as zlib's level 6.
+    packed = zstandard.ZstdCompressor(level=3, threads=-1).compress(data)
+    del data
+    commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), STATE_DB: packed},
                                      [c.encode() for c in covers], message, author,
                                      int(time.time()))
     ref = own_ref(replica_id)
@@ -193,6 +270,21 @@ def write(store: Store, replica_id: str, author: bytes, state: State, encoded: b
     if not store.cas_ref(ref, old, commit, b"grite: snapshot"):
         return None
     return Snapshot(ref.decode(), commit.decode(), meta)
+
+
+def write_state(store: Store, replica_id: str, author: bytes, state: State, covers: list[str],
+                version: int) -> Snapshot | None:
+    """write() of a state held in memory (its file made here first)."""
+    from git_brat.grite import cachedb, snapdb
+    path = temp_path(store)
+    try:
+        cachedb.write_file(path, state, snapdb.counts_row(version, state.max_lamport,
+                                                          state.event_count),
+                           indexes=False)
+        return write(store, replica_id, author, state.event_count, len(state.kinds), path,
+                     covers, version)
+    finally:
+        cachedb.remove(path)
 
 
 def _rejected_path(store: Store) -> str:

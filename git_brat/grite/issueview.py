@@ -1,0 +1,43 @@
+"""An issue as `issue list` shows it, and the pre-encoded form the cache keeps beside its row."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from git_brat.grite.state import Entity, iso
+
+
+class IssueView(msgspec.Struct):
+    id: str
+    title: str
+    state: str
+    labels: list[str]
+    assignees: list[str]
+    created_at: datetime
+    updated_at: datetime
+    author: str
+    comments: int
+
+
+def issue_view(ent: Entity, actor_names: dict[str, str] | None = None) -> IssueView:
+    return IssueView(ent.id, ent.get("title", ""), ent.get("state", "open"),
+                     ent.members("labels"), ent.members("assignees"),
+                     iso(ent.created_at), iso(ent.updated_at),
+                     (actor_names or {}).get(ent.created_by, ent.created_by), len(ent.comments))
+
+
+def stored(ent: Entity) -> bytes:
+    """The view kept in the cache: its author is the actor's id, named when read, so that an
+    actor's record arriving or changing rewrites no issue's view."""
+    return msgspec.json.encode(issue_view(ent))
+
+
+def decode_stored(views: list[bytes], actor_names: dict[str, str]) -> list[IssueView]:
+    """Stored views, their authors named. (A cache written before views held ids holds names:
+    a name is no actor's id, so it stays.)"""
+    out = msgspec.json.decode(b"[" + b",".join(views) + b"]", type=list[IssueView])
+    for v in out:
+        v.author = actor_names.get(v.author, v.author)
+    return out
