@@ -136,11 +136,19 @@ def _state_file(repo, snap, tmp_path):
     """The snapshot's state as the SQLite file it holds, unpacked at a path of our own."""
     path = tmp_path / "snapshot.db"
     data = run(["git", "cat-file", "blob", f"{snap.commit}:state.db.zst"], repo).stdout
-    path.write_bytes(zstandard.ZstdDecompressor().decompress(data))
+    path.write_bytes(zstandard.ZstdDecompressor().stream_reader(
+        data, read_across_frames=True).read())
     return path
 
 
-def _with_change(repo, snap, tmp_path, *statements, args=()):
+def _repacked(repo, snap, data: bytes, **meta) -> str:
+    """snap re-made holding this state file (packed as a writer packs it), meta changed by meta."""
+    packed, frames = snapshot.pack(data)
+    meta = msgspec.structs.replace(snap.meta, frames=frames, **meta)
+    return _recommit(repo, snap, {"state.db.zst": packed, "meta": msgspec.msgpack.encode(meta)})
+
+
+def _with_change(repo, snap, tmp_path, *statements, args=(), **meta):
     """snap re-made with its state file changed by these SQL statements."""
     path = _state_file(repo, snap, tmp_path)
     conn = sqlite3.connect(path)
@@ -148,8 +156,7 @@ def _with_change(repo, snap, tmp_path, *statements, args=()):
         conn.execute(stmt, args) if "?" in stmt else conn.execute(stmt)
     conn.commit()
     conn.close()
-    return _recommit(repo, snap, {"state.db.zst": zstandard.ZstdCompressor().compress(
-        path.read_bytes())})
+    return _repacked(repo, snap, path.read_bytes(), **meta)
 
 
 def _not_used(repo):
@@ -164,10 +171,20 @@ def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo, 
     assert grite_json(grepo, "rebuild")["snapshot"] is None
     snap = _write_snapshot(grepo, state)
     good = _state_file(grepo, snap, tmp_path).read_bytes()
-    zstd = zstandard.ZstdCompressor().compress
-    for damaged in (b"not zstd at all", zstd(b"not a database" * 100), zstd(good[:len(good) // 2])):
-        _recommit(grepo, snap, {"state.db.zst": damaged})
+    _repacked(grepo, snap, good)
+    assert grite_json(grepo, "rebuild")["snapshot"] is not None   # (so the rest is not vacuous)
+    for damaged in (b"not a database" * 100, good[:len(good) // 2]):
+        _repacked(grepo, snap, damaged)
         _not_used(grepo)
+    zstd = zstandard.ZstdCompressor().compress
+    for packed, frames in ((zstd(good), []),   # one stream, as this format's first writers made
+                           (b"not zstd at all", [15]), (zstd(good), [len(zstd(good)) + 1])):
+        meta = msgspec.structs.replace(snap.meta, frames=frames)
+        _recommit(grepo, snap, {"state.db.zst": packed, "meta": msgspec.msgpack.encode(meta)})
+        if frames:
+            _not_used(grepo)
+        else:
+            assert grite_json(grepo, "rebuild")["snapshot"] is not None
     assert grite(grepo, "doctor", check=False).returncode == 6   # and doctor names it
     assert canonical(Cache(Store.discover(str(grepo))).state()) == _full_state(grepo)
 
@@ -176,6 +193,8 @@ def test_a_snapshot_whose_rows_disagree_with_themselves_is_not_used(grepo, tmp_p
     """Well-formed on the outside, wrong inside (a peer's bug or malice): refused before use."""
     ids = _some_history(grepo, 5)
     snap = _write_snapshot(grepo, Cache(Store.discover(str(grepo))).state())
+    _with_change(grepo, snap, tmp_path, "SELECT 1")   # re-made unchanged: used
+    assert grite_json(grepo, "rebuild")["snapshot"] is not None
     for change, args in (
             ("UPDATE entity SET body = X'c1' WHERE id = ?", (ids[0],)),        # not msgpack
             ("UPDATE entity SET body = ? WHERE id = '%s'" % ids[0],            # not an entity
@@ -361,11 +380,9 @@ def _forge_counts(repo, tmp_path, meta_events: int, state_events: int):
     store = Store.discover(str(repo))
     state = Cache(store).state()
     snap = _write_snapshot(repo, state)
-    meta = msgspec.structs.replace(snap.meta, events=meta_events)
-    _with_change(repo, snap, tmp_path, "UPDATE meta SET v = ?",
-                 args=(snapdb.counts_row(CACHE_VERSION, state.max_lamport, state_events),))
-    snap = snapshot.read(store, snap.ref.encode())
-    return _recommit(repo, snap, {"meta": msgspec.msgpack.encode(meta)})
+    return _with_change(repo, snap, tmp_path, "UPDATE meta SET v = ?",
+                        args=(snapdb.counts_row(CACHE_VERSION, state.max_lamport, state_events),),
+                        events=meta_events)
 
 
 def test_a_snapshot_whose_counts_are_impossible_is_not_used_and_doctor_catches_the_rest(grepo, tmp_path):

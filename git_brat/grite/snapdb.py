@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
+import threading
 from typing import NamedTuple
 
 import msgspec
@@ -107,15 +110,24 @@ def adopt(path: str) -> Adopted | None:
         if len(metas) != 1 or metas[0][0] != "meta":
             return None
         counts = msgspec.msgpack.decode(metas[0][1], type=Counts)
-        entities = _check_entities(conn)
-        if entities is None or not _check_tables(conn):
+        if not _check_tables(conn):
             return None
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA cache_size=-300000")
-        conn.execute("BEGIN")
-        for stmt in cachedb.INDEXES:
-            conn.execute(stmt)
-        conn.execute("COMMIT")
+        # The rows are checked in two processes (Python per row is the cost, and there are two
+        # cores) while threads build the indexes (SQLite's own work, beside WAL readers) and
+        # make the file durable (it must be before it is put in place; then little is left).
+        conn.execute("PRAGMA journal_mode=WAL")
+        built: list[BaseException | None] = []
+        helpers = [threading.Thread(target=_build_indexes, args=(path, built)),
+                   threading.Thread(target=_sync, args=(path,))]
+        for t in helpers:
+            t.start()
+        try:
+            entities = _check_split(path, conn)
+        finally:
+            for t in helpers:
+                t.join()
+        if entities is None or built != [None]:
+            return None
         return Adopted(counts.version, counts.max_lamport, counts.event_count, entities)
     except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError):
         return None
@@ -123,13 +135,67 @@ def adopt(path: str) -> Adopted | None:
         conn.close()
 
 
-def _check_entities(conn: sqlite3.Connection) -> int | None:
-    """Every row's indexed columns and view agree with its body; the number of created ones."""
+def _build_indexes(path: str, built: list) -> None:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("PRAGMA cache_size=-300000")
+            conn.execute("BEGIN")
+            for stmt in cachedb.INDEXES:
+                conn.execute(stmt)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        built.append(None)
+    except BaseException as exc:   # noqa: BLE001 - reported to the checking thread
+        built.append(exc)
+
+
+def _sync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass   # (cachedb.place makes it durable in any case)
+
+
+SPLIT_ROWS = 20000   # fewer rows than this: a second process costs more than it saves
+
+
+def _check_split(path: str, conn: sqlite3.Connection) -> int | None:
+    """_check_entities over every row: the upper half by a child process when there are many."""
+    lo, hi, n = conn.execute("SELECT MIN(rowid), MAX(rowid), COUNT(*) FROM entity").fetchone()
+    if n < SPLIT_ROWS:
+        return _check_entities(conn)
+    mid = (lo + hi) // 2 + 1
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "git_brat.grite.snapdb", path, str(mid)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    except OSError:
+        return _check_entities(conn)
+    try:
+        mine = _check_entities(conn, f"WHERE rowid < {mid}")
+    finally:
+        out, _ = child.communicate()
+    if mine is None or child.returncode != 0 or not out.strip().isdigit():
+        return None
+    return mine + int(out)
+
+
+def _check_entities(conn: sqlite3.Connection, where: str = "") -> int | None:
+    """Every row's (of those `where` selects) indexed columns and view agree with its body;
+    the number of created ones; None at the first that does not."""
     decode = msgspec.msgpack.Decoder(Entity).decode
     names = None
     created = 0
     for eid, kind, status, grp, made, updated, body, shown in conn.execute(
-            "SELECT id, kind, status, grp, created, updated, body, view FROM entity"):
+            f"SELECT id, kind, status, grp, created, updated, body, view FROM entity {where}"):
         ent = decode(body)
         if ent.id != eid or cachedb.columns(ent) != (kind, status, grp, made, updated):
             return None
@@ -206,3 +272,22 @@ def open_unlinked(path: str):
     finally:
         cachedb.remove(path)
     return conn
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m git_brat.grite.snapdb PATH ROWID`: check the rows from ROWID on (_check_split)."""
+    import gc
+    gc.disable()   # nothing it makes is kept: a collection would only cost
+    try:
+        conn = sqlite3.connect(f"file:{argv[0]}?mode=ro", uri=True)
+        found = _check_entities(conn, f"WHERE rowid >= {int(argv[1])}")
+    except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return 1
+    if found is None:
+        return 1
+    print(found)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

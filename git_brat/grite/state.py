@@ -32,7 +32,8 @@ class Entity(msgspec.Struct):
         return default if cell is None else cell[0]
 
     def members(self, set_name: str) -> list[str]:
-        return sorted(v for v, tags in self.sets.get(set_name, {}).items() if tags)
+        held = self.sets.get(set_name)   # (most entities have none: every list view asks)
+        return sorted([v for v, tags in held.items() if tags]) if held else []
 
     def live_tags(self, set_name: str, value: str) -> list[str]:
         return list(self.sets.get(set_name, {}).get(value, ()))
