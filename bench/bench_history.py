@@ -234,8 +234,7 @@ def build_hub(root: Path, n: int) -> tuple[Path, History, dict]:
     producer = root / "producer"
     git(root, "clone", "-q", f"file://{hub}", str(producer))
     info["producer init (no snapshot yet: full replay)"] = run(["git", "grite", "init"], producer)
-    subprocess.run(["git", "grite", "snapshot"], cwd=producer, env=env(), check=True,
-                   stdout=subprocess.DEVNULL)
+    info["snapshot write"] = run(["git", "grite", "snapshot"], producer)
     subprocess.run(["git", "grite", "sync"], cwd=producer, env=env(), check=True,
                    stdout=subprocess.DEVNULL)
     snaps = git(hub, "for-each-ref", "--format=%(objectname)", "refs/grite/snapshots/").split()
@@ -461,7 +460,7 @@ def main() -> None:
               f"{DELTA} after it; setup: generate {info['generate']:.1f} s, fast-import "
               f"{info['fast-import']:.1f} s, gc {info['gc']:.1f} s; a clone with no snapshot "
               f"yet took {ms(info['producer init (no snapshot yet: full replay)'])} for "
-              f"`git grite init`)", flush=True)
+              f"`git grite init`, and {ms(info['snapshot write'])} for `git grite snapshot`)", flush=True)
         bytes_figures(hub, n, info)
         if n == sizes[0]:
             bytes_ten_per_commit(root, n)

@@ -63,7 +63,7 @@ def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
             # A rebuild goes through the WAL whole; once checkpointed, the next write shrinks it.
             conn.execute("PRAGMA journal_size_limit=8388608")
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name='kv'").fetchone() is None:
-                _make_tables(conn)
+                make_tables(conn)
                 for stmt in INDEXES:
                     conn.execute(stmt)
         conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
@@ -331,7 +331,7 @@ def write_all(conn: sqlite3.Connection, state: State, meta: bytes) -> None:
         raise
     finally:
         conn.execute("PRAGMA cache_size=-2000")
-    _shrink_wal(conn)
+    shrink_wal(conn)
 
 
 def create(path: str, state: State, meta: bytes) -> sqlite3.Connection:
@@ -356,7 +356,7 @@ def write_file(path: str, state: State, meta: bytes,
         conn.execute(PAGE_SIZE)
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
-        _make_tables(conn)
+        make_tables(conn)
         conn.execute("BEGIN")
         _insert_all(conn, state, meta, copied, indexes)
         conn.execute("COMMIT")
@@ -407,7 +407,7 @@ def _put_in_place(tmp: str, path: str) -> None:
         os.replace(tmp, path)
 
 
-def _make_tables(conn: sqlite3.Connection, db: str = "main") -> None:
+def make_tables(conn: sqlite3.Connection, db: str = "main") -> None:
     for stmt in TABLES:
         conn.execute(stmt.format(db=db))
 
@@ -442,7 +442,7 @@ def drop_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS entity_grp")
 
 
-def _shrink_wal(conn: sqlite3.Connection) -> None:
+def shrink_wal(conn: sqlite3.Connection) -> None:
     """After a bulk write (the whole state went through the WAL, twice the file's size): copy it
     into the file and truncate it, unless a reader is in the way for long (a later writer will)."""
     try:

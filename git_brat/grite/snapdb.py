@@ -52,22 +52,19 @@ def export(src: str, path: str, generation: str) -> bool:
     names, whatever writers do meanwhile."""
     cachedb.remove(path)
     conn = sqlite3.connect(src, isolation_level=None, timeout=60)
+    copied = False
     try:
         conn.execute("ATTACH DATABASE ? AS snap", (path,))
         conn.execute(cachedb.PAGE_SIZE.replace("PRAGMA ", "PRAGMA snap."))
         conn.execute("PRAGMA snap.journal_mode=OFF")
         conn.execute("PRAGMA snap.synchronous=OFF")
-        cachedb._make_tables(conn, "snap")
+        cachedb.make_tables(conn, "snap")
         conn.execute("BEGIN")
-        raw = cachedb.read_meta(conn)
         try:
-            held = msgspec.msgpack.decode(raw or b"", type=_Generation).generation
+            held = msgspec.msgpack.decode(cachedb.read_meta(conn) or b"", type=_Generation)
         except (msgspec.DecodeError, msgspec.ValidationError):
             held = None
-        if held != generation:
-            conn.execute("ROLLBACK")
-            conn.close()
-            cachedb.remove(path)
+        if held is None or held.generation != generation:
             return False
         # rowid kept: entities come back in the order the state holds them.
         cols = cachedb.ENTITY_COLUMNS
@@ -75,18 +72,17 @@ def export(src: str, path: str, generation: str) -> bool:
         conn.execute("INSERT INTO snap.kv SELECT * FROM main.kv")
         conn.execute("INSERT INTO snap.meta SELECT * FROM main.meta")
         conn.execute("COMMIT")
+        copied = True
         return True
-    except BaseException:
-        conn.close()
-        cachedb.remove(path)
-        raise
     finally:
         conn.close()
+        if not copied:
+            cachedb.remove(path)
 
 
 def _reference_schema() -> set[tuple]:
     conn = sqlite3.connect(":memory:")
-    cachedb._make_tables(conn)
+    cachedb.make_tables(conn)
     try:
         return set(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
     finally:
@@ -250,7 +246,7 @@ def replace_rows(conn: sqlite3.Connection, path: str, meta: bytes) -> None:
             conn.execute("PRAGMA cache_size=-2000")
     finally:
         conn.execute("DETACH DATABASE snap")
-    cachedb._shrink_wal(conn)
+    cachedb.shrink_wal(conn)
 
 
 def set_meta(path: str, meta: bytes) -> None:
