@@ -12,16 +12,20 @@ from __future__ import annotations
 import errno
 import os
 import time
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from git_brat.grite import attic, snapshot
+from git_brat.grite import attic
 from git_brat.grite.errors import GriteError
 from git_brat.grite.files import FileLock, atomic_write, ensure_dir
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
 from git_brat.grite.issueview import IssueView, decode_stored, issue_view
 from git_brat.grite.state import State, no_gc, replay_stream
+
+if TYPE_CHECKING:
+    from git_brat.grite import snapshot
 
 # 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
 # 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
@@ -248,7 +252,7 @@ class Cache:
 
     def _own_snapshot_events(self) -> int:
         """Events in this replica's current snapshot (0 if none usable)."""
-        from git_brat.grite import identity
+        from git_brat.grite import identity, snapshot
         rid = identity.load_replica(self.store.grite_dir).id
         own = snapshot.read(self.store, snapshot.own_ref(rid))
         return own.meta.events if own is not None and own.meta.version == CACHE_VERSION else 0
@@ -259,7 +263,7 @@ class Cache:
         Nothing is written when ours already covers exactly this frontier, or when there are
         no events at all.
         """
-        from git_brat.grite import identity
+        from git_brat.grite import identity, snapshot
         state = self.state()
         if self.problems:
             raise GriteError(f"{len(self.problems)} log records could not be read, and a snapshot "
@@ -339,6 +343,7 @@ class Cache:
 
     def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str],
                  full: bool) -> tuple[Meta, State]:
+        from git_brat.grite import snapshot
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
             try:
@@ -442,7 +447,7 @@ class Cache:
         one that exists takes its rows. Either way a crash after this leaves a cache that is
         simply behind: the next command extends it from that frontier."""
         import sqlite3
-        from git_brat.grite import cachedb, snapdb
+        from git_brat.grite import cachedb, snapdb, snapshot
         if self.read_only:
             found = snapshot.best_state(self.store, tips, CACHE_VERSION)
             if found is None:
@@ -512,7 +517,7 @@ class Cache:
         """Commit state, which the cache file holds as `generation` (else it is written out
         from memory), as this replica's snapshot."""
         import sqlite3
-        from git_brat.grite import cachedb, identity, snapdb
+        from git_brat.grite import cachedb, identity, snapdb, snapshot
         ident = identity.load(self.store.grite_dir)
         args = (self.store, ident.replica.id, ident.git_author)
         if not self.read_only and os.path.exists(self.path):

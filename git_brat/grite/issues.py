@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 
 import msgspec
@@ -327,7 +326,7 @@ def import_key(title: str, body: str, occurrence: int = 0) -> str:
     so two different issues that read the same are two issues, still idempotently.
     """
     extra = f"\0{occurrence}" if occurrence else ""
-    return hashlib.blake2b(f"import\0{title}\0{body}{extra}".encode(),
+    return ev.blake2b(f"import\0{title}\0{body}{extra}".encode(),
                            digest_size=16).hexdigest()
 
 

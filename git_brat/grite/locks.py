@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import time
@@ -105,6 +104,17 @@ class Status(msgspec.Struct):
     leases: list[LeaseView]
     note: str = ""
     problems: list[str] = []
+
+
+class RemoteFailed(GriteError):
+    """The lock remote answered, then talking to it failed (this clone's git gave up on the
+    fetch, or the connection dropped): what it holds is unknown, so unlike RemoteUnreachable
+    this is never a reason to decide the lease locally."""
+
+    def __init__(self, remote: str, what: str, detail: str):
+        super().__init__(f"remote {remote} answered, then {what} failed: {detail}; "
+                         f"the lease is unchanged here, try again")
+        self.remote, self.detail = remote, detail
 
 
 class LeaseHeld(Conflict):
@@ -220,7 +230,7 @@ def hostname() -> str:
 
 def lock_entity(resource: str) -> str:
     """The entity id lease-token events are recorded under (stable per resource)."""
-    return hashlib.blake2b(b"lock\0" + resource.encode(), digest_size=16).hexdigest()
+    return ev.blake2b(b"lock\0" + resource.encode(), digest_size=16).hexdigest()
 
 
 # -- settings and holders ------------------------------------------------------
@@ -546,7 +556,12 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
             continue
         commit = _write(g, plan, base)
         mirrored = store.read_ref(ref)
-        won, reason = store.push_lease(remote, commit, ref, expected, st.timeout)
+        try:
+            won, reason = store.push_lease(remote, commit, ref, expected, st.timeout)
+        except RemoteUnreachable as exc:
+            if not fresh:
+                raise   # nothing heard from the remote yet: _apply may decide locally
+            raise RemoteFailed(remote, f"the push of the lease on {resource}", exc.detail) from exc
         if won:
             _mirror(store, ref, mirrored, commit, _message(plan))
             return _finish(g, ref, plan, st, record)
@@ -563,13 +578,22 @@ def _refresh(store: "Store", remote: str, ref: bytes, st: Settings) -> tuple[byt
 
     When the remote has no lease but this clone has one (taken while the remote was down),
     that local history is what gets decided on and pushed: tokens stay monotonic.
+
+    Raises RemoteUnreachable only when ls-remote could not reach the remote; a fetch that
+    fails after it answered is RemoteFailed. (`git fetch` also fails on this clone's own
+    account: its connectivity check walks every work tree's HEAD, and `git worktree add`
+    leaves a new one's HEAD a null id for a moment. Taken for an unreachable remote, that
+    made the caller decide the lease locally, while the remote held it for another clone.)
     """
     for _ in range(5):
         sha = store.ls_remote(remote, [ref.decode()], st.timeout).get(ref)
         if sha is None:
             return None, store.read_ref(ref)
         if not store.has_object(sha):
-            store.fetch_objects(remote, [ref.decode()], st.timeout)
+            try:
+                store.fetch_objects(remote, [ref.decode()], st.timeout)
+            except RemoteUnreachable as exc:
+                raise RemoteFailed(remote, f"the fetch of {ref.decode()}", exc.detail) from exc
             if not store.has_object(sha):
                 continue   # it moved between ls-remote and fetch: look again
         _mirror(store, ref, store.read_ref(ref), sha)
@@ -686,6 +710,9 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
                 refresh_all(store, st)
         except RemoteUnreachable:
             note = f"remote {st.remote} unreachable; showing this clone's records"
+        except RemoteFailed as exc:
+            note = f"could not read the leases of {st.remote} ({exc.detail}); showing this " \
+                   f"clone's records"
     now, leases, problems = now_ms(), [], []
     memo = Memo(os.path.join(store.grite_dir, "cache")) if not released else None
     known = _known_records(store) if released else _unreleased_records(store, memo)

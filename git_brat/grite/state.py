@@ -379,8 +379,8 @@ def canonical(state: State) -> bytes:
 def digest(state: State) -> bytes:
     """A hash equal for equal states, as canonical() is, built an entity at a time (from the
     cache file, rows are read in order and not kept): doctor compares whole states with it."""
-    import hashlib
-    h = hashlib.blake2b(digest_size=32)
+    from git_brat.grite.events import blake2b
+    h = blake2b(digest_size=32)
     encode = msgspec.msgpack.Encoder(order="sorted").encode
     stream = getattr(state.entities, "stream", None)
     for k, e in (stream() if stream is not None else sorted(state.entities.items())):
