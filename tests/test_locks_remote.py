@@ -192,3 +192,31 @@ def test_a_configured_lock_remote_path_that_vanished_falls_back_like_an_outage(t
     git(a, "config", "grite.lockRemote", str(tmp_path / "unmounted" / "hub.git"))
     got = grite_json(a, "lock", "acquire", "task:t-7", "--holder", "alice")
     assert got["mode"] == "local" and "unreachable" in got["note"]
+
+
+def test_a_fetch_failing_on_this_clone_is_no_outage_and_never_grants_a_local_lease(tmp_path, hub):
+    """The remote answers, then this clone's `git fetch` of the lease fails on its own account:
+    its connectivity check walks every work tree's HEAD, and `git worktree add` writes a new
+    one's HEAD as a null id before it sets it (a witness adds work trees while its other
+    workers take leases). That used to count as "remote unreachable": a local lease, granted
+    while the remote held it for another clone, and the task ran on both."""
+    a, b = _clones(tmp_path, str(hub), 2)
+    for c in (a, b):
+        git(c, "config", "grite.lockRemote", "origin")
+    assert grite_json(b, "lock", "acquire", "task:t-1", "--holder", "bob")["mode"] == "remote"
+    adding = a / ".git" / "worktrees" / "adding"   # as `git worktree add` leaves it at first
+    adding.mkdir(parents=True)
+    (adding / "HEAD").write_text("0" * 40 + "\n")
+    (adding / "commondir").write_text("../..\n")
+    (adding / "gitdir").write_text(f"{tmp_path / 'adding' / '.git'}\n")
+    (adding / "locked").write_text("initializing\n")
+    proc = grite(a, "lock", "acquire", "task:t-1", "--holder", "alice", check=False)
+    assert proc.returncode != 0, proc.out
+    assert "remote origin answered, then the fetch of refs/grite/locks/task/t-1 failed" in proc.err
+    assert "bad object worktrees/adding/HEAD" in proc.err
+    assert git(a, "for-each-ref", "refs/grite/locks/") == ""        # nothing decided here
+    shutil.rmtree(adding)                                            # the work tree is made
+    refused = grite(a, "lock", "acquire", "task:t-1", "--holder", "alice", check=False)
+    assert refused.returncode == 5 and "held by bob" in refused.err
+    mirrored = grite_json(a, "lock", "status", "task:t-1", "--local")[0]
+    assert (mirrored["holder"], mirrored["mode"], mirrored["token"]) == ("bob", "remote", 1)

@@ -367,6 +367,11 @@ class Witness:
         except GriteError as exc:
             self.say(f"warning: could not lease task {tid[:7]}: {exc.message}")
             return True
+        except Exception:
+            # A bug, reported by _collect; the lease may have been granted all the same, and
+            # held by a session that never starts it would keep every witness off the task.
+            self._release(res, holder)
+            raise
         before = self._previous_session(res) if lease.action == "acquire" else ""
         if before and not self._knows(before):
             # A session we have never heard of held this task and let it go cleanly: it ran on

@@ -250,16 +250,33 @@ class Store:
             message = safe_subject(message.decode("utf-8", "surrogateescape")).encode(
                 "utf-8", "surrogateescape")
         who = self._reflog_identity() if message else None
-        for attempt in (1, 2):
+        broke, races = False, 0
+        while True:
+            if message:
+                # dulwich writes the reflog line while it holds the ref's .lock, and makes the
+                # log's directories by look-then-mkdir: another writer (a thread, a process,
+                # git) making the same directory in between raises FileExistsError and aborts
+                # the update. Made here first, where a directory that exists is no error.
+                os.makedirs(os.path.dirname(self.reflog_path(name)), exist_ok=True)
             try:
                 if old is None:
                     return refs.add_if_new(name, new, message=message or None, committer=who)
                 return refs.set_if_equals(name, old, new, message=message or None, committer=who)
             except FileLocked as exc:
-                if attempt == 1 and self._break_stale_lock(name):
+                if not broke and self._break_stale_lock(name):
+                    broke = True
                     continue
                 raise RefLocked(name.decode(), self.ref_lock_path(name)) from exc
-        return False
+            except FileExistsError:
+                # That race all the same (a directory removed and made again meanwhile): the
+                # ref was left as it was, so the swap is simply tried again.
+                races += 1
+                if races > 3:
+                    raise
+
+    def reflog_path(self, ref: bytes) -> str:
+        """Where git (and dulwich) keep a shared ref's reflog."""
+        return os.path.join(self.common_dir, "logs", ref.decode())
 
     def _reflog_identity(self) -> bytes | None:
         """Who the reflog line says moved the ref, as git names the committer (environment,
@@ -714,7 +731,7 @@ class Store:
 
     def reflog(self, ref: bytes) -> list[tuple[str, str]]:
         """(new sha, message) of every entry in a ref's reflog, oldest first (read in-process)."""
-        path = os.path.join(self.common_dir, "logs", ref.decode())
+        path = self.reflog_path(ref)
         try:
             with open(path, "rb") as f:
                 lines = f.read().decode("utf-8", "replace").splitlines()
