@@ -38,8 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
+
+import zstandard
 
 from benchlib import (ROOT, env, fast_import, fast_import_commit, floor, git, report)
 
@@ -256,15 +257,16 @@ def bytes_figures(hub: Path, n: int, info: dict) -> None:
     commits = int(git(hub, "rev-list", "--count", "--all"))
     snap = info["snapshot"]
     _size, disk = (int(x) for x in git(hub, "cat-file", "--batch-check=%(objectsize) %(objectsize:disk)",
-                                      input=f"{snap}:state.z\n".encode()).split())
-    inflated = len(zlib.decompress(subprocess.run(["git", "cat-file", "blob", f"{snap}:state.z"],
-                                                  cwd=hub, stdout=subprocess.PIPE).stdout))
+                                      input=f"{snap}:state.db.zst\n".encode()).split())
+    packed = subprocess.run(["git", "cat-file", "blob", f"{snap}:state.db.zst"], cwd=hub,
+                            stdout=subprocess.PIPE).stdout
+    inflated = len(zstandard.ZstdDecompressor().stream_reader(packed, read_across_frames=True).read())
     line(f"{n} events: hub packs after git gc (pack + idx)", f"{total / 2**20:.1f} MiB",
          f"{loose_count(hub)} loose objects left")
     line(f"{n} events: bytes per event after git gc", f"{total / n:.0f} B",
          f"pack alone {packs / n:.0f} B/event")
     line(f"{n} events: of which the snapshot's state blob", f"{disk / n:.0f} B",
-         f"({disk / 2**20:.1f} MiB in the pack, {inflated / 2**20:.1f} MiB of msgpack)")
+         f"({disk / 2**20:.1f} MiB in the pack, a {inflated / 2**20:.1f} MiB SQLite file)")
     line(f"{n} events: the logs alone (total - snapshot)", f"{(total - disk) / n:.0f} B/event",
          f"{commits} commits ({n / commits:.2f} events each), 3 objects each")
 
