@@ -161,3 +161,24 @@ def test_an_actor_renamed_is_shown_renamed_in_every_list_even_by_an_older_cache(
     assert authors() == ["agent-renamed"] * 3
     shutil.rmtree(grepo / ".git" / "grite" / "cache")
     assert authors() == ["agent-renamed"] * 3
+
+
+def test_a_stored_state_changed_in_memory_streams_as_the_same_state_held_whole(grepo):
+    """Doctor digests a snapshot's state after replaying later events onto it: rows read from
+    the file one at a time, with what memory changed or added merged in by key."""
+    import msgspec
+    from git_brat.grite.cache import in_memory
+    from git_brat.grite.state import Entity, digest
+    a, b = _busy_repo(grepo)
+    state = Cache(Store.discover(str(grepo))).state()
+    first = state.entities[a]
+    first.fields = {**first.fields, "title": ("changed in memory", 99, "x", "e")}
+    state.entities[a] = first
+    state.entities["0" * 32] = Entity(id="0" * 32, kind="issue")   # before every stored key
+    state.entities["f" * 32] = Entity(id="f" * 32, kind="issue")   # after every stored key
+    streamed = list(state.entities.stream())
+    whole = in_memory(state)
+    assert [k for k, _ in streamed] == sorted(whole.entities)
+    assert [msgspec.msgpack.encode(e) for _, e in streamed] == \
+        [msgspec.msgpack.encode(whole.entities[k]) for k in sorted(whole.entities)]
+    assert digest(state) == digest(whole)

@@ -141,13 +141,20 @@ class Rows:
 
     def stream(self) -> Iterator[tuple[str, Any]]:
         """(key, value) in key order, decoded one at a time and not kept: a whole state at a
-        million events is gigabytes as Python objects."""
-        if self.dirty:
-            yield from sorted(self.items())
-            return
-        for k, v in self._stored_in_order():
-            cur = self.loaded.get(k, _MISSING)
-            yield k, cur if cur is not _MISSING else self._decode(v)
+        million events is gigabytes as Python objects. What memory holds (changed or read)
+        is merged in by key (keys are ASCII: SQLite's order is Python's)."""
+        held = sorted((k, v) for k, v in self.loaded.items() if v is not _MISSING)
+        i = 0
+        for k, raw in self._stored_in_order():
+            while i < len(held) and held[i][0] < k:
+                yield held[i]
+                i += 1
+            if i < len(held) and held[i][0] == k:
+                yield held[i]
+                i += 1
+            else:
+                yield k, self._decode(raw)
+        yield from held[i:]
 
     def items(self) -> list[tuple[str, Any]]:
         """Every stored key, with what memory changed on top (a full scan: not for hot paths)."""

@@ -89,8 +89,9 @@ def _reference_schema() -> set[tuple]:
         conn.close()
 
 
-def adopt(path: str) -> Adopted | None:
-    """Check the file at path as an importer must, then build its indexes; None if it fails."""
+def adopt(path: str, durable: bool = True) -> Adopted | None:
+    """Check the file at path as an importer must, then build its indexes; None if it fails.
+    durable: it is to become the cache file (made durable meanwhile), not a scratch copy."""
     try:
         conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None)
     except sqlite3.Error:
@@ -113,8 +114,9 @@ def adopt(path: str) -> Adopted | None:
         # make the file durable (it must be before it is put in place; then little is left).
         conn.execute("PRAGMA journal_mode=WAL")
         built: list[BaseException | None] = []
-        helpers = [threading.Thread(target=_build_indexes, args=(path, built)),
-                   threading.Thread(target=_sync, args=(path,))]
+        helpers = [threading.Thread(target=_build_indexes, args=(path, built))]
+        if durable:   # (a scratch copy need not reach the disk: 276 MB at 1M, seconds there)
+            helpers.append(threading.Thread(target=_sync, args=(path,)))
         for t in helpers:
             t.start()
         try:

@@ -109,8 +109,10 @@ class Start(NamedTuple):
     events: int
 
 
-def best(store: Store, tips: dict[str, str], version: int, path: str) -> Start | None:
-    """The snapshot covering the most events that our logs fully contain, adopted at path."""
+def best(store: Store, tips: dict[str, str], version: int, path: str,
+         durable: bool = True) -> Start | None:
+    """The snapshot covering the most events that our logs fully contain, adopted at path
+    (durable: to become the cache file, see snapdb.adopt)."""
     seen = rejected(store)
     for snap in listed(store):
         if snap.meta.version != version or snap.commit in seen:
@@ -118,7 +120,7 @@ def best(store: Store, tips: dict[str, str], version: int, path: str) -> Start |
         seen.add(snap.commit)
         if not contained(store, snap, tips.values()):
             continue   # it has events our logs do not reach: using it would invent them
-        start = adopted(store, snap, path)
+        start = adopted(store, snap, path, durable)
         if start is not None:
             return start
     return None
@@ -127,14 +129,14 @@ def best(store: Store, tips: dict[str, str], version: int, path: str) -> Start |
 def best_state(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, State] | None:
     """best(), its state read from a file nobody else sees (doctor; a read-only repository)."""
     path = temp_path(store)
-    start = best(store, tips, version, path)
+    start = best(store, tips, version, path, durable=False)
     return None if start is None else (start.snap, _opened(path, start))
 
 
 def load(store: Store, snap: Snapshot) -> State | None:
     """The snapshot's state (read from a file nobody else sees), or None if it is unusable."""
     path = temp_path(store)
-    start = adopted(store, snap, path)
+    start = adopted(store, snap, path, durable=False)
     return None if start is None else _opened(path, start)
 
 
@@ -180,13 +182,13 @@ def contained(store: Store, snap: Snapshot, tips) -> bool:
         return False
 
 
-def adopted(store: Store, snap: Snapshot, path: str) -> Start | None:
+def adopted(store: Store, snap: Snapshot, path: str, durable: bool = True) -> Start | None:
     """The snapshot's state written at path as a checked cache file; None (nothing left at
     path) if it does not decode, fails a check, or its counts are not its meta's."""
     from git_brat.grite import cachedb, snapdb
     try:
         unpacked = _unpack(store, snap, path)
-        got = snapdb.adopt(path) if unpacked else None
+        got = snapdb.adopt(path, durable) if unpacked else None
     except BaseException:
         cachedb.remove(path)
         raise
