@@ -327,18 +327,23 @@ def _renamed(conn: sqlite3.Connection, changed: list[Entity]) -> bool:
 
 def write_all(conn: sqlite3.Connection, state: State, meta: bytes) -> None:
     """One transaction: every row of a state held in memory (after a full replay)."""
+    rewrite(conn, lambda: _insert_all(conn, state, meta))
+    shrink_wal(conn)
+
+
+def rewrite(conn: sqlite3.Connection, fill) -> None:
+    """One transaction: the entity and kv tables emptied, then fill() writes every row."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DELETE FROM entity")
         conn.execute("DELETE FROM kv")
-        _insert_all(conn, state, meta)
+        fill()
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     finally:
         conn.execute("PRAGMA cache_size=-2000")
-    shrink_wal(conn)
 
 
 def create(path: str, state: State, meta: bytes) -> sqlite3.Connection:

@@ -227,25 +227,18 @@ def replace_rows(conn: sqlite3.Connection, path: str, meta: bytes) -> None:
     if conn.in_transaction:
         conn.execute("ROLLBACK")
     conn.execute("ATTACH DATABASE ? AS snap", (path,))
+
+    def fill():
+        conn.execute("PRAGMA cache_size=-300000")
+        cachedb.drop_indexes(conn)
+        cols = cachedb.ENTITY_COLUMNS
+        conn.execute(f"INSERT INTO main.entity ({cols}) SELECT {cols} FROM snap.entity")
+        for stmt in cachedb.INDEXES:
+            conn.execute(stmt)
+        conn.execute("INSERT INTO main.kv SELECT * FROM snap.kv")
+        conn.execute("INSERT OR REPLACE INTO main.meta VALUES ('meta', ?)", (meta,))
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("DELETE FROM entity")
-            conn.execute("DELETE FROM kv")
-            conn.execute("PRAGMA cache_size=-300000")
-            cachedb.drop_indexes(conn)
-            cols = cachedb.ENTITY_COLUMNS
-            conn.execute(f"INSERT INTO main.entity ({cols}) SELECT {cols} FROM snap.entity")
-            for stmt in cachedb.INDEXES:
-                conn.execute(stmt)
-            conn.execute("INSERT INTO main.kv SELECT * FROM snap.kv")
-            conn.execute("INSERT OR REPLACE INTO main.meta VALUES ('meta', ?)", (meta,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        finally:
-            conn.execute("PRAGMA cache_size=-2000")
+        cachedb.rewrite(conn, fill)
     finally:
         conn.execute("DETACH DATABASE snap")
     cachedb.shrink_wal(conn)
