@@ -279,3 +279,40 @@ def test_a_read_only_cut_clone_with_no_cache_answers_from_the_snapshot(tmp_path)
     assert sorted((i["title"], i["state"], i["comments"]) for i in json.loads(proc.out)) == expected
     assert "error" not in proc.err
     assert not (c / ".git" / "grite" / "cache").exists() and list(scratch.iterdir()) == []
+
+
+def test_a_first_fetch_adopts_the_snapshot_while_the_logs_arrive(tmp_path):
+    """The snapshot is unpacked and checked in a thread started as soon as it is chosen; the
+    cache then takes that file (no second adoption) and no scratch file is left."""
+    from git_brat.grite import snapdb, sync
+    _hub, url, _a, _early = _hub_with_history(tmp_path)
+    full = _listing(_full_clone(url, tmp_path / "full"))
+    c = clone(url, tmp_path / "c", init=False)
+    store = Store.discover(str(c))
+    (c / ".git" / "grite" / "cache").mkdir(parents=True)
+    assert snapshot._early == {}
+    assert shallow.first_fetch(store, "origin", sync.refspec("origin"), sync.transport_env(),
+                               sync.net_timeout()).returncode == 0
+    [(commit, early)] = snapshot._early.items()
+    early.thread.join()
+    assert isinstance(early.outcome[0], snapdb.Adopted) and os.path.exists(early.path)
+    assert commit == git(c, "rev-parse", "refs/remotes/origin/grite/snapshots/" + replica_id(_a))
+    state = Cache(store).state()
+    assert snapshot._early == {} and not os.path.exists(early.path)
+    cache_dir = c / ".git" / "grite" / "cache"
+    assert not [p.name for p in cache_dir.iterdir() if p.name.startswith("snapshot")]
+    assert len([e for e in state.entities.values() if e.kind == "issue"]) == len(full)
+    grite(c, "init")
+    assert _listing(c) == full
+    assert [f["kind"] for f in grite_json(c, "doctor")["findings"]] == ["history-cut"]
+    assert status(c) == ""
+
+
+def test_a_snapshot_adopted_early_and_never_taken_leaves_no_file(tmp_path):
+    _hub, url, a, _early = _hub_with_history(tmp_path)
+    store = Store.discover(str(a))
+    [snap] = [s for s in snapshot.listed(store) if s.ref.startswith("refs/grite/")]
+    snapshot.prepare(store, snap)
+    path = snapshot._early[snap.commit].path
+    snapshot._discard_early()   # (what runs at exit)
+    assert snapshot._early == {} and not os.path.exists(path)

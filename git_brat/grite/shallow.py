@@ -117,6 +117,7 @@ def first_fetch(store: Store, remote: str, refspec: str, env: dict, timeout: flo
     if not usable:
         return None
     chosen, name = max(usable, key=lambda u: (u[0].meta.events, u[1]))
+    snapshot.prepare(store, chosen)   # while the logs arrive (best() takes it if it is still best)
     covers = set(chosen.meta.covers)
     quiet = [n for n, sha in advertised.items() if sha in covers and is_log_ref(n)]
     if quiet and store.fetch(remote, [f"+{n}:{track(n)}" for n in quiet], env, timeout,

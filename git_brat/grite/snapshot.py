@@ -185,13 +185,11 @@ def contained(store: Store, snap: Snapshot, tips) -> bool:
 def adopted(store: Store, snap: Snapshot, path: str, durable: bool = True) -> Start | None:
     """The snapshot's state written at path as a checked cache file; None (nothing left at
     path) if it does not decode, fails a check, or its counts are not its meta's."""
-    from git_brat.grite import cachedb, snapdb
-    try:
-        unpacked = _unpack(store, snap, path)
-        got = snapdb.adopt(path, durable) if unpacked else None
-    except BaseException:
-        cachedb.remove(path)
-        raise
+    from git_brat.grite import cachedb
+    early = _early.pop(snap.commit, None)
+    got = early.take(path) if early is not None else _NOT_YET
+    if got is _NOT_YET:
+        got = _adopt_at(store, snap, path, durable)
     # Its counts are its writer's word too: impossible ones disqualify it (doctor checks the rest).
     if got is None or got.version != snap.meta.version or got.event_count != snap.meta.events \
             or got.max_lamport < 0 or got.entities != snap.meta.entities:
@@ -200,15 +198,102 @@ def adopted(store: Store, snap: Snapshot, path: str, durable: bool = True) -> St
     return Start(snap, got.max_lamport, got.event_count)
 
 
-def _unpack(store: Store, snap: Snapshot, path: str) -> bool:
+def _adopt_at(store: Store, snap: Snapshot, path: str, durable: bool, old_formats: bool = True):
+    """snapdb.adopt of the snapshot's state unpacked at path (nothing left there if None);
+    _NOT_YET if it holds no state.db.zst and old_formats is False."""
+    from git_brat.grite import cachedb, snapdb
+    try:
+        unpacked = _unpack(store, snap, path, old_formats)
+        if unpacked is _NOT_YET:
+            return _NOT_YET
+        got = snapdb.adopt(path, durable) if unpacked else None
+    except BaseException:
+        cachedb.remove(path)
+        raise
+    if got is None:
+        cachedb.remove(path)
+    return got
+
+
+_NOT_YET = object()
+
+
+class _Early:
+    """A snapshot being adopted in a thread of this process, ahead of the adopted() call that
+    will want it (see prepare)."""
+
+    def __init__(self, store: Store, snap: Snapshot):
+        import threading
+        self.path = temp_path(store)
+        self.outcome: list = []
+        self.thread = threading.Thread(target=self._run, args=(store, snap), daemon=True)
+        self.thread.start()
+
+    def _run(self, store: Store, snap: Snapshot) -> None:
+        try:
+            # (Only what needs no dulwich: its objects are not for two threads at once.)
+            self.outcome.append(_adopt_at(store, snap, self.path, True, old_formats=False))
+        except BaseException as exc:   # noqa: BLE001 - raised again by take()
+            self.outcome.append(exc)
+
+    def take(self, path: str):
+        """What adopting it came to, its file moved to path; _NOT_YET: do it here after all."""
+        from git_brat.grite import cachedb
+        self.thread.join()
+        got = self.outcome[0]
+        if isinstance(got, BaseException):
+            raise got
+        if got is None or got is _NOT_YET:
+            return got
+        try:
+            os.replace(self.path, path)
+        except OSError:   # (another filesystem: cheaper to adopt it again than to copy it)
+            cachedb.remove(self.path)
+            return _NOT_YET
+        return got
+
+    def discard(self) -> None:
+        from git_brat.grite import cachedb
+        self.thread.join()
+        cachedb.remove(self.path)
+
+
+_early: dict[str, _Early] = {}
+
+
+def prepare(store: Store, snap: Snapshot) -> None:
+    """Start adopting a snapshot now, in a thread, so that adopted() of it in this process
+    later only waits for what is left: a first fetch starts it before the logs after the
+    snapshot arrive, and the two share the machine's cores."""
+    if snap.commit in _early:
+        return
+    if not _early:
+        import atexit
+        atexit.register(_discard_early)
+    try:
+        _early[snap.commit] = _Early(store, snap)
+    except GriteError:
+        pass   # nowhere to write it: adopted() says so, if it comes to that
+
+
+def _discard_early() -> None:
+    """At exit: preparations nobody took leave no file behind."""
+    while _early:
+        _early.popitem()[1].discard()
+
+
+def _unpack(store: Store, snap: Snapshot, path: str, old_formats: bool = True):
     """Write the snapshot's state at path as a cache file's tables, unchecked; False if it
-    cannot be read. `state.db.zst` is that file; older snapshots held the msgpack of State."""
+    cannot be read. `state.db.zst` is that file; older snapshots held the msgpack of State
+    (read only if old_formats, else _NOT_YET)."""
     import zstandard
     from git_brat.grite import cachedb, snapdb
     commit = snap.commit.encode()
     try:
         packed = store.read_large_blob(commit, STATE_DB)
     except CorruptObject:
+        if not old_formats:
+            return _NOT_YET
         loaded = load_rows(store, snap)
         if loaded is None:
             return False
