@@ -22,7 +22,11 @@ class IssueView(msgspec.Struct):
 
 
 def issue_view(ent: Entity, actor_names: dict[str, str] | None = None) -> IssueView:
-    return IssueView(ent.id, ent.get("title", ""), ent.get("state", "open"),
+    # (Fields read directly: a snapshot's check builds one per issue, a million events' worth.)
+    fields = ent.fields
+    title, state = fields.get("title"), fields.get("state")
+    return IssueView(ent.id, "" if title is None else title[0],
+                     "open" if state is None else state[0],
                      ent.members("labels"), ent.members("assignees"),
                      iso(ent.created_at), iso(ent.updated_at),
                      (actor_names or {}).get(ent.created_by, ent.created_by), len(ent.comments))
