@@ -343,7 +343,6 @@ class Cache:
 
     def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str],
                  full: bool) -> tuple[Meta, State]:
-        from git_brat.grite import snapshot
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
             try:
@@ -354,6 +353,7 @@ class Cache:
         reader = LogReader(self.store)
         touched: set[str] | None = None
         if meta is None or state is None or full:
+            from git_brat.grite import snapshot   # (not for an extension: every write is one)
             settings = snapshot.settings(self.store)
             start = None if full or not settings.enabled else self._adopt_snapshot(tips)
             if start is None:
