@@ -316,3 +316,23 @@ def test_a_snapshot_adopted_early_and_never_taken_leaves_no_file(tmp_path):
     path = snapshot._early[snap.commit].path
     snapshot._discard_early()   # (what runs at exit)
     assert snapshot._early == {} and not os.path.exists(path)
+
+
+def test_a_snapshot_in_the_old_format_prepared_early_is_adopted_by_the_caller_instead(tmp_path):
+    """The thread reads only state.db.zst (the older msgpack formats go through dulwich, which
+    is not for two threads): the caller adopts such a snapshot itself, and no file is left."""
+    import msgspec
+    from test_snapshot import _recommit, _write_snapshot
+    _hub, _url, a, _early = _hub_with_history(tmp_path)
+    store = Store.discover(str(a))
+    state = in_memory(Cache(store).state())
+    snap = _write_snapshot(a, state)
+    commit = _recommit(a, snap, {"state": msgspec.msgpack.encode(state)})
+    [old] = [s for s in snapshot.listed(store) if s.commit == commit]
+    cache_dir = a / ".git" / "grite" / "cache"
+    snapshot.prepare(store, old)
+    path = str(tmp_path / "adopted.db")
+    start = snapshot.adopted(store, old, path)
+    assert start is not None and start.events == state.event_count and os.path.exists(path)
+    assert snapshot._early == {}
+    assert not [p.name for p in cache_dir.iterdir() if p.name.startswith("snapshot")]

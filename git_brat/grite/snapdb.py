@@ -19,7 +19,7 @@ from typing import NamedTuple
 import msgspec
 
 from git_brat.grite import cachedb, issueview
-from git_brat.grite.state import Entity
+from git_brat.grite.state import Entity, no_gc
 
 # The file being adopted is ours alone until it is put in place, so SQLite may read it mapped:
 # pages come straight from the OS's cache instead of being copied into SQLite's own (at a
@@ -200,16 +200,10 @@ def _check_split(path: str, conn: sqlite3.Connection) -> int | None:
 def _check_entities(conn: sqlite3.Connection, where: str = "") -> int | None:
     """Every row's (of those `where` selects) indexed columns and view agree with its body;
     the number of created ones; None at the first that does not."""
-    import gc
-    # Nothing the check makes outlives its row, so the collector would only cost (a quarter
-    # of the check's time at a million events: each body is dozens of objects).
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
+    # (Each body is dozens of objects and none outlives its row: the collector took a quarter
+    # of the check's time at a million events.)
+    with no_gc():
         return _checked(conn, where)
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _checked(conn: sqlite3.Connection, where: str) -> int | None:

@@ -237,20 +237,23 @@ class _Early:
             self.outcome.append(exc)
 
     def take(self, path: str):
-        """What adopting it came to, its file moved to path; _NOT_YET: do it here after all."""
+        """What adopting it came to, its file moved to path; _NOT_YET: do it here after all.
+        Nothing is left at its own path either way."""
         from git_brat.grite import cachedb
         self.thread.join()
         got = self.outcome[0]
-        if isinstance(got, BaseException):
-            raise got
-        if got is None or got is _NOT_YET:
-            return got
         try:
-            os.replace(self.path, path)
-        except OSError:   # (another filesystem: cheaper to adopt it again than to copy it)
-            cachedb.remove(self.path)
-            return _NOT_YET
-        return got
+            if isinstance(got, BaseException):
+                raise got
+            if got is None or got is _NOT_YET:
+                return got
+            try:
+                os.replace(self.path, path)
+            except OSError:   # (another filesystem: cheaper to adopt it again than to copy it)
+                return _NOT_YET
+            return got
+        finally:
+            cachedb.remove(self.path)   # (its empty temp file, when nothing was unpacked)
 
     def discard(self) -> None:
         from git_brat.grite import cachedb
@@ -259,6 +262,7 @@ class _Early:
 
 
 _early: dict[str, _Early] = {}
+_discard_at_exit: list[bool] = []
 
 
 def prepare(store: Store, snap: Snapshot) -> None:
@@ -267,9 +271,10 @@ def prepare(store: Store, snap: Snapshot) -> None:
     snapshot arrive, and the two share the machine's cores."""
     if snap.commit in _early:
         return
-    if not _early:
+    if not _discard_at_exit:
         import atexit
         atexit.register(_discard_early)
+        _discard_at_exit.append(True)
     try:
         _early[snap.commit] = _Early(store, snap)
     except GriteError:
