@@ -61,9 +61,16 @@ def test_another_holder_is_refused_while_live_and_takes_over_after_ttl_plus_skew
     assert refused.err.count("\n") == 1 and "task:t-1 is held by alice (token 1)" in refused.err
     _sleep_until(expires + 200)      # past the holder's expiry, inside the skew margin
     [mid] = grite_json(grepo, "lock", "status", "--skew", str(skew))
-    assert mid["state"] == "held"
-    assert grite(grepo, "lock", "acquire", "task:t-1", "--holder", "bob", "--skew", str(skew),
-                 check=False).returncode == 5
+    assert mid["state"] == "held" or time.time() * 1000 > expires + skew * 1000
+    inside = grite(grepo, "lock", "acquire", "task:t-1", "--holder", "bob", "--skew", str(skew),
+                   check=False)
+    if inside.returncode != 5:
+        # A machine so loaded that the command decided after the margin: then, and only then,
+        # taking over was right; the record's own decision time says which.
+        assert inside.returncode == 0, inside.err
+        took = locks.history(_g(grepo), "task:t-1")[0]
+        assert took.action == "takeover" and took.acquired_at > expires + skew * 1000
+        return
     _sleep_until(expires + skew * 1000 + 50)
     [late] = grite_json(grepo, "lock", "status", "--skew", str(skew))
     assert late["state"] == "expired" and late["remaining"] == 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,7 +20,9 @@ def engine():
 
 def _infos(names: list[str], cfg) -> list[engines.EngineInfo]:
     presets = [engines.resolve(n, cfg) for n in names]
-    with ThreadPoolExecutor(max_workers=8) as pool:   # `--version` of seven tools, at once
+    # `--version` of seven tools, a core's worth at a time: seven node and python start-ups at
+    # once on a loaded 2-core machine take 20 s each, past any sane probe timeout.
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         return list(pool.map(engines.info, presets))
 
 

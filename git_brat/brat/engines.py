@@ -325,7 +325,7 @@ class EngineInfo(msgspec.Struct):
     timeout: float | None
 
 
-def version_of(p: Preset, path: str | None, timeout: float = 15.0) -> str:
+def version_of(p: Preset, path: str | None, timeout: float = 60.0) -> str:
     if not path or not p.version_args:
         return ""
     try:

@@ -567,8 +567,9 @@ class Witness:
     def _engine_version(self) -> str:
         if self._version is None:
             import shutil
+            # Short: a session waits on it, and a missing version costs only a status column.
             self._version = engines.version_of(self.preset, shutil.which(self.preset.binary)
-                                               if self.preset.binary else None)
+                                               if self.preset.binary else None, timeout=15.0)
         return self._version
 
     # -- supervising ------------------------------------------------------------------------
