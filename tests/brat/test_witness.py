@@ -217,6 +217,28 @@ def test_a_preset_overridden_in_the_config(bench):
     assert "fake" in names and "shell" in names
 
 
+def test_an_engines_version_is_asked_once_per_installed_file(bench, tmp_path):
+    """`engine show` runs `--version` of a binary once and remembers it by the file itself: a
+    reinstall (another file) is asked again."""
+    bindir, asked = tmp_path / "bin", tmp_path / "asked"
+    bindir.mkdir()
+    fake = bindir / "claude"
+
+    def install(version: str) -> None:
+        fake.write_text(f"#!/bin/sh\necho x >> {asked}\necho '{version} (Claude Code)'\n")
+        fake.chmod(0o755)
+
+    install("9.9.9")
+    env = {"PATH": f"{bindir}{os.pathsep}{bench.env['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "c")}
+    for _ in range(2):
+        assert bench.json("engine", "show", "claude", env=env)["version"] == "9.9.9 (Claude Code)"
+    assert asked.read_text().count("x") == 1
+    install("9.9.10")
+    assert bench.json("engine", "show", "claude", env=env)["version"] == "9.9.10 (Claude Code)"
+    assert asked.read_text().count("x") == 2
+    assert [p.name for p in (tmp_path / "c" / "git-brat").iterdir()] == ["engine-versions.json"]
+
+
 def test_an_engines_own_timeout_applies(bench, tmp_path):
     bench.config(engines__fake__timeout="1", witness__max_retries="0")
     t = bench.task(bench.convoy(), "Hang", "hang")
