@@ -9,6 +9,14 @@ import pytest
 from helpers import BIN, grite, make_repo
 
 
+def pytest_configure(config):
+    # Every command a test runs is a new Python importing this checkout's package. Where
+    # PYTHONDONTWRITEBYTECODE is set (CI machines set it) no process would leave bytecode for
+    # the next, and each would compile the package again: 0.42 s a command instead of 0.23.
+    import compileall
+    compileall.compile_dir(str(BIN.parent / "git_brat"), quiet=1)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_environment(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
