@@ -187,7 +187,19 @@ Ids are 32 hex digits; any unique prefix of at least 4 digits may be used, as wi
         "init": r"""
 The replica id and actor live under
 .BR .git/grite/ ;
-every remote is configured for sync and the hooks are installed.
+every remote is configured for sync and the hooks are installed. In a fresh clone the
+remote's best snapshot is fetched without the history before it
+.RB ( grite.shallowClone ),
+and without its settled entities, which follow as
+.B grite.fetchCold
+says: background (default), now, or when-needed.
+""",
+        "fetch-cold": r"""
+The settled entities (closed, merged, ended, untouched for
+.BR grite.coldAfterDays )
+of the snapshot a clone was made from stay on the remote until this runs. Until then the
+default lists answer; anything that needs one of them runs this first, or fails with one
+line if the remote cannot be reached.
 """,
         "issue list": r"""
 JSON: an array of objects with

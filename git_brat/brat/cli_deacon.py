@@ -10,7 +10,7 @@ import click
 
 from git_brat.brat import deacon, model
 from git_brat.brat.cli_refinery import load_config
-from git_brat.brat.refinery_run import package_path
+from git_brat import package_path
 from git_brat.clikit import emit, json_option, when
 from git_brat.grite import gitstore
 from git_brat.grite.errors import UsageError

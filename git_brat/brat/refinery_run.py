@@ -11,6 +11,7 @@ from datetime import datetime
 
 import msgspec
 
+from git_brat import package_path
 from git_brat.brat import daemon, model
 from git_brat.brat import refinery_queue as rq
 from git_brat.brat.config import Config
@@ -126,12 +127,6 @@ def kick(g: Grite, cfg: Config) -> int | None:
     if cfg.refinery.trigger != "hook":
         return None
     return detach(g, ["--once", "--hook"])
-
-
-def package_path() -> str:
-    import git_brat
-    root = os.path.dirname(os.path.dirname(os.path.abspath(git_brat.__file__)))
-    return os.pathsep.join([root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
 
 
 class StopResult(msgspec.Struct):

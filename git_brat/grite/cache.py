@@ -29,12 +29,23 @@ if TYPE_CHECKING:
 
 # 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
 # 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
-# 7: an SQLite file, a row per entity. Snapshots carry it too: bump it whenever the same
-# events would give a different State.
-CACHE_VERSION = 7
+# 7: an SQLite file, a row per entity; 8: snapshots hold settled rows apart, and a cache
+# may wait for them. Snapshots carry it too: bump it whenever the same events would give a
+# different State.
+CACHE_VERSION = 8
 DB = "state.db"
 DEFAULT_COLD_DAYS = 30   # grite.coldAfterDays: closed issues untouched this long leave the lists
 DAY_MS = 86_400_000
+
+
+class ColdPending(msgspec.Struct):
+    """The rows this cache still lacks: the cold part of the snapshot it started from (its
+    ids are listed in the file, see snapdb.COLD). Only answers that leave out what is settled
+    and unchanged since `before` are given without them (see Cache.state)."""
+    snapshot: str        # the snapshot commit (here); its meta names the part's commit
+    rows: int
+    before: int          # ms
+    remote: str = ""     # the remote it came from ("": ours, or any synced remote)
 
 
 class Meta(msgspec.Struct):
@@ -45,6 +56,7 @@ class Meta(msgspec.Struct):
     event_count: int = 0
     problems: list[Problem] = []
     snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
+    cold: ColdPending | None = None
 
 
 class Cache:
@@ -168,24 +180,34 @@ class Cache:
 
     # -- answers -------------------------------------------------------------------
 
-    def state(self) -> State:
-        """The projection at the current frontier (a warm call reads one row, takes no lock)."""
+    def state(self, hot_before: int = 0) -> State:
+        """The projection at the current frontier (a warm call reads one row, takes no lock).
+
+        hot_before (ms): the caller reads no entity that is settled and unchanged since then,
+        so a cache still waiting for its snapshot's cold part answers without it; otherwise
+        that part is fetched and merged first (see cold)."""
         from git_brat.grite import cachedb
         conn = self._db()
         if conn is not None:
             meta = self._meta_of(conn)
-            if meta is not None and meta.frontier == self.store.log_tips():
+            if meta is not None and meta.frontier == self.store.log_tips() and \
+                    _enough(meta, hot_before):
                 self._answered(meta)
                 self._stored = True
                 return cachedb.open_state(conn, meta.max_lamport, meta.event_count)
         with self._locked():
-            return self._current()[1]
+            return self._current(hot_before)[1]
+
+    def cold_pending(self) -> ColdPending | None:
+        """What of its snapshot this cache still lacks (cheap: the hint beside the file)."""
+        meta = self._hint()
+        return meta.cold if meta is not None else None
 
     def issues(self, cold_before: int = 0) -> list[IssueView]:
         """Every issue's list view, oldest first; closed ones untouched since cold_before left out."""
         import sqlite3
         from git_brat.grite import cachedb
-        state = self.state()
+        state = self.state(hot_before=cold_before)
         conn = self._conn
         if self._stored and conn is not None:
             where, args = ("AND NOT (status = 'closed' AND updated < ?)", (cold_before,)) \
@@ -320,29 +342,31 @@ class Cache:
                 break
         self.read_only = True
 
-    def _current(self) -> tuple[Meta, State]:
-        """Under the lock: meta and state at the current frontier, extending the cache if needed."""
+    def _current(self, hot_before: int = 0) -> tuple[Meta, State]:
+        """Under the lock: meta and state at the current frontier, extending the cache if needed
+        (and taking in its snapshot's cold part, unless hot_before says it is not needed)."""
         from git_brat.grite import cachedb
         tips = self.store.log_tips()
         conn = self._db()
         meta = self._meta_of(conn, fresh=True) if conn is not None else None   # caught up meanwhile?
         state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
             if meta is not None and self._conn is not None else None
-        if state is not None and meta.frontier == tips:
+        if state is not None and meta.frontier == tips and _enough(meta, hot_before):
             self._answered(meta)
             self._stored = True
             return meta, state
-        return self._update(meta if state is not None else None, state, tips)
+        return self._update(meta if state is not None else None, state, tips,
+                            hot_before=hot_before)
 
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
-                full: bool = False) -> tuple[Meta, State]:
+                full: bool = False, hot_before: int = 0) -> tuple[Meta, State]:
         # Replay builds millions of small acyclic objects; a cyclic-GC pass over them (several
         # would run otherwise) costs more than the work itself.
         with no_gc():
-            return self._project(meta, state, tips, full)
+            return self._project(meta, state, tips, full, hot_before)
 
     def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str],
-                 full: bool) -> tuple[Meta, State]:
+                 full: bool, hot_before: int = 0) -> tuple[Meta, State]:
         prior = meta or self._read_meta()
         if prior is not None:   # a log ref that went backwards must not take seen events with it
             try:
@@ -352,6 +376,7 @@ class Cache:
                     raise
         reader = LogReader(self.store)
         touched: set[str] | None = None
+        pending: ColdPending | None = None
         if meta is None or state is None or full:
             from git_brat.grite import snapshot   # (not for an extension: every write is one)
             settings = snapshot.settings(self.store)
@@ -362,23 +387,26 @@ class Cache:
                                        "or failing its checks)")
                 state, covered = self._full(reader, tips, why), 0
             else:
-                self.from_snapshot, state, frontier = start
+                self.from_snapshot, state, frontier, pending = start
                 # Counted from its state, not taken from its meta (anyone's writing).
                 self.rebuilt, covered = True, state.event_count
                 self.from_snapshot_events = covered
-                state, touched = self._extend(reader, state, frontier, tips)
-                if touched is None:   # a fence moved: replayed in full after all
+                state, touched, pending = self._extend_hot(reader, state, frontier, tips,
+                                                           pending, hot_before)
+                if touched is None:   # a fence moved, or the cold part failed: replayed in full
                     self.from_snapshot, self.from_snapshot_events, covered = None, 0, 0
             problems = reader.problems
         else:
             settings, covered = None, meta.snapshot_events
-            state, touched = self._extend(reader, state, meta.frontier, tips)
+            state, touched, pending = self._extend_hot(reader, state, meta.frontier, tips,
+                                                       meta.cold, hot_before)
             problems = _merge_problems(meta.problems, reader.problems)
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, state.event_count,
-                   problems, covered)
+                   problems, covered, pending)
         self._store(new, state, touched)
+        # (A snapshot of a cache that lacks its cold rows would leave them out for good.)
         if settings is not None and settings.every and not problems and not self.read_only and \
-                state.event_count - covered >= settings.every:
+                pending is None and state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
             if state.event_count - covered >= settings.every and \
                     self._snapshot(state, tips, new.generation):
@@ -386,6 +414,66 @@ class Cache:
                 self._store_meta(new)
         self._answered(new)
         return new, state
+
+    def _extend_hot(self, reader: LogReader, state: State, frontier: dict[str, str],
+                    tips: dict[str, str], pending: ColdPending | None, hot_before: int
+                    ) -> tuple[State, set[str] | None, ColdPending | None]:
+        """_extend, taking in the cold part first unless hot_before leaves it out and no new
+        event touches a row in it: (state, touched, what is still pending)."""
+        from git_brat.grite import cachedb
+        changed = [sha for ref, sha in tips.items() if frontier.get(ref) != sha]
+        batches = list(reader.batches(reader.new_commits(changed, frontier.values())))
+        if pending is not None and (not _enough_for(pending, hot_before) or cachedb.listed_cold(
+                self._conn, {e.entity for _sha, b in batches for e in b.events})):
+            try:
+                state = self._take_cold(pending, tips)
+            except _ReplayInstead as why:
+                return self._full(reader, tips, str(why)), None, None
+            pending = None
+        state, touched = self._extend(reader, state, tips, batches)
+        return state, touched, pending if touched is not None else None
+
+    def _take_cold(self, pending: ColdPending, tips: dict[str, str]) -> State:
+        """Under the lock: fetch the cold part if need be and merge its rows into the file, in
+        one transaction with a meta that no longer waits for it; the file's state then.
+        ColdUnavailable if it cannot be fetched; _ReplayInstead if it cannot be used."""
+        import sqlite3
+        from git_brat.grite import cachedb, cold, shallow, snapdb, snapshot
+        snap = snapshot.read(self.store, b"", pending.snapshot.encode())
+        if self._conn is None or self.read_only:
+            raise _ReplayInstead(" (the cache file cannot be written here)")
+        if snap is None or snap.meta.cold is None or snap.commit in snapshot.rejected(self.store):
+            raise _ReplayInstead(" (the snapshot this cache started from is gone or refused)")
+        why = cold.fetch(self.store, snap.meta.cold.commit, pending.remote)
+        if why is not None:
+            if not shallow.cut(self.store, tips.values()):   # (deepened since: replay it all)
+                raise _ReplayInstead(f" (the snapshot's cold part cannot be fetched: {why})")
+            raise ColdUnavailable(
+                f"this clone has the recent part of the snapshot it was made from; its "
+                f"{pending.rows} settled entities are still on the remote and could not be "
+                f"fetched ({why}); commands that list only recent work still answer, and "
+                f"`git grite fetch-cold` fetches them when the remote can be reached")
+        path = snapshot.temp_path(self.store)
+        try:
+            if not snapshot.adopt_cold(self.store, snap, path):
+                snapshot.reject(self.store, snap.commit)
+                raise _ReplayInstead(" (the snapshot's cold part failed its checks)")
+            meta = self._meta_of(self._conn, fresh=True)
+            if meta is None or meta.cold is None:
+                raise _ReplayInstead(" (the cache changed under its lock)")
+            meta.cold, meta.generation = None, os.urandom(8).hex()
+            raw = msgspec.msgpack.encode(meta)
+            try:
+                snapdb.add_cold(self._conn, path, raw)
+            except snapdb.ColdMismatch:
+                snapshot.reject(self.store, snap.commit)
+                raise _ReplayInstead(" (the snapshot's cold part is not the rows it lists)")
+            except sqlite3.Error as exc:
+                raise _ReplayInstead(f" (the cache file could not take the cold part: {exc})")
+        finally:
+            cachedb.remove(path)
+        self._write("meta", raw)
+        return cachedb.open_state(self._conn, meta.max_lamport, meta.event_count)
 
     def _store(self, meta: Meta, state: State, touched: set[str] | None) -> None:
         """Write what changed (touched: those entities; None: everything) and meta, in one go."""
@@ -443,25 +531,30 @@ class Cache:
 
     def _adopt_snapshot(self, tips: dict[str, str]):
         """The best snapshot made this cache's content, at the frontier of the tips it covers:
-        (it, the state, that frontier), or None. A new cache file is the snapshot's own file;
-        one that exists takes its rows. Either way a crash after this leaves a cache that is
-        simply behind: the next command extends it from that frontier."""
+        (it, the state, that frontier, its cold part if still to come), or None. A new cache
+        file is the snapshot's own file; one that exists takes its rows. Either way a crash
+        after this leaves a cache that is simply behind: the next command extends it from
+        that frontier (and takes in the cold part)."""
         import sqlite3
         from git_brat.grite import cachedb, snapdb, snapshot
         if self.read_only:
             found = snapshot.best_state(self.store, tips, CACHE_VERSION)
             if found is None:
                 return None
-            return found[0], found[1], {c: c for c in found[0].meta.covers}
+            return found[0], found[1], {c: c for c in found[0].meta.covers}, None
         ensure_dir(self.dir)
         tmp = self.path + ".snapshot"
         try:
             start = snapshot.best(self.store, tips, CACHE_VERSION, tmp)
             if start is None:
                 return None
-            frontier = {c: c for c in start.snap.meta.covers}
+            snap = start.snap
+            frontier = {c: c for c in snap.meta.covers}
+            pending = None if snap.meta.cold is None else ColdPending(
+                snap.commit, snap.meta.cold.rows, snap.meta.cold.before, snapshot.remote_of(snap))
             raw = msgspec.msgpack.encode(Meta(CACHE_VERSION, os.urandom(8).hex(), frontier,
-                                              start.max_lamport, start.events, [], start.events))
+                                              start.max_lamport, start.events, [], start.events,
+                                              pending))
             snapdb.set_meta(tmp, raw)
             if not self._put(lambda: cachedb.place(tmp, self.path)):
                 conn = self._db(create=True)
@@ -471,12 +564,11 @@ class Cache:
                     except sqlite3.Error:
                         self._unusable()
             if self._conn is None or self.read_only:   # nothing written: read it from tmp
-                state = cachedb.open_state(snapdb.open_unlinked(tmp), start.max_lamport,
-                                           start.events)
-            else:
-                state = cachedb.open_state(self._conn, start.max_lamport, start.events)
-                self._write("meta", raw)
-            return start.snap, state, frontier
+                state = snapshot.opened(self.store, tmp, start)   # (cold part and all)
+                return None if state is None else (snap, state, frontier, None)
+            self._write("meta", raw)
+            return snap, cachedb.open_state(self._conn, start.max_lamport, start.events), \
+                frontier, pending
         finally:
             cachedb.remove(tmp)
 
@@ -493,12 +585,11 @@ class Cache:
             return
         self._write("meta", raw)
 
-    def _extend(self, reader: LogReader, state: State, frontier: dict[str, str],
-                tips: dict[str, str]) -> tuple[State, set[str] | None]:
-        """Apply what tips have beyond frontier: (state, touched entity ids, None if replayed)."""
-        changed = [sha for ref, sha in tips.items() if frontier.get(ref) != sha]
+    def _extend(self, reader: LogReader, state: State, tips: dict[str, str],
+                batches: list) -> tuple[State, set[str] | None]:
+        """Apply the batches past the frontier: (state, touched entity ids, None if replayed)."""
         touched: set[str] = set()
-        for _sha, batch in reader.batches(reader.new_commits(changed, frontier.values())):
+        for _sha, batch in batches:
             for e in batch.events:
                 touched.add(e.entity)
                 if not state.apply(e):   # a fence moved: replay everything in canonical order
@@ -515,22 +606,22 @@ class Cache:
 
     def _write_snapshot(self, state: State, covers: list[str], generation: str):
         """Commit state, which the cache file holds as `generation` (else it is written out
-        from memory), as this replica's snapshot."""
+        from memory), as this replica's snapshot; what is cold by grite.coldAfterDays held
+        apart, so that a clone made from it is ready before that arrives."""
         import sqlite3
-        from git_brat.grite import cachedb, identity, snapdb, snapshot
+        from git_brat.grite import identity, snapshot
         ident = identity.load(self.store.grite_dir)
         args = (self.store, ident.replica.id, ident.git_author)
+        before = cold_cutoff(self.store)
         if not self.read_only and os.path.exists(self.path):
-            path = snapshot.temp_path(self.store)
             try:
-                if snapdb.export(self.path, path, generation):
-                    return snapshot.write(*args, state.event_count, len(state.kinds), path,
-                                          covers, CACHE_VERSION)
+                written = snapshot.write_from(*args, state.event_count, len(state.kinds),
+                                              self.path, covers, CACHE_VERSION, before, generation)
+                if written is not False:
+                    return written
             except sqlite3.Error:
                 pass   # written out from memory instead
-            finally:
-                cachedb.remove(path)
-        return snapshot.write_state(*args, in_memory(state), covers, CACHE_VERSION)
+        return snapshot.write_state(*args, in_memory(state), covers, CACHE_VERSION, before)
 
     def _full(self, reader: LogReader, tips: dict[str, str], why: str = "") -> State:
         from git_brat.grite import shallow
@@ -592,6 +683,24 @@ class _Held:
 def _lock(path: str) -> FileLock:
     """Exclusive lock on the cache (polling, so a wedged holder gives an error, not a hang)."""
     return FileLock(path, timeout=60)
+
+
+class ColdUnavailable(GriteError):
+    """The cold part of the snapshot this cache started from was needed and cannot be had."""
+
+
+class _ReplayInstead(Exception):
+    """The cold part cannot be used: replay every log instead (the reason follows `why`)."""
+
+
+def _enough_for(pending: ColdPending, hot_before: int) -> bool:
+    """Whether an answer that leaves out what is settled before hot_before needs none of the
+    pending rows (they are settled before pending.before)."""
+    return bool(hot_before) and hot_before >= pending.before
+
+
+def _enough(meta: Meta, hot_before: int) -> bool:
+    return meta.cold is None or _enough_for(meta.cold, hot_before)
 
 
 def cold_cutoff(store: Store, now_ms: int | None = None) -> int:

@@ -477,6 +477,20 @@ def read_meta(conn: sqlite3.Connection) -> bytes | None:
     return row[0] if row else None
 
 
+def listed_cold(conn: sqlite3.Connection | None, ids) -> bool:
+    """Whether any of these entity ids is one the file lists as still to come with its
+    snapshot's cold part (see snapdb.COLD)."""
+    ids = list(ids)
+    if conn is None or not ids:
+        return False
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        if conn.execute(f"SELECT 1 FROM kv WHERE space = 'cold' AND k IN "
+                        f"({','.join('?' * len(chunk))}) LIMIT 1", chunk).fetchone():
+            return True
+    return False
+
+
 def issue_views(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[bytes]:
     """Pre-encoded issue views, oldest first."""
     return [v for (v,) in conn.execute(

@@ -137,6 +137,31 @@ def deepen(as_json):
         f" (fetched from {', '.join(r for r, _e in tried)})" if tried else " already"))
 
 
+@click.command(name="fetch-cold")
+@click.option("--quiet", is_flag=True, help="Say nothing unless it fails.")
+@click.option("--pid-file", is_flag=True, hidden=True,
+              help="Keep this process's id in .git/grite/cold.pid while it runs (init's own run).")
+@json_option
+def fetch_cold(quiet, pid_file, as_json):
+    """Fetch and take in the settled part of the snapshot this clone was made from.
+
+    `init` starts this in the background in a fresh clone (see grite.fetchCold); commands
+    that need those entities run it first themselves. Exit 1 if the remote cannot be reached.
+    """
+    from git_brat.grite import cold
+    g = Grite.open()
+    if pid_file:
+        cold.hold_pid_file(g.store)
+    pending = g.cache.cold_pending()
+    g.state()   # (takes it in, or says why it cannot)
+    result = {"fetched": pending is not None, "entities": pending.rows if pending else 0,
+              "snapshot": pending.snapshot if pending else None}
+    if not quiet or as_json:
+        emit(as_json, result, lambda: (
+            f"took in the {pending.rows} settled entities of snapshot {pending.snapshot[:10]}"
+            if pending else "nothing to fetch: this clone's cache lacks no snapshot's part"))
+
+
 @click.command(hidden=True, context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -156,4 +181,5 @@ def register(group: click.Group) -> None:
     group.add_command(remote)
     group.add_command(uninstall)
     group.add_command(deepen)
+    group.add_command(fetch_cold)
     group.add_command(hook)

@@ -8,6 +8,7 @@ import time
 import msgspec
 
 from git_brat.grite.cache import Cache
+from git_brat.grite.errors import GriteError
 from git_brat.grite.log import LogReader
 from git_brat.grite.repo import Grite
 from git_brat.grite.state import digest, replay_stream
@@ -159,6 +160,11 @@ def _base(g: Grite, tips: dict[str, str], cut: dict[str, list[str]]):
     """In a clone cut at a snapshot: the snapshot the logs are checked from, and its state."""
     from git_brat.grite import shallow, snapshot
     from git_brat.grite.cache import CACHE_VERSION
+    if cut:
+        try:   # (a snapshot's cold part is fetched for the cache: then it is here to check)
+            g.cache.state()
+        except GriteError:
+            pass   # checked without it: no snapshot is usable then, and that is said
     base = snapshot.best_state(g.store, tips, CACHE_VERSION)
     if base is None:
         shallow.refuse_if_cut(g.store, tips.values(), "check the logs",

@@ -786,6 +786,11 @@ class Store:
                                               f"{msg[-1] if msg else 'exit ' + str(proc.returncode)}")
         return proc.stdout
 
+    def has_entry(self, commit: str, entry: str) -> bool:
+        """Whether a commit's tree entry is here (asked of git: a pack fetched by another
+        process since this Store was opened is seen)."""
+        return self._git(["cat-file", "-e", f"{commit}:{entry}"], check=False).returncode == 0
+
     def ls_remote(self, remote: str, patterns: list[str], timeout: float) -> dict[bytes, bytes]:
         """Refs on the remote matching patterns -> sha; raise RemoteUnreachable."""
         proc = self._remote(["ls-remote", remote, *patterns], remote, timeout)

@@ -26,6 +26,7 @@ class Grite:
         self._state: State | None = None
         self._state_wal: str | None = None   # wal tip the loaded state was projected at
         self._cold_before: int | None = None
+        self._state_hot = False   # the loaded state may lack a snapshot's cold rows
 
     @classmethod
     def open(cls, cwd: str | None = None, require_init: bool = True) -> "Grite":
@@ -49,10 +50,13 @@ class Grite:
             self._cold_before = cold_cutoff(self.store)
         return self._cold_before
 
-    def state(self, refresh: bool = False) -> State:
-        if self._state is None or refresh:
-            self._state = self.cache.state()
+    def state(self, refresh: bool = False, hot_before: int = 0) -> State:
+        """The projection; hot_before: the caller reads nothing settled before then (ms), so a
+        fresh clone need not wait for its snapshot's cold part (see Cache.state)."""
+        if self._state is None or refresh or (self._state_hot and not hot_before):
+            self._state = self.cache.state(hot_before)
             self._state_wal = self.cache.frontier.get(WAL.decode())
+            self._state_hot = bool(hot_before)
         return self._state
 
     def append(self, build: Callable[[], list[Draft]] | list[Draft],

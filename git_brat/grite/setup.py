@@ -30,8 +30,9 @@ def record_actor(g: Grite, actor: identity.Actor) -> None:
 
 
 def init(g: Grite) -> InitResult:
-    from git_brat.grite import shallow
-    shallow.enabled(g.store)   # a bad setting stops here, before anything is written
+    from git_brat.grite import cold, shallow
+    shallow.enabled(g.store)   # bad settings stop here, before anything is written
+    cold.when(g.store)
     name, email = g.store.user_identity()
     ident, created = identity.init(g.store.grite_dir, name, email)
     if created:

@@ -18,13 +18,16 @@ from typing import NamedTuple
 
 import msgspec
 
+from git_brat import package_path
 from git_brat.grite import cachedb, issueview
-from git_brat.grite.state import Entity, no_gc
+from git_brat.grite.state import SETTLED, Entity, no_gc
 
 # The file being adopted is ours alone until it is put in place, so SQLite may read it mapped:
 # pages come straight from the OS's cache instead of being copied into SQLite's own (at a
 # million events that copy was most of the index build's time).
 MAPPED = "PRAGMA mmap_size=4294967296"
+# The kv space in a snapshot's hot file naming the rows its cold part holds (empty values).
+COLD = "cold"
 
 
 class Counts(msgspec.Struct):
@@ -38,7 +41,8 @@ class Adopted(NamedTuple):
     version: int
     max_lamport: int
     event_count: int
-    entities: int
+    entities: int       # created entities among its rows
+    cold_ids: int = 0   # rows its cold part holds (a hot file lists their ids)
 
 
 def counts_row(version: int, max_lamport: int, event_count: int) -> bytes:
@@ -49,40 +53,68 @@ class _Generation(msgspec.Struct):
     generation: str
 
 
-def export(src: str, path: str, generation: str) -> bool:
-    """Copy the cache file src's rows, as of `generation`, into a new file at path; False if
-    src no longer holds that generation (a writer moved it on), and nothing is left at path.
+def export(src: str, path: str, generation: str | None, cold_path: str | None = None,
+           before: int = 0) -> int | None:
+    """Copy the cache file src's rows, as of `generation` (None: whatever it holds), into a new
+    file at path; None if src no longer holds that generation (a writer moved it on), and
+    nothing is left at path.
 
-    One read transaction holds the generation, so the copy is exactly the state the caller
-    names, whatever writers do meanwhile."""
-    cachedb.remove(path)
+    With cold_path and before: rows settled and unchanged since before go to a second file
+    there instead (the snapshot's cold part), and path lists their ids; returns how many (0:
+    no file at cold_path). One read transaction holds the generation, so the copy is exactly
+    the state the caller names, whatever writers do meanwhile."""
+    targets = [("snap", path)] + ([("cold", cold_path)] if cold_path and before else [])
+    for _db, p in targets:
+        cachedb.remove(p)
     conn = sqlite3.connect(src, isolation_level=None, timeout=60)
-    copied = False
+    cold, done = 0, False
     try:
-        conn.execute("ATTACH DATABASE ? AS snap", (path,))
-        conn.execute(cachedb.PAGE_SIZE.replace("PRAGMA ", "PRAGMA snap."))
-        conn.execute("PRAGMA snap.journal_mode=OFF")
-        conn.execute("PRAGMA snap.synchronous=OFF")
-        cachedb.make_tables(conn, "snap")
+        for db, p in targets:
+            conn.execute(f"ATTACH DATABASE ? AS {db}", (p,))
+            conn.execute(cachedb.PAGE_SIZE.replace("PRAGMA ", f"PRAGMA {db}."))
+            conn.execute(f"PRAGMA {db}.journal_mode=OFF")
+            conn.execute(f"PRAGMA {db}.synchronous=OFF")
+            cachedb.make_tables(conn, db)
         conn.execute("BEGIN")
-        try:
-            held = msgspec.msgpack.decode(cachedb.read_meta(conn) or b"", type=_Generation)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            held = None
-        if held is None or held.generation != generation:
-            return False
+        if generation is not None:
+            try:
+                held = msgspec.msgpack.decode(cachedb.read_meta(conn) or b"", type=_Generation)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                held = None
+            if held is None or held.generation != generation:
+                return None
         # rowid kept: entities come back in the order the state holds them.
         cols = cachedb.ENTITY_COLUMNS
-        conn.execute(f"INSERT INTO snap.entity ({cols}) SELECT {cols} FROM main.entity")
+        is_cold, args = cold_condition(before) if len(targets) > 1 else ("0", ())
+        conn.execute(f"INSERT INTO snap.entity ({cols}) SELECT {cols} FROM main.entity "
+                     f"WHERE NOT ({is_cold})", args)
         conn.execute("INSERT INTO snap.kv SELECT * FROM main.kv")
         conn.execute("INSERT INTO snap.meta SELECT * FROM main.meta")
+        cold = 0
+        if len(targets) > 1:
+            conn.execute(f"INSERT INTO cold.entity ({cols}) SELECT {cols} FROM main.entity "
+                         f"WHERE {is_cold}", args)
+            conn.execute("INSERT INTO cold.meta SELECT * FROM main.meta")
+            conn.execute(f"INSERT INTO snap.kv SELECT '{COLD}', id, x'' FROM cold.entity")
+            cold = conn.execute("SELECT COUNT(*) FROM cold.entity").fetchone()[0]
         conn.execute("COMMIT")
-        copied = True
-        return True
+        done = True
+        return cold
     finally:
         conn.close()
-        if not copied:
-            cachedb.remove(path)
+        if not done:
+            for _db, p in targets:
+                cachedb.remove(p)
+        elif not cold and cold_path:
+            cachedb.remove(cold_path)
+
+
+def cold_condition(before: int) -> tuple[str, tuple]:
+    """SQL over the entity table: rows a snapshot moves to its cold part (settled, unchanged
+    since before; never an actor: every list names them)."""
+    marks = ",".join("?" * len(SETTLED))
+    return (f"kind IS NOT NULL AND kind != 'actor' AND status IN ({marks}) AND updated < ?",
+            (*SETTLED, before))
 
 
 def _reference_schema() -> set[tuple]:
@@ -94,29 +126,26 @@ def _reference_schema() -> set[tuple]:
         conn.close()
 
 
-def adopt(path: str, durable: bool = True) -> Adopted | None:
+def adopt(path: str, durable: bool = True, cold: bool = False) -> Adopted | None:
     """Check the file at path as an importer must, then build its indexes; None if it fails.
-    durable: it is to become the cache file (made durable meanwhile), not a scratch copy."""
+    durable: it is to become the cache file (made durable meanwhile), not a scratch copy.
+    cold: it is a snapshot's cold part (rows only: no kv, no indexes, merged by add_cold)."""
     try:
         conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None)
     except sqlite3.Error:
         return None
     try:
-        conn.execute("PRAGMA trusted_schema=OFF")
-        conn.execute(MAPPED)
-        # Nothing here waits for the disk: switching to WAL would otherwise flush the whole
-        # file first (half a second at a million events); _sync and cachedb.place do that.
-        conn.execute("PRAGMA synchronous=OFF")
-        if set(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")) != \
-                _reference_schema():
-            return None   # (no triggers, views or indexes of anyone else's run here)
-        if conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+        counts = _checked_file(conn)
+        if counts is None:
             return None
-        metas = conn.execute("SELECT k, v FROM meta").fetchall()
-        if len(metas) != 1 or metas[0][0] != "meta":
-            return None
-        counts = msgspec.msgpack.decode(metas[0][1], type=Counts)
-        if not _check_tables(conn):
+        if cold:
+            if conn.execute("SELECT 1 FROM kv LIMIT 1").fetchone() is not None:
+                return None
+            entities = _check_split(path, conn)
+            return None if entities is None else Adopted(
+                counts.version, counts.max_lamport, counts.event_count, entities)
+        cold_ids = _check_tables(conn)
+        if cold_ids is None:
             return None
         # The rows are checked in two processes (Python per row is the cost, and there are two
         # cores) while threads build the indexes (SQLite's own work, beside WAL readers) and
@@ -135,11 +164,30 @@ def adopt(path: str, durable: bool = True) -> Adopted | None:
                 t.join()
         if entities is None or built != [None]:
             return None
-        return Adopted(counts.version, counts.max_lamport, counts.event_count, entities)
+        return Adopted(counts.version, counts.max_lamport, counts.event_count, entities, cold_ids)
     except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError):
         return None
     finally:
         conn.close()
+
+
+def _checked_file(conn: sqlite3.Connection) -> Counts | None:
+    """The file's counts if its schema is exactly ours, its pages pass SQLite's check and it has
+    one meta row; else None."""
+    conn.execute("PRAGMA trusted_schema=OFF")
+    conn.execute(MAPPED)
+    # Nothing here waits for the disk: switching to WAL would otherwise flush the whole
+    # file first (half a second at a million events); _sync and cachedb.place do that.
+    conn.execute("PRAGMA synchronous=OFF")
+    if set(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")) != \
+            _reference_schema():
+        return None   # (no triggers, views or indexes of anyone else's run here)
+    if conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+        return None
+    metas = conn.execute("SELECT k, v FROM meta").fetchall()
+    if len(metas) != 1 or metas[0][0] != "meta":
+        return None
+    return msgspec.msgpack.decode(metas[0][1], type=Counts)
 
 
 def _build_indexes(path: str, built: list) -> None:
@@ -180,9 +228,7 @@ def _check_split(path: str, conn: sqlite3.Connection) -> int | None:
     if n < SPLIT_ROWS:
         return _check_entities(conn)
     mid = (lo + hi) // 2 + 1
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    env = dict(os.environ, PYTHONPATH=package_path())
     try:
         child = subprocess.Popen([sys.executable, "-m", "git_brat.grite.snapdb", path, str(mid)],
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -228,15 +274,62 @@ def _checked(conn: sqlite3.Connection, where: str) -> int | None:
     return created
 
 
-def _check_tables(conn: sqlite3.Connection) -> bool:
-    """Every other table's values decode as their type."""
+def _check_tables(conn: sqlite3.Connection) -> int | None:
+    """How many ids the cold list names if every other table's values decode as their type
+    and no listed id is also a row here; else None."""
     decoders = {name: msgspec.msgpack.Decoder(typ).decode for name, typ in cachedb.SPACES.items()}
+    listed = 0
     for space, _k, v in conn.execute("SELECT space, k, v FROM kv"):
+        if space == COLD:
+            if v != b"":
+                return None
+            listed += 1
+            continue
         decode = decoders.get(space)
         if decode is None:
-            return False
+            return None
         decode(v)
-    return True
+    if listed and conn.execute(f"SELECT 1 FROM kv JOIN entity ON kv.k = entity.id "
+                               f"WHERE kv.space = '{COLD}' LIMIT 1").fetchone() is not None:
+        return None
+    return listed
+
+
+class ColdMismatch(Exception):
+    """A snapshot's cold part is not the rows its hot part lists."""
+
+
+def add_cold(conn: sqlite3.Connection, path: str, meta: bytes | None) -> None:
+    """One transaction: the file conn is open on (a hot part, adopted and extended since) takes
+    the rows of the checked cold part at path, which must be exactly the ids it lists as
+    cold, and forgets the list; meta, if given, replaces its meta row. ColdMismatch if not."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    conn.execute("ATTACH DATABASE ? AS cold", (path,))
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            listed = conn.execute(f"SELECT COUNT(*) FROM main.kv WHERE space = '{COLD}'").fetchone()[0]
+            rows, matched = conn.execute(
+                f"SELECT COUNT(*), COUNT(kv.k) FROM cold.entity LEFT JOIN main.kv "
+                f"ON kv.space = '{COLD}' AND kv.k = cold.entity.id").fetchone()
+            clash = conn.execute("SELECT 1 FROM cold.entity JOIN main.entity USING (id) "
+                                 "LIMIT 1").fetchone()
+            if rows != listed or matched != rows or clash is not None:
+                raise ColdMismatch(f"the cold part holds {rows} rows ({matched} of them listed), "
+                                   f"the hot part lists {listed}")
+            cols = cachedb.ENTITY_COLUMNS.replace("rowid, ", "")
+            conn.execute(f"INSERT INTO main.entity ({cols}) SELECT {cols} FROM cold.entity "
+                         f"ORDER BY rowid")
+            conn.execute(f"DELETE FROM main.kv WHERE space = '{COLD}'")
+            if meta is not None:
+                conn.execute("INSERT OR REPLACE INTO main.meta VALUES ('meta', ?)", (meta,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute("DETACH DATABASE cold")
 
 
 def replace_rows(conn: sqlite3.Connection, path: str, meta: bytes) -> None:

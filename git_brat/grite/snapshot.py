@@ -28,6 +28,7 @@ REMOTE_INFIX = b"/grite/snapshots/"
 DEFAULT_EVERY = 10000   # events a replica replays past its last snapshot before writing another
 MIN_EVERY = 1000
 STATE_DB = b"state.db.zst"   # the tree entry holding the state: a cache file, zstd-compressed
+COLD_DB = b"cold.db.zst"     # the cold part's tree entry: the settled rows the state lists
 FRAME = 16 << 20   # bytes of the state file per zstd frame
 MAX_FRAMES = 1 << 16
 MAX_FRAME_BYTES = 1 << 30
@@ -40,6 +41,16 @@ ObjectId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}([0-9a-f]{24})?\\Z"
 ReplicaId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{1,64}\\Z")]
 
 
+class ColdPart(msgspec.Struct):
+    """Rows a snapshot holds apart: settled and unchanged since `before`. A fresh clone is ready
+    on the rest and fetches these after (see cold): the commit holding them is a parent of the
+    snapshot commit, so a depth-1 fetch leaves it on the remote, and gc there keeps it."""
+    commit: ObjectId
+    rows: Annotated[int, msgspec.Meta(gt=0)]
+    before: Annotated[int, msgspec.Meta(ge=0)]   # ms
+    frames: list[Annotated[int, msgspec.Meta(gt=0)]] = []
+
+
 class SnapshotMeta(msgspec.Struct):
     version: int          # cache format of `state`; snapshots in any other format are ignored
     replica: ReplicaId    # the replica that wrote it
@@ -49,6 +60,7 @@ class SnapshotMeta(msgspec.Struct):
     # state.db.zst is these zstd frames one after another (their compressed sizes), so that
     # they are inflated on every core at once; none: one stream.
     frames: list[Annotated[int, msgspec.Meta(gt=0)]] = []
+    cold: ColdPart | None = None   # rows held apart, counted in `entities` (all are created)
 
 
 class Snapshot(msgspec.Struct):
@@ -103,7 +115,8 @@ def listed(store: Store) -> list[Snapshot]:
 
 
 class Start(NamedTuple):
-    """A snapshot to start from, adopted as a cache file (see snapdb) at the path asked for."""
+    """A snapshot to start from, adopted as a cache file (see snapdb) at the path asked for:
+    its hot rows, with the ids of its cold part (snap.meta.cold) listed, not yet its rows."""
     snap: Snapshot
     max_lamport: int
     events: int
@@ -127,22 +140,76 @@ def best(store: Store, tips: dict[str, str], version: int, path: str,
 
 
 def best_state(store: Store, tips: dict[str, str], version: int) -> tuple[Snapshot, State] | None:
-    """best(), its state read from a file nobody else sees (doctor; a read-only repository)."""
+    """best(), its whole state (cold part too, which must be here) read from a file nobody
+    else sees (doctor; a read-only repository)."""
     path = temp_path(store)
     start = best(store, tips, version, path, durable=False)
-    return None if start is None else (start.snap, _opened(path, start))
+    if start is None:
+        return None
+    state = opened(store, path, start)
+    return None if state is None else (start.snap, state)
 
 
 def load(store: Store, snap: Snapshot) -> State | None:
-    """The snapshot's state (read from a file nobody else sees), or None if it is unusable."""
+    """The snapshot's whole state (read from a file nobody else sees), or None if it is
+    unusable or its cold part is not here."""
     path = temp_path(store)
     start = adopted(store, snap, path, durable=False)
-    return None if start is None else _opened(path, start)
+    return None if start is None else opened(store, path, start)
 
 
-def _opened(path: str, start: Start) -> State:
+def remote_of(snap: Snapshot) -> str:
+    """The remote a fetched snapshot came from ("" for this replica's own)."""
+    ref = snap.ref
+    if ref.startswith("refs/remotes/") and REMOTE_INFIX.decode() in ref:
+        return ref[len("refs/remotes/"):ref.index(REMOTE_INFIX.decode())]
+    return ""
+
+
+def opened(store: Store, path: str, start: Start) -> State | None:
+    """The adopted file at path, its cold part merged in, as a read-only state (path is then
+    gone); None, and nothing left, if that part is not here or not what the file lists."""
+    import sqlite3
     from git_brat.grite import cachedb, snapdb
+    if start.snap.meta.cold is not None:
+        cold = temp_path(store)
+        try:
+            if not adopt_cold(store, start.snap, cold):
+                cachedb.remove(path)
+                return None
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                snapdb.add_cold(conn, cold, None)
+            except snapdb.ColdMismatch:
+                cachedb.remove(path)
+                return None
+            finally:
+                conn.close()
+        finally:
+            cachedb.remove(cold)
     return cachedb.open_state(snapdb.open_unlinked(path), start.max_lamport, start.events)
+
+
+def adopt_cold(store: Store, snap: Snapshot, path: str) -> bool:
+    """The snapshot's cold part (its commit must be here) checked at path, to be merged by
+    snapdb.add_cold; False, nothing left at path, if it is absent or fails a check."""
+    from git_brat.grite import cachedb, snapdb
+    part = snap.meta.cold
+    try:
+        ok = part is not None and _unpack_blob(store, part.commit.encode(), COLD_DB,
+                                               part.frames, path)
+        got = snapdb.adopt(path, durable=False, cold=True) if ok else None
+    except CorruptObject:
+        got = None
+    except BaseException:
+        cachedb.remove(path)
+        raise
+    # Every row is created (kind set): rows and entities are the same count.
+    if got is None or got.version != snap.meta.version or got.event_count != snap.meta.events \
+            or got.entities != part.rows:
+        cachedb.remove(path)
+        return False
+    return True
 
 
 def temp_path(store: Store) -> str:
@@ -191,8 +258,10 @@ def adopted(store: Store, snap: Snapshot, path: str, durable: bool = True) -> St
     if got is _NOT_YET:
         got = _adopt_at(store, snap, path, durable)
     # Its counts are its writer's word too: impossible ones disqualify it (doctor checks the rest).
+    held_apart = snap.meta.cold.rows if snap.meta.cold is not None else 0
     if got is None or got.version != snap.meta.version or got.event_count != snap.meta.events \
-            or got.max_lamport < 0 or got.entities != snap.meta.entities:
+            or got.max_lamport < 0 or got.entities + held_apart != snap.meta.entities \
+            or got.cold_ids != held_apart:
         cachedb.remove(path)
         return None
     return Start(snap, got.max_lamport, got.event_count)
@@ -291,23 +360,27 @@ def _unpack(store: Store, snap: Snapshot, path: str, old_formats: bool = True):
     """Write the snapshot's state at path as a cache file's tables, unchecked; False if it
     cannot be read. `state.db.zst` is that file; older snapshots held the msgpack of State
     (read only if old_formats, else _NOT_YET)."""
-    import zstandard
     from git_brat.grite import cachedb, snapdb
-    commit = snap.commit.encode()
     try:
-        packed = store.read_large_blob(commit, STATE_DB)
+        return _unpack_blob(store, snap.commit.encode(), STATE_DB, snap.meta.frames, path)
     except CorruptObject:
         if not old_formats:
             return _NOT_YET
-        loaded = load_rows(store, snap)
-        if loaded is None:
-            return False
-        state, bodies = loaded
-        cachedb.write_file(path, state, snapdb.counts_row(snap.meta.version, state.max_lamport,
-                                                          state.event_count),
-                           (bodies, set()), indexes=False)
-        return True
-    frames = snap.meta.frames
+    loaded = load_rows(store, snap)
+    if loaded is None:
+        return False
+    state, bodies = loaded
+    cachedb.write_file(path, state, snapdb.counts_row(snap.meta.version, state.max_lamport,
+                                                      state.event_count),
+                       (bodies, set()), indexes=False)
+    return True
+
+
+def _unpack_blob(store: Store, commit: bytes, entry: bytes, frames: list[int], path: str) -> bool:
+    """Inflate a commit's zstd file entry (in frames of the sizes given, on every core) at
+    path; False if it is not what they say. Raise CorruptObject if it cannot be read."""
+    import zstandard
+    packed = store.read_large_blob(commit, entry)
     if frames and (sum(frames) != len(packed) or len(frames) > MAX_FRAMES):
         return False
     try:
@@ -365,17 +438,29 @@ def _state_bytes(store: Store, commit: bytes) -> bytes:
 
 
 def write(store: Store, replica_id: str, author: bytes, events: int, entities: int, path: str,
-          covers: list[str], version: int) -> Snapshot | None:
+          covers: list[str], version: int, cold: tuple[str, int, int] | None = None
+          ) -> Snapshot | None:
     """Commit the state in the file at path (see snapdb.export) as this replica's snapshot;
-    None if another process moved it meanwhile."""
+    None if another process moved it meanwhile. cold: (the file of its cold part, its rows,
+    the `before` they were chosen by), committed first and made a parent."""
     covers = sorted(set(covers))
     meta = SnapshotMeta(version, replica_id, events, entities, covers)
+    when = int(time.time())
+    parents = [c.encode() for c in covers]
+    if cold is not None:
+        cold_path, rows, before = cold
+        with open(cold_path, "rb") as f:
+            packed, frames = pack(f.read())
+        part = store.write_tree_commit({COLD_DB: packed}, [],
+                                       f"grite: a snapshot's cold part, {rows} settled entities",
+                                       author, when)
+        meta.cold = ColdPart(part.decode(), rows, before, frames)
+        parents.append(part)
     message = f"grite: snapshot of {meta.events} events, {meta.entities} entities"
     with open(path, "rb") as f:
         packed, meta.frames = pack(f.read())
     commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), STATE_DB: packed},
-                                     [c.encode() for c in covers], message, author,
-                                     int(time.time()))
+                                     parents, message, author, when)
     ref = own_ref(replica_id)
     old = store.read_ref(ref)
     if not store.cas_ref(ref, old, commit, b"grite: snapshot"):
@@ -394,17 +479,35 @@ def pack(data: bytes) -> tuple[bytes, list[int]]:
     return b"".join(f.tobytes() for f in frames), [len(f) for f in frames]
 
 
+def write_from(store: Store, replica_id: str, author: bytes, events: int, entities: int,
+               src: str, covers: list[str], version: int, before: int = 0,
+               generation: str | None = None) -> Snapshot | None | bool:
+    """write() of the state in the cache file src (as of `generation`, if given: False if src
+    holds another by now), its rows settled before `before` (ms; 0: none) held apart."""
+    from git_brat.grite import cachedb, snapdb
+    hot, cold = temp_path(store), temp_path(store)
+    try:
+        rows = snapdb.export(src, hot, generation, cold, before)
+        if rows is None:
+            return False
+        return write(store, replica_id, author, events, entities, hot, covers, version,
+                     (cold, rows, before) if rows else None)
+    finally:
+        cachedb.remove(hot)
+        cachedb.remove(cold)
+
+
 def write_state(store: Store, replica_id: str, author: bytes, state: State, covers: list[str],
-                version: int) -> Snapshot | None:
-    """write() of a state held in memory (its file made here first)."""
+                version: int, before: int = 0) -> Snapshot | None:
+    """write_from() of a state held in memory (its file made here first)."""
     from git_brat.grite import cachedb, snapdb
     path = temp_path(store)
     try:
         cachedb.write_file(path, state, snapdb.counts_row(version, state.max_lamport,
                                                           state.event_count),
                            indexes=False)
-        return write(store, replica_id, author, state.event_count, len(state.kinds), path,
-                     covers, version)
+        return write_from(store, replica_id, author, state.event_count, len(state.kinds), path,
+                          covers, version, before) or None
     finally:
         cachedb.remove(path)
 

@@ -161,6 +161,11 @@ class State(msgspec.Struct):
 
 
 STATUS_FIELDS = ("status", "state")   # what says whether an entity is settled
+# Statuses that end an entity's work, in grite's kinds and brat's: a snapshot moves entities
+# in one of them, unchanged for long, to its cold part (see snapshot). Which ones are listed
+# only decides what a fresh clone can answer before that part arrives, never an answer.
+SETTLED = ("closed", "merged", "dropped", "done", "ended", "stopped", "crashed", "timed-out",
+           "superseded")
 GROUP_FIELDS = ("convoy", "task")      # what an entity belongs to
 
 

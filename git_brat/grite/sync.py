@@ -60,7 +60,7 @@ def _sync_dir(store: Store) -> str:
     return os.path.join(store.grite_dir, "sync")
 
 
-def _git_error(proc: subprocess.CompletedProcess) -> str:
+def git_error(proc: subprocess.CompletedProcess) -> str:
     """The line of git's stderr that says what went wrong."""
     lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
     for ln in lines:
@@ -368,7 +368,8 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     relay_known(store)
     tips = store.log_tips()
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
-    g.state(refresh=True)
+    # (Only what the default views need: a fresh clone's snapshot's cold part may follow.)
+    g.state(refresh=True, hot_before=g.cold_before)
     # The default list too: the `issue list --json` after a fetch is then a warm read.
     g.cache.issue_list_json("open", g.cold_before)
     stamp = store.ref_lines(STAMP_PATTERNS)
@@ -440,7 +441,7 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
         proc = store.push(dest or remote, specs, transport_env(), net_timeout())
         failed = _failed_refs(proc)
         if proc.returncode != 0 and not failed:   # nothing was pushed at all
-            return Publication(remote, ref, old, old, "failed", _git_error(proc))
+            return Publication(remote, ref, old, old, "failed", git_error(proc))
         if own_due:
             if ref in failed:
                 return Publication(remote, ref, old, old, "failed", failed[ref])
@@ -511,7 +512,7 @@ def _publish_snapshot(g: Grite, rid: str, remote: str, dest: str | None, wal: st
     proc = store.push(dest or remote, [f"+{ours.commit}:{ours.ref}"], transport_env(),
                       net_timeout())
     if proc.returncode != 0:
-        return _failed_refs(proc).get(ours.ref) or _git_error(proc)
+        return _failed_refs(proc).get(ours.ref) or git_error(proc)
     _remember(store, dest, ours.commit, key)
     return None
 
@@ -570,7 +571,7 @@ def sync(g: Grite, remote: str | None = None, push: bool = True) -> SyncResult:
     for r in targets:
         proc = store.fetch(r, [refspec(r)], transport_env(), net_timeout())
         results.append(RemoteSync(r, proc.returncode == 0,
-                                  None if proc.returncode == 0 else _git_error(proc)))
+                                  None if proc.returncode == 0 else git_error(proc)))
     imported = import_logs(g, before=before)
     events = g.state().event_count - events_before
     if push:
@@ -600,9 +601,14 @@ def fetch_new(g: Grite, remotes: list[str]) -> list[tuple[str, str | None]]:
             proc = shallow.first_fetch(g.store, r, refspec(r), transport_env(), net_timeout())
         if proc is None:
             proc = g.store.fetch(r, [refspec(r)], transport_env(), net_timeout())
-        out.append((r, None if proc.returncode == 0 else _git_error(proc)))
+        out.append((r, None if proc.returncode == 0 else git_error(proc)))
     if remotes:
+        from git_brat.grite import cold
         import_logs(g)
+        try:
+            cold.after_first_fetch(g)
+        except GriteError as exc:   # (offline again already: the next command that needs it)
+            out[0] = (out[0][0], out[0][1] or exc.message)
     return out
 
 
@@ -620,16 +626,17 @@ def deepen(g: Grite) -> list[tuple[str, str | None]]:
         if not shallow.cut(g.store, g.store.log_tips().values()):
             break
         proc = shallow.deepen_from(g.store, r, refspec(r), transport_env(), net_timeout())
-        out.append((r, None if proc.returncode == 0 else _git_error(proc)))
+        out.append((r, None if proc.returncode == 0 else git_error(proc)))
     import_logs(g)
     return out
 
 
 def add_sync(g: Grite, remote: str) -> AddSyncResult:
     """Set up one remote (added after init): refspec, hooks, and a first fetch of its grite state."""
-    from git_brat.grite import shallow
+    from git_brat.grite import cold, shallow
     _check_remote(g.store, remote)
-    shallow.enabled(g.store)   # a bad setting stops here, before anything is written
+    shallow.enabled(g.store)   # bad settings stop here, before anything is written
+    cold.when(g.store)
     inst = install(g.store, [remote])
     added = remote in inst.added
     fetched, error = False, None
@@ -699,7 +706,7 @@ def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
     before = store.log_tips()
     proc = store.fetch(hit, [refspec(hit)], transport_env(), net_timeout())
     if proc.returncode != 0:
-        raise GriteError(f"could not fetch grite state from {hit}: {_git_error(proc)} "
+        raise GriteError(f"could not fetch grite state from {hit}: {git_error(proc)} "
                          f"(`git grite sync {hit}` retries)")
     found = [r for r in import_logs(g, before=before).rewrites if r.kind == "rewrite"]
     if found:
