@@ -40,7 +40,7 @@ DAY_MS = 86_400_000
 
 class ColdPending(msgspec.Struct):
     """The rows this cache still lacks: the cold part of the snapshot it started from (its
-    ids are listed in the file, see snapdb.COLD). Only answers that leave out what is settled
+    ids are listed in the file, see cachedb.COLD). Only answers that leave out what is settled
     and unchanged since `before` are given without them (see Cache.state)."""
     snapshot: str        # the snapshot commit (here); its meta names the part's commit
     rows: int

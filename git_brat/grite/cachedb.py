@@ -7,6 +7,7 @@ Every table of State is a `Rows` mapping here: loaded on first use, written back
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -34,6 +35,10 @@ INDEXES = ("CREATE INDEX IF NOT EXISTS entity_kind ON entity (kind, status, upda
 # The other tables of State, by name: (kv space, value type). Keys are strings throughout.
 SPACES = {"dep_sources": list[str], "fences": int, "lease_ends": dict[int, int],
           "fenced_at": dict[int, int], "rejected": Rejection, "unknown": None}
+
+# The kv space listing the ids a snapshot's cold part holds (empty values): in its hot file,
+# and in a cache adopted from one until that part is merged (see snapdb.add_cold).
+COLD = "cold"
 
 _MISSING = object()
 _encode = msgspec.msgpack.encode
@@ -298,14 +303,21 @@ def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], met
     changed = [ents.loaded[k] for k in ents.dirty]
     rows = ents.flush_rows()
     kv = [r for name in SPACES for r in getattr(state, name).flush_rows()]
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         if _renamed(conn, changed):   # views written before they held ids hold names
             changed = state.of_kind("issue")
         _upsert(conn, rows, kv)
         conn.executemany("UPDATE entity SET view=? WHERE id=?", [
             (issueview.stored(e), e.id) for e in changed if e.created and e.kind == "issue"])
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection):
+    """A write transaction, committed if the block ends normally, else rolled back."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -333,15 +345,11 @@ def write_all(conn: sqlite3.Connection, state: State, meta: bytes) -> None:
 
 def rewrite(conn: sqlite3.Connection, fill) -> None:
     """One transaction: the entity and kv tables emptied, then fill() writes every row."""
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute("DELETE FROM entity")
-        conn.execute("DELETE FROM kv")
-        fill()
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        with transaction(conn):
+            conn.execute("DELETE FROM entity")
+            conn.execute("DELETE FROM kv")
+            fill()
     finally:
         conn.execute("PRAGMA cache_size=-2000")
 
@@ -479,13 +487,13 @@ def read_meta(conn: sqlite3.Connection) -> bytes | None:
 
 def listed_cold(conn: sqlite3.Connection | None, ids) -> bool:
     """Whether any of these entity ids is one the file lists as still to come with its
-    snapshot's cold part (see snapdb.COLD)."""
+    snapshot's cold part (COLD)."""
     ids = list(ids)
     if conn is None or not ids:
         return False
     for i in range(0, len(ids), 500):
         chunk = ids[i:i + 500]
-        if conn.execute(f"SELECT 1 FROM kv WHERE space = 'cold' AND k IN "
+        if conn.execute(f"SELECT 1 FROM kv WHERE space = '{COLD}' AND k IN "
                         f"({','.join('?' * len(chunk))}) LIMIT 1", chunk).fetchone():
             return True
     return False

@@ -26,8 +26,7 @@ from git_brat.grite.state import SETTLED, Entity, no_gc
 # pages come straight from the OS's cache instead of being copied into SQLite's own (at a
 # million events that copy was most of the index build's time).
 MAPPED = "PRAGMA mmap_size=4294967296"
-# The kv space in a snapshot's hot file naming the rows its cold part holds (empty values).
-COLD = "cold"
+COLD = cachedb.COLD
 
 
 class Counts(msgspec.Struct):
@@ -307,8 +306,7 @@ def add_cold(conn: sqlite3.Connection, path: str, meta: bytes | None) -> None:
         conn.execute("ROLLBACK")
     conn.execute("ATTACH DATABASE ? AS cold", (path,))
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with cachedb.transaction(conn):
             listed = conn.execute(f"SELECT COUNT(*) FROM main.kv WHERE space = '{COLD}'").fetchone()[0]
             rows, matched = conn.execute(
                 f"SELECT COUNT(*), COUNT(kv.k) FROM cold.entity LEFT JOIN main.kv "
@@ -324,10 +322,6 @@ def add_cold(conn: sqlite3.Connection, path: str, meta: bytes | None) -> None:
             conn.execute(f"DELETE FROM main.kv WHERE space = '{COLD}'")
             if meta is not None:
                 conn.execute("INSERT OR REPLACE INTO main.meta VALUES ('meta', ?)", (meta,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     finally:
         conn.execute("DETACH DATABASE cold")
 
