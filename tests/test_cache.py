@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import shutil
 
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from helpers import grite, grite_json
 from git_brat.grite.cache import Cache
 from git_brat.grite.gitstore import Store
@@ -182,3 +186,20 @@ def test_a_stored_state_changed_in_memory_streams_as_the_same_state_held_whole(g
     assert [msgspec.msgpack.encode(e) for _, e in streamed] == \
         [msgspec.msgpack.encode(whole.entities[k]) for k in sorted(whole.entities)]
     assert digest(state) == digest(whole)
+
+
+@given(st.lists(st.tuples(st.text(), st.sampled_from(["open", "closed", "opened", "open\""]),
+                          st.sampled_from(["a1", "b2", "c3", "not hex", "0ff"]),
+                          st.lists(st.text(max_size=5), max_size=2)), max_size=6),
+       st.dictionaries(st.sampled_from(["a1", "b2", "0ff"]), st.text(), max_size=3),
+       st.sampled_from(["open", "closed", "all"]))
+@settings(max_examples=300, deadline=None)
+def test_a_list_spliced_from_stored_views_is_byte_for_byte_the_encoded_list(items, names, which):
+    from datetime import datetime, timezone
+    from git_brat.grite.issueview import IssueView, decode_stored, join_stored
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    stored = [msgspec.json.encode(IssueView(f"{i:032x}", title, state, labels, [], when, when,
+                                            author, i))
+              for i, (title, state, author, labels) in enumerate(items)]
+    expect = [v for v in decode_stored(stored, names) if which == "all" or v.state == which]
+    assert join_stored(stored, names, which) == msgspec.json.encode(expect)

@@ -21,7 +21,7 @@ from git_brat.grite.errors import GriteError
 from git_brat.grite.files import FileLock, atomic_write, ensure_dir
 from git_brat.grite.gitstore import Store
 from git_brat.grite.log import LogReader, LogUnreadable, Problem
-from git_brat.grite.issueview import IssueView, decode_stored, issue_view
+from git_brat.grite.issueview import IssueView, decode_stored, issue_view, join_stored
 from git_brat.grite.state import State, no_gc, replay_stream
 
 if TYPE_CHECKING:
@@ -205,6 +205,15 @@ class Cache:
 
     def issues(self, cold_before: int = 0) -> list[IssueView]:
         """Every issue's list view, oldest first; closed ones untouched since cold_before left out."""
+        state, stored = self._stored_views(cold_before)
+        if stored is not None:
+            return decode_stored(stored, actor_names(state))
+        names = actor_names(state)
+        ents = state.of_kind("issue", ("closed",), cold_before)
+        return sorted((issue_view(e, names) for e in ents), key=lambda v: (v.created_at, v.id))
+
+    def _stored_views(self, cold_before: int) -> tuple[State, list[bytes] | None]:
+        """The state, and the file's pre-encoded views of issues() (None: compute them)."""
         import sqlite3
         from git_brat.grite import cachedb
         state = self.state(hot_before=cold_before)
@@ -215,12 +224,10 @@ class Cache:
             try:
                 views = cachedb.issue_views(conn, where, args)
                 if all(v is not None for v in views):
-                    return decode_stored(views, actor_names(state))
+                    return state, views
             except sqlite3.Error:
                 self._unusable()
-        names = actor_names(state)
-        ents = state.of_kind("issue", ("closed",), cold_before)
-        return sorted((issue_view(e, names) for e in ents), key=lambda v: (v.created_at, v.id))
+        return state, None
 
     def issue_list_json(self, state_filter: str, cold_before: int = 0) -> bytes:
         """`issue list --json` output for open/closed/all, kept pre-encoded beside the file.
@@ -239,10 +246,15 @@ class Cache:
                     return data[len(head):]
             except OSError:
                 pass
-        views = self.issues(cold_before)
-        if state_filter != "all":
-            views = [v for v in views if v.state == state_filter]
-        body = msgspec.json.encode(views) + b"\n"
+        state, stored = self._stored_views(cold_before)
+        if stored is not None:   # (spliced as they are: decoding 31k views to encode them again
+            body = join_stored(stored, actor_names(state), state_filter)   # took 0.3 s)
+        else:
+            views = self.issues(cold_before)
+            if state_filter != "all":
+                views = [v for v in views if v.state == state_filter]
+            body = msgspec.json.encode(views)
+        body += b"\n"
         # Stamped with the generation it came from (not whatever is current by now: a writer may
         # have moved the cache on meanwhile, and then this file must not match it).
         if self._stored:

@@ -159,7 +159,7 @@ def fetch_cold(quiet, pid_file, as_json):
     if not quiet or as_json:
         emit(as_json, result, lambda: (
             f"took in the {pending.rows} settled entities of snapshot {pending.snapshot[:10]}"
-            if pending else "nothing to fetch: this clone's cache lacks no snapshot's part"))
+            if pending else "nothing to fetch: no snapshot's settled part is missing here"))
 
 
 @click.command(hidden=True, context_settings={"ignore_unknown_options": True})

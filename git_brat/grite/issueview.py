@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import msgspec
@@ -45,3 +46,18 @@ def decode_stored(views: list[bytes], actor_names: dict[str, str]) -> list[Issue
     for v in out:
         v.author = actor_names.get(v.author, v.author)
     return out
+
+
+# In a stored view (msgspec's encoding of IssueView) these keys occur once, unescaped; inside a
+# string value every quote is escaped, so a title can never match them.
+_AUTHOR = re.compile(rb'"author":"([0-9a-f]+)"')
+
+
+def join_stored(views: list[bytes], actor_names: dict[str, str], state_filter: str = "all") -> bytes:
+    """What msgspec.json.encode of decode_stored(views), less the issues not in state_filter,
+    would give, byte for byte, without decoding them: the views joined, their authors named."""
+    if state_filter != "all":
+        want = b'"state":' + msgspec.json.encode(state_filter)
+        views = [v for v in views if want in v]
+    named = {k.encode(): b'"author":' + msgspec.json.encode(v) for k, v in actor_names.items()}
+    return _AUTHOR.sub(lambda m: named.get(m.group(1), m.group(0)), b"[" + b",".join(views) + b"]")
