@@ -294,3 +294,23 @@ def test_no_cold_part_when_nothing_is_settled_long_enough(tmp_path):
     grite(w, "snapshot")
     snap = snapshot.read(Store.discover(str(w)), snapshot.own_ref(_replica(w)))
     assert snap.meta.cold is None
+
+
+@pytest.mark.parametrize("damage", [None, "a listed id is also a row", "a listed id has a value"])
+def test_a_hot_part_whose_cold_list_disagrees_with_itself_is_not_used(hub, tmp_path, damage):
+    store = Store.discover(str(hub.writer))
+    snap = snapshot.read(store, snapshot.own_ref(_replica(hub.writer)))
+    path = str(tmp_path / "hot.db")
+    assert snapshot._unpack_blob(store, snap.commit.encode(), snapshot.STATE_DB, snap.meta.frames,
+                                 path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    if damage == "a listed id is also a row":
+        conn.execute("UPDATE kv SET k = ? WHERE space = 'cold' AND k = ?",
+                     (hub.open_old, hub.settled[0]))
+    elif damage == "a listed id has a value":
+        conn.execute("UPDATE kv SET v = x'c0' WHERE space = 'cold' AND k = ?", (hub.settled[0],))
+    conn.close()
+    got = snapdb.adopt(path, durable=False)
+    assert (got is None) == (damage is not None)
+    if got is not None:
+        assert got.cold_ids == len(hub.settled)
