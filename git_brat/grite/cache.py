@@ -434,14 +434,16 @@ class Cache:
         event touches a row in it: (state, touched, what is still pending)."""
         from git_brat.grite import cachedb
         changed = [sha for ref, sha in tips.items() if frontier.get(ref) != sha]
-        batches = list(reader.batches(reader.new_commits(changed, frontier.values())))
-        if pending is not None and (not _enough_for(pending, hot_before) or cachedb.listed_cold(
-                self._conn, {e.entity for _sha, b in batches for e in b.events})):
-            try:
-                state = self._take_cold(pending, tips)
-            except _ReplayInstead as why:
-                return self._full(reader, tips, str(why)), None, None
-            pending = None
+        batches = reader.batches(reader.new_commits(changed, frontier.values()))
+        if pending is not None:   # (read whole only then: a long absence streams)
+            batches = list(batches)
+            if not _enough_for(pending, hot_before) or cachedb.listed_cold(
+                    self._conn, {e.entity for _sha, b in batches for e in b.events}):
+                try:
+                    state = self._take_cold(pending, tips)
+                except _ReplayInstead as why:
+                    return self._full(reader, tips, str(why)), None, None
+                pending = None
         state, touched = self._extend(reader, state, tips, batches)
         return state, touched, pending if touched is not None else None
 
@@ -598,7 +600,7 @@ class Cache:
         self._write("meta", raw)
 
     def _extend(self, reader: LogReader, state: State, tips: dict[str, str],
-                batches: list) -> tuple[State, set[str] | None]:
+                batches) -> tuple[State, set[str] | None]:
         """Apply the batches past the frontier: (state, touched entity ids, None if replayed)."""
         touched: set[str] = set()
         for _sha, batch in batches:

@@ -110,10 +110,11 @@ def export(src: str, path: str, generation: str | None, cold_path: str | None = 
 
 def cold_condition(before: int) -> tuple[str, tuple]:
     """SQL over the entity table: rows a snapshot moves to its cold part (settled, unchanged
-    since before; never an actor: every list names them)."""
+    since before; an issue only if closed, exactly what `issue list` leaves out; never an
+    actor: every list names them)."""
     marks = ",".join("?" * len(SETTLED))
-    return (f"kind IS NOT NULL AND kind != 'actor' AND status IN ({marks}) AND updated < ?",
-            (*SETTLED, before))
+    return (f"updated < ? AND (kind = 'issue' AND status = 'closed' OR "
+            f"kind NOT IN ('issue', 'actor') AND status IN ({marks}))", (before, *SETTLED))
 
 
 def _reference_schema() -> set[tuple]:
