@@ -452,7 +452,7 @@ class Cache:
         one transaction with a meta that no longer waits for it; the file's state then.
         ColdUnavailable if it cannot be fetched; _ReplayInstead if it cannot be used."""
         import sqlite3
-        from git_brat.grite import cachedb, cold, shallow, snapdb, snapshot
+        from git_brat.grite import cachedb, cold, shallow, snapshot
         snap = snapshot.read(self.store, b"", pending.snapshot.encode())
         if self._conn is None or self.read_only:
             raise _ReplayInstead(" (the cache file cannot be written here)")
@@ -467,25 +467,18 @@ class Cache:
                 f"{pending.rows} settled entities are still on the remote and could not be "
                 f"fetched ({why}); commands that list only recent work still answer, and "
                 f"`git grite fetch-cold` fetches them when the remote can be reached")
-        path = snapshot.temp_path(self.store)
+        meta = self._meta_of(self._conn, fresh=True)
+        if meta is None or meta.cold is None:
+            raise _ReplayInstead(" (the cache changed under its lock)")
+        meta.cold, meta.generation = None, os.urandom(8).hex()
+        raw = msgspec.msgpack.encode(meta)
         try:
-            if not snapshot.adopt_cold(self.store, snap, path):
-                snapshot.reject(self.store, snap.commit)
-                raise _ReplayInstead(" (the snapshot's cold part failed its checks)")
-            meta = self._meta_of(self._conn, fresh=True)
-            if meta is None or meta.cold is None:
-                raise _ReplayInstead(" (the cache changed under its lock)")
-            meta.cold, meta.generation = None, os.urandom(8).hex()
-            raw = msgspec.msgpack.encode(meta)
-            try:
-                snapdb.add_cold(self._conn, path, raw)
-            except snapdb.ColdMismatch:
-                snapshot.reject(self.store, snap.commit)
-                raise _ReplayInstead(" (the snapshot's cold part is not the rows it lists)")
-            except sqlite3.Error as exc:
-                raise _ReplayInstead(f" (the cache file could not take the cold part: {exc})")
-        finally:
-            cachedb.remove(path)
+            merged = snapshot.merge_cold(self.store, snap, self._conn, raw)
+        except sqlite3.Error as exc:
+            raise _ReplayInstead(f" (the cache file could not take the cold part: {exc})")
+        if not merged:
+            snapshot.reject(self.store, snap.commit)
+            raise _ReplayInstead(" (the snapshot's cold part failed its checks)")
         self._write("meta", raw)
         return cachedb.open_state(self._conn, meta.max_lamport, meta.event_count)
 

@@ -172,22 +172,33 @@ def opened(store: Store, path: str, start: Start) -> State | None:
     import sqlite3
     from git_brat.grite import cachedb, snapdb
     if start.snap.meta.cold is not None:
-        cold = temp_path(store)
+        conn = sqlite3.connect(path, isolation_level=None)
         try:
-            if not adopt_cold(store, start.snap, cold):
-                cachedb.remove(path)
-                return None
-            conn = sqlite3.connect(path, isolation_level=None)
-            try:
-                snapdb.add_cold(conn, cold, None)
-            except snapdb.ColdMismatch:
-                cachedb.remove(path)
-                return None
-            finally:
-                conn.close()
+            merged = merge_cold(store, start.snap, conn)
         finally:
-            cachedb.remove(cold)
+            conn.close()
+        if not merged:
+            cachedb.remove(path)
+            return None
     return cachedb.open_state(snapdb.open_unlinked(path), start.max_lamport, start.events)
+
+
+def merge_cold(store: Store, snap: Snapshot, conn, meta: bytes | None = None) -> bool:
+    """Check the snapshot's cold part (its commit must be here) and merge it into the file conn
+    is open on (see snapdb.add_cold), with meta; False, nothing merged, if it is absent, fails
+    a check or is not the rows the file lists."""
+    from git_brat.grite import cachedb, snapdb
+    path = temp_path(store)
+    try:
+        if not adopt_cold(store, snap, path):
+            return False
+        try:
+            snapdb.add_cold(conn, path, meta)
+        except snapdb.ColdMismatch:
+            return False
+        return True
+    finally:
+        cachedb.remove(path)
 
 
 def adopt_cold(store: Store, snap: Snapshot, path: str) -> bool:
