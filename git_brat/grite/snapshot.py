@@ -249,15 +249,26 @@ def contained(store: Store, snap: Snapshot, tips) -> bool:
     if not covers:
         return False
     tips = list(tips)
+    # A first fetch asks, then the cache again: what our tips reach (where no deepen moved the
+    # cut) only grows, so a yes stays a yes.
+    key = (store.common_dir, snap.commit, frozenset(tips), tuple(store.shallow_commits()))
+    if key in _contained:
+        return True
     try:
         boundary = shallow.cut(store, tips)
         cut_at = {p for absent in boundary.values() for p in absent}
         here = [c for c in covers if c not in cut_at]
         if not all(store.is_commit(c) for c in here) or store.unreachable(here, tips):
             return False
-        return not boundary or shallow.explained(store, boundary, covers)
+        if boundary and not shallow.explained(store, boundary, covers):
+            return False
     except GriteError:   # a damaged commit on the way: not provably contained
         return False
+    _contained.add(key)
+    return True
+
+
+_contained: set[tuple] = set()   # contained() answers that were yes, in this process
 
 
 def adopted(store: Store, snap: Snapshot, path: str, durable: bool = True) -> Start | None:

@@ -317,7 +317,7 @@ def _log_owner(store: Store, sha: str) -> str | None:
         return None
 
 
-def relay_known(store: Store) -> list[RefMove]:
+def relay_known(store: Store, tips: dict[str, str] | None = None) -> list[RefMove]:
     """Move this clone's own `refs/grite/replicas/<X>` forward to every fetched log of X.
 
     They are what this clone relays: fetched by whoever clones or fetches it (under
@@ -326,7 +326,7 @@ def relay_known(store: Store) -> list[RefMove]:
     make us relay less, and a relay is never a forced update.
     """
     own = identity.load_replica(store.grite_dir).id
-    tips = store.log_tips()
+    tips = store.log_tips() if tips is None else tips
     want: dict[str, set[str]] = {}
     for name, sha in tips.items():
         if not name.startswith("refs/remotes/"):
@@ -343,10 +343,8 @@ def relay_known(store: Store) -> list[RefMove]:
     for owner, shas in sorted(want.items()):
         ref = REPLICAS + owner
         cur = first = tips.get(ref)
-        for sha in sorted(shas):
-            if sha == cur or (cur is not None and store.is_ancestor(sha, cur)):
-                continue
-            if (cur is None or store.is_ancestor(cur, sha)) and store.cas_ref(
+        for sha in sorted(shas):   # (one already in cur's history is no fast-forward either)
+            if sha != cur and (cur is None or store.is_ancestor(cur, sha)) and store.cas_ref(
                     ref.encode(), cur.encode() if cur else None, sha.encode(),
                     b"grite: relay a fetched log"):
                 cur = sha
@@ -356,11 +354,14 @@ def relay_known(store: Store) -> list[RefMove]:
 
 
 def import_logs(g: Grite, before: dict[str, str] | None = None,
-                hint: list[tuple[str, str]] = ()) -> ImportResult:
+                hint: list[tuple[str, str]] = (), warm_list: bool = True) -> ImportResult:
     """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
 
     `before`: the log tips before a fetch; `hint`: (ref, old sha) pairs a hook was told about.
     These, the refs the last import saw and the cache's own frontier are all compared with now.
+    `warm_list`: write the default list too, so the `issue list --json` after a fetch is a warm
+    read (not from a hook: git before 2.51 runs it once per fetched ref, and the list of a
+    large repository would be written that many times over).
     """
     store = g.store
     last = _read_stamp(store)
@@ -370,8 +371,8 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     # (Only what the default views need: a fresh clone's snapshot's cold part may follow.)
     g.state(refresh=True, hot_before=g.cold_before)
-    # The default list too: the `issue list --json` after a fetch is then a warm read.
-    g.cache.issue_list_json("open", g.cold_before)
+    if warm_list:
+        g.cache.issue_list_json("open", g.cold_before)
     stamp = store.ref_lines(STAMP_PATTERNS)
     atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
     base = before if before is not None else last
@@ -668,7 +669,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
                     hint.append((parts[2], parts[0]))
             if hint and not any(is_log_ref(r) for r, _old in hint):
                 return _after_named_fetch(g, [r for r, _old in hint])
-        found = [r for r in import_logs(g, hint=hint).rewrites if r.kind == "rewrite"]
+        found = [r for r in import_logs(g, hint=hint, warm_list=name != "reference-transaction"
+                                        ).rewrites if r.kind == "rewrite"]
         if found:
             return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
                     f"(see `git grite doctor`)")
