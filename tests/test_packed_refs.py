@@ -79,3 +79,24 @@ def test_a_fetched_lease_whose_name_ends_like_a_log_is_not_read_as_one(grepo):
             git(grepo, "pack-refs", "--all")
         assert list(Store.discover(str(grepo)).log_tips()) == ["refs/grite/wal"]
         assert grite(grepo, "doctor").returncode == 0
+
+
+def test_symbolic_refs_under_remotes_are_followed_as_git_follows_them(grepo):
+    grite_json(grepo, "issue", "create", "One")
+    tip = git(grepo, "rev-parse", "refs/grite/wal")
+    git(grepo, "update-ref", "refs/remotes/origin/main", tip)
+    git(grepo, "update-ref", "refs/remotes/origin/grite/wal", tip)
+    git(grepo, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")   # as clone makes
+    git(grepo, "symbolic-ref", "refs/remotes/mirror/grite/wal", "refs/remotes/origin/grite/wal")
+    git(grepo, "symbolic-ref", "refs/remotes/mirror/HEAD", "refs/remotes/origin/HEAD")   # two levels
+    git(grepo, "symbolic-ref", "refs/remotes/gone/HEAD", "refs/remotes/gone/main")        # dangling
+    for packed in (False, True):
+        if packed:   # (symbolic refs stay loose; what they name moves to packed-refs)
+            git(grepo, "pack-refs", "--all")
+        store = Store.discover(str(grepo))
+        expect = {n: git(grepo, "rev-parse", "--verify", "-q", n) for n in (
+            "refs/remotes/origin/HEAD", "refs/remotes/mirror/HEAD", "refs/remotes/mirror/grite/wal")}
+        got = {n.decode(): s.decode() for n, s in store.loose_refs_under(b"refs/remotes/").items()}
+        assert {n: got.get(n) for n in expect} == expect
+        assert "refs/remotes/gone/HEAD" not in got
+        assert store.log_tips()["refs/remotes/mirror/grite/wal"] == tip

@@ -57,6 +57,8 @@ def run_git(args: list[str], cwd: str | None = None, input: bytes | None = None,
     return proc
 
 
+_SHA = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
+
 class Store:
     """A git repository as grite sees it: the common dir, its refs and objects."""
 
@@ -178,13 +180,27 @@ class Store:
                 data = f.read().strip()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):   # deleted meanwhile
             return
-        if data.startswith(b"ref: "):   # a symbolic ref: rare here, resolved by dulwich
-            try:
-                out[name] = self.repo.refs[name]
-            except KeyError:
-                pass
-        elif re.fullmatch(rb"[0-9a-f]{40}([0-9a-f]{24})?", data):
+        if data.startswith(b"ref: "):   # a symbolic ref (a clone's origin/HEAD)
+            data = self._symbolic_target(data[5:].strip())
+        if data is not None and _SHA.fullmatch(data):
             out[name] = data
+
+    def _symbolic_target(self, target: bytes) -> bytes | None:
+        """The sha a symbolic ref's target names, followed as git does (loose, then packed; a
+        few levels), without opening dulwich's repository for it (40 ms of every command)."""
+        for _ in range(5):
+            parts = target.split(b"/")
+            if parts[0] != b"refs" or b"" in parts or b".." in parts or b"." in parts:
+                return None
+            try:
+                with open(os.path.join(self.common_dir, os.fsdecode(target)), "rb") as f:
+                    data = f.read().strip()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                return self.packed_refs().get(target)
+            if not data.startswith(b"ref: "):
+                return data
+            target = data[5:].strip()
+        return None
 
     def packed_refs(self) -> PackedRefs:
         """The packed-refs file, read again only when it was replaced (git's own stat check)."""
