@@ -59,6 +59,16 @@ def run_git(args: list[str], cwd: str | None = None, input: bytes | None = None,
 
 _SHA = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
 
+
+def _ref_file(path: str) -> bytes | None:
+    """A loose ref file's content, stripped; None if there is no such file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().strip()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
 class Store:
     """A git repository as grite sees it: the common dir, its refs and objects."""
 
@@ -175,12 +185,8 @@ class Store:
 
     def _read_loose(self, path: str, out: dict[bytes, bytes]) -> None:
         name = os.path.relpath(path, self.common_dir).replace(os.sep, "/").encode()
-        try:
-            with open(path, "rb") as f:
-                data = f.read().strip()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):   # deleted meanwhile
-            return
-        if data.startswith(b"ref: "):   # a symbolic ref (a clone's origin/HEAD)
+        data = _ref_file(path)   # (None: deleted meanwhile)
+        if data is not None and data.startswith(b"ref: "):   # symbolic (a clone's origin/HEAD)
             data = self._symbolic_target(data[5:].strip())
         if data is not None and _SHA.fullmatch(data):
             out[name] = data
@@ -192,10 +198,8 @@ class Store:
             parts = target.split(b"/")
             if parts[0] != b"refs" or b"" in parts or b".." in parts or b"." in parts:
                 return None
-            try:
-                with open(os.path.join(self.common_dir, os.fsdecode(target)), "rb") as f:
-                    data = f.read().strip()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            data = _ref_file(os.path.join(self.common_dir, os.fsdecode(target)))
+            if data is None:
                 return self.packed_refs().get(target)
             if not data.startswith(b"ref: "):
                 return data

@@ -317,7 +317,7 @@ def _log_owner(store: Store, sha: str) -> str | None:
         return None
 
 
-def relay_known(store: Store, tips: dict[str, str] | None = None) -> list[RefMove]:
+def relay_known(store: Store) -> list[RefMove]:
     """Move this clone's own `refs/grite/replicas/<X>` forward to every fetched log of X.
 
     They are what this clone relays: fetched by whoever clones or fetches it (under
@@ -326,7 +326,7 @@ def relay_known(store: Store, tips: dict[str, str] | None = None) -> list[RefMov
     make us relay less, and a relay is never a forced update.
     """
     own = identity.load_replica(store.grite_dir).id
-    tips = store.log_tips() if tips is None else tips
+    tips = store.log_tips()
     want: dict[str, set[str]] = {}
     for name, sha in tips.items():
         if not name.startswith("refs/remotes/"):
