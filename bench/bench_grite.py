@@ -58,7 +58,7 @@ def bench_list(sizes: list[int], runs: int, base: float) -> dict[int, float]:
 
 
 def bench_rebuild(events: int, per_batch: int, runs: int) -> None:
-    from git_brat.grite import events as ev
+    from git_brat.grite.model import events as ev
     repo = new_repo("rebuild")
     # The same 100k events either way: an issue created, then labelled and commented on.
     flat = []

@@ -31,6 +31,7 @@ Usage: python bench/bench_history.py [--quick] [--profile] [--no-long]
 from __future__ import annotations
 
 import glob
+import json
 import os
 import random
 import shutil
@@ -45,7 +46,7 @@ import zstandard
 
 from benchlib import (ROOT, env, fast_import, fast_import_commit, floor, git, report)
 
-from git_brat.grite import events as ev
+from git_brat.grite.model import events as ev
 
 YEAR = 365 * 86400
 T0 = 1_735_689_600          # 2025-01-01
@@ -360,7 +361,7 @@ def wait_for_cold(repo: Path, limit: float = 300) -> None:
     deadline = time.monotonic() + limit
     while pid_file.exists() and time.monotonic() < deadline:
         try:
-            pid = int(pid_file.read_text())
+            pid = json.loads(pid_file.read_text())["pid"]
             os.kill(pid, 0)
         except (ValueError, OSError):
             break

@@ -30,7 +30,7 @@ def setup(n: int, bad: int | None = None, **cfg) -> tuple[Path, list[str]]:
     for k, v in cfg.items():
         brat(repo, "config", "set", f"refinery.{k}", str(v))
     os.environ.update({k: v for k, v in env().items() if k.startswith("GIT_")})
-    from git_brat.brat import model
+    from git_brat.brat import board as model
     g = model.open_grite(str(repo))
     cid = model.create_convoy(g, "bench")
     tids = []

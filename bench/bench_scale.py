@@ -42,7 +42,7 @@ def brat(repo: Path, *args: str) -> str:
 
 def history(repo: Path, entities: int) -> int:
     """Append settled work amounting to about `entities` entities; the number of events."""
-    from git_brat.grite import events as ev
+    from git_brat.grite.model import events as ev
     from git_brat.grite.repo import Grite
     g = Grite.open(str(repo))
     actor, replica = g.identity.actor.id, g.identity.replica.id

@@ -33,7 +33,7 @@ def _timed(cmd: list[str], cwd) -> float:
 
 
 def _batches(events: int, per_batch: int) -> list[list]:
-    from git_brat.grite import events as ev
+    from git_brat.grite.model import events as ev
     out = []
     for b in range(events // per_batch):
         eid = ev.new_entity_id()

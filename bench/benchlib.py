@@ -69,7 +69,7 @@ def new_repo(name: str) -> Path:
 
 def write_log_fast(repo: Path, batches: list[list]) -> None:
     """Append many batches to refs/grite/wal with one `git fast-import` (bench setup only)."""
-    from git_brat.grite import events as ev
+    from git_brat.grite.model import events as ev
     from git_brat.grite.repo import Grite
     g = Grite.open(str(repo))
     ident = g.identity

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import click
 import msgspec
 
-from git_brat.grite.errors import EXIT_USAGE, GriteError
+from git_brat.errors import EXIT_USAGE, GriteError
 
 # click >= 8.2 raises this when a group is run without a subcommand.
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())

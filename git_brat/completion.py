@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from typing import Callable, Iterable
 
 import click
 from click.shell_completion import (BashComplete, CompletionItem, FishComplete, ZshComplete,
@@ -134,29 +135,6 @@ def _quietly(items):
         return []
 
 
-def _board():
-    from git_brat.brat.cli_common import board, open_grite
-    return board(open_grite())
-
-
-def _tasks():
-    return ((t.id, f"[{t.status}] {t.title}") for t in _board().task_list())
-
-
-def _convoys():
-    return ((c.id, f"[{c.status}] {c.title}") for c in _board().convoy_list())
-
-
-def _sessions():
-    return ((s.id, f"[{s.status}] {s.engine} on {s.task[:7]}") for s in _board().sessions(None))
-
-
-def _issues():
-    from git_brat.grite.cli import open_grite
-    from git_brat.grite.issues import list_issues
-    return ((i.id, f"[{i.state}] {i.title}") for i in list_issues(open_grite(), "all"))
-
-
 def _completer(source):
     def complete(ctx, param, incomplete):
         prefix = incomplete.lstrip("#").lower()
@@ -164,10 +142,14 @@ def _completer(source):
     return complete
 
 
-# Which parameters complete which ids, by parameter name or metavar.
-IDS = {"git-brat": {"task_id": _tasks, "convoy_id": _convoys, "session_id": _sessions,
-                    "TASK": _tasks, "CONVOY": _convoys},
-       "git-grite": {"issue_id": _issues, "other": _issues, "ISSUE": _issues}}
+# Which parameters complete which ids, by program, then parameter name or metavar. Each CLI
+# fills its own (its `completion` module): ids come from the layers above this one.
+IDS: dict[str, dict[str, Callable[[], Iterable[tuple[str, str]]]]] = {}
+
+
+def register_ids(prog: str, sources: dict[str, Callable[[], Iterable[tuple[str, str]]]]) -> None:
+    """Complete the parameters named in sources (by name or metavar) of `prog` with those ids."""
+    IDS.setdefault(prog, {}).update(sources)
 
 
 def attach(group: click.Group, ids: dict) -> None:

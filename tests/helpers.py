@@ -71,7 +71,7 @@ def make_repo(path: Path, commit: bool = True) -> Path:
 
 def incremental(batches: list[list]):
     """What the cache does: apply batch by batch, full replay when a fence moves backwards."""
-    from git_brat.grite.state import State, replay
+    from git_brat.grite.model.state import State, replay
     state, seen = State(), []
     for batch in batches:
         seen += batch

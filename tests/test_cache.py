@@ -9,9 +9,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from helpers import grite, grite_json
-from git_brat.grite.cache import Cache
-from git_brat.grite.gitstore import Store
-from git_brat.grite.state import canonical
+from git_brat.grite.cache.projection import Cache
+from git_brat.git.store import Store
+from git_brat.grite.model.state import canonical
 
 
 def _busy_repo(repo):
@@ -140,8 +140,8 @@ def test_an_actor_renamed_is_shown_renamed_in_every_list_even_by_an_older_cache(
     rewrites no view); a rename still shows everywhere, also over views a cache written before
     that held names."""
     import sqlite3
-    from git_brat.grite import events as ev
-    from git_brat.grite.log import Draft
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.log.wal import Draft
     from git_brat.grite.repo import Grite
     bot = grite_json(grepo, "actor", "new", "agent-2")
     for i in range(3):
@@ -171,8 +171,8 @@ def test_a_stored_state_changed_in_memory_streams_as_the_same_state_held_whole(g
     """Doctor digests a snapshot's state after replaying later events onto it: rows read from
     the file one at a time, with what memory changed or added merged in by key."""
     import msgspec
-    from git_brat.grite.cache import in_memory
-    from git_brat.grite.state import Entity, digest
+    from git_brat.grite.cache.projection import in_memory
+    from git_brat.grite.model.state import Entity, digest
     a, b = _busy_repo(grepo)
     state = Cache(Store.discover(str(grepo))).state()
     first = state.entities[a]
@@ -200,7 +200,7 @@ def test_a_stored_state_changed_in_memory_streams_as_the_same_state_held_whole(g
 @settings(max_examples=300, deadline=None)
 def test_a_list_spliced_from_stored_views_is_byte_for_byte_the_encoded_list(items, names, which):
     from datetime import datetime, timezone
-    from git_brat.grite.issueview import IssueView, decode_stored, join_stored
+    from git_brat.grite.model.issueview import IssueView, decode_stored, join_stored
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     stored = [msgspec.json.encode(IssueView(f"{i:032x}", title, state, labels, [], when, when,
                                             author, i))

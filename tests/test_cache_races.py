@@ -77,9 +77,9 @@ def test_concurrent_readers_never_miss_an_acknowledged_write(grepo, tmp_path):
     final = grite_json(grepo, "issue", "list", "--state", "all")
     assert len(final) == 90 and sum(i["state"] == "closed" for i in final) == 45
     # And the shared cache agrees with a replay from nothing.
-    from git_brat.grite.cache import Cache
-    from git_brat.grite.gitstore import Store
-    from git_brat.grite.state import canonical
+    from git_brat.grite.cache.projection import Cache
+    from git_brat.git.store import Store
+    from git_brat.grite.model.state import canonical
     store = Store.discover(str(grepo))
     assert canonical(Cache(store).state()) == canonical(Cache(store).rebuild(full=True))
     assert msgspec.json.decode(Cache(store).issue_list_json("all")) == final

@@ -16,11 +16,13 @@ import pytest
 from helpers import git, grite, grite_json, run, status
 from sync_helpers import clone, seeded_hub
 
-from git_brat.grite import issues, snapdb, snapshot
-from git_brat.grite.cache import Cache
-from git_brat.grite.gitstore import Store
+from git_brat.grite import issues
+from git_brat.grite.cache import snapdb
+from git_brat.grite.cache import snapshot
+from git_brat.grite.cache.projection import Cache
+from git_brat.git.store import Store
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import digest
+from git_brat.grite.model.state import digest
 
 YEAR_AGO = time.time() - 365 * 86400
 
@@ -137,7 +139,7 @@ def test_a_clone_that_keeps_settled_issues_listed_longer_waits_for_them(hub):
 def test_init_fetches_the_settled_part_in_a_background_process_it_names(hub):
     c = hub.clone("c", fetch_cold="background")
     pid_file = c / ".git" / "grite" / "cold.pid"
-    pid = int(pid_file.read_text()) if pid_file.exists() else None
+    pid = json.loads(pid_file.read_text())["pid"] if pid_file.exists() else None
     try:
         # The lists answer at once, whether or not it has finished.
         assert {i for i, *_ in _listed(c, "--state", "all")} == {hub.open_old, hub.recent,

@@ -35,8 +35,8 @@ def test_every_command_prints_bare_json_and_leaves_git_status_alone(grepo, tmp_p
 
 
 def test_cache_that_disagrees_with_the_log_is_reported_and_fixed(grepo):
-    from git_brat.grite.cache import Cache
-    from git_brat.grite.gitstore import Store
+    from git_brat.grite.cache.projection import Cache
+    from git_brat.git.store import Store
     import msgspec
     a = grite(grepo, "issue", "create", "Truth").out.strip()
     grite(grepo, "issue", "list")

@@ -73,7 +73,8 @@ _FUTURE = """
 import sys, msgspec
 sys.path.insert(0, {root!r})
 from git_brat.grite.repo import Grite
-from git_brat.grite import events as ev, log
+from git_brat.grite.model import events as ev
+from git_brat.grite.log import wal as log
 class Future(msgspec.Struct, array_like=True, tag="zz"):
     what: str
 g = Grite.open()

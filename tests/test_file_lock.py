@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from git_brat.grite.files import FileLock, LockTimeout
+from git_brat.files import FileLock, LockTimeout
 
 _HOLD = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from git_brat.grite.files import FileLock
+from git_brat.files import FileLock
 with FileLock(sys.argv[1], timeout=5):
     print("held", flush=True)
     time.sleep(float(sys.argv[3]))

@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import git, grite, grite_json
-from git_brat.grite import events as ev
+from git_brat.grite.model import events as ev
 from git_brat.grite import issues
-from git_brat.grite.cache import Cache
-from git_brat.grite.log import Draft
+from git_brat.grite.cache.projection import Cache
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import canonical, digest, replay
+from git_brat.grite.model.state import canonical, digest, replay
 
 YEAR_AGO = time.time() - 365 * 86400
 
@@ -87,7 +87,7 @@ def test_a_cache_updated_in_place_round_after_round_equals_a_full_replay(grepo, 
         stepped = cache.state()       # extends the file by this round's rows only
         assert not cache.rebuilt
         events = []
-        from git_brat.grite.log import LogReader
+        from git_brat.grite.log.wal import LogReader
         reader = LogReader(g.store)
         for chunk in reader.all_batches(g.store.log_tips().values()):
             for batch in chunk:

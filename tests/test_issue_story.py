@@ -129,8 +129,8 @@ def test_listed_lines_fit_80_columns_even_with_wide_characters(grepo):
 
 def test_control_characters_from_the_log_never_reach_the_terminal(grepo):
     # Another replica's grite need not validate what it writes: the title arrives as is.
-    from git_brat.grite import events as ev
-    from git_brat.grite.log import Draft
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.log.wal import Draft
     from git_brat.grite.repo import Grite
     title = "Fix \x1b[31mred\x1b[0m text\rand bell\x07"
     iid = grite_json(grepo, "issue", "create", "Plain")["id"]

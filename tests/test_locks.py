@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_brat.grite import locks
-from git_brat.grite.errors import UsageError
+from git_brat.errors import UsageError
 from helpers import git, grite, grite_json, run, status, wal_tip
 
 

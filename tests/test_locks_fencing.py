@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_brat.grite import events as ev
+from git_brat.grite.model import events as ev
 from git_brat.grite import locks
-from git_brat.grite.errors import Conflict
-from git_brat.grite.log import Draft
+from git_brat.errors import Conflict
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import State, canonical, replay
+from git_brat.grite.model.state import State, canonical, replay
 from helpers import grite, grite_json, incremental
 
 RES = "task:t-fence"

@@ -7,8 +7,8 @@ import hashlib
 from hypothesis import given, settings, strategies as st
 
 from helpers import git, grite, grite_json
-from git_brat.grite.gitstore import Store
-from git_brat.grite.packedrefs import PackedRefs
+from git_brat.git.store import Store
+from git_brat.git.packedrefs import PackedRefs
 
 _SEGMENT = st.text(alphabet="abgrw-/.", min_size=1, max_size=6)
 _NAMES = st.lists(st.builds(lambda a, b: f"refs/{a}/{b}".encode(), _SEGMENT, _SEGMENT),

@@ -32,7 +32,7 @@ def test_writers_making_the_same_reflog_directory_at_once_all_move_their_refs(re
     FileExistsError, its ref update aborted (a granted lease never mirrored, its task never run)."""
     import threading
 
-    from git_brat.grite.gitstore import Store
+    from git_brat.git.store import Store
     sha = git(repo, "rev-parse", "HEAD").encode()
     threads, rounds, errors = 8, 100, []
     for r in range(rounds):

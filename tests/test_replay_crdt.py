@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_brat.grite import events as ev
-from git_brat.grite.state import State, canonical, replay, replay_stream
+from git_brat.grite.model import events as ev
+from git_brat.grite.model.state import State, canonical, replay, replay_stream
 from helpers import incremental
 
 ENTITIES = ["e1", "e2", "e3"]

@@ -45,8 +45,8 @@ def test_an_import_whose_dependencies_form_a_cycle_is_refused(grepo, tmp_path):
 
 
 def test_topo_never_drops_issues_caught_in_a_cycle_made_by_two_replicas(grepo):
-    from git_brat.grite import events as ev
-    from git_brat.grite.log import Draft
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.log.wal import Draft
     from git_brat.grite.repo import Grite
     a = grite(grepo, "issue", "create", "A").out.strip()
     b = grite(grepo, "issue", "create", "B").out.strip()

@@ -13,10 +13,13 @@ from helpers import git, grite, grite_json, run, status
 from sync_helpers import clone, replica_id, seeded_hub
 
 
-from git_brat.grite import identity, shallow, snapshot
-from git_brat.grite.cache import CACHE_VERSION, Cache, in_memory
-from git_brat.grite.gitstore import Store
-from git_brat.grite.state import canonical
+from git_brat.grite.log import identity
+from git_brat.grite.log import cut as shallow
+from git_brat.grite.sync import first_fetch
+from git_brat.grite.cache import snapshot
+from git_brat.grite.cache.projection import CACHE_VERSION, Cache, in_memory
+from git_brat.git.store import Store
+from git_brat.grite.model.state import canonical
 
 
 def _hub_with_history(tmp_path):
@@ -284,14 +287,15 @@ def test_a_read_only_cut_clone_with_no_cache_answers_from_the_snapshot(tmp_path)
 def test_a_first_fetch_adopts_the_snapshot_while_the_logs_arrive(tmp_path):
     """The snapshot is unpacked and checked in a thread started as soon as it is chosen; the
     cache then takes that file (no second adoption) and no scratch file is left."""
-    from git_brat.grite import snapdb, sync
+    from git_brat.grite.cache import snapdb
+    from git_brat.grite import sync
     _hub, url, _a, _early = _hub_with_history(tmp_path)
     full = _listing(_full_clone(url, tmp_path / "full"))
     c = clone(url, tmp_path / "c", init=False)
     store = Store.discover(str(c))
     (c / ".git" / "grite" / "cache").mkdir(parents=True)
     assert snapshot._early == {}
-    assert shallow.first_fetch(store, "origin", sync.refspec("origin"), sync.transport_env(),
+    assert first_fetch.first_fetch(store, "origin", sync.refspec("origin"), sync.transport_env(),
                                sync.net_timeout()).returncode == 0
     [(commit, early)] = snapshot._early.items()
     early.thread.join()

@@ -12,11 +12,11 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_brat.grite import snapshot
-from git_brat.grite.cache import CACHE_VERSION, Cache, in_memory
-from git_brat.grite.gitstore import Store
-from git_brat.grite.identity import load
-from git_brat.grite.state import State, canonical, replay
+from git_brat.grite.cache import snapshot
+from git_brat.grite.cache.projection import CACHE_VERSION, Cache, in_memory
+from git_brat.git.store import Store
+from git_brat.grite.log.identity import load
+from git_brat.grite.model.state import State, canonical, replay
 from helpers import git, grite, grite_json, incremental, run, status
 from sync_helpers import clone, replica_id, seeded_hub
 from test_replay_crdt import histories
@@ -376,7 +376,7 @@ def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo
 
 def _forge_counts(repo, tmp_path, meta_events: int, state_events: int):
     """Our snapshot, re-committed with its event counts replaced (what a peer could publish)."""
-    from git_brat.grite import snapdb
+    from git_brat.grite.cache import snapdb
     store = Store.discover(str(repo))
     state = Cache(store).state()
     snap = _write_snapshot(repo, state)

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from git_brat.brat.engines import PRESET_NAMES
-from git_brat.grite.errors import NotFound, UsageError
+from git_brat.brat.engines.presets import PRESET_NAMES
+from git_brat.errors import NotFound, UsageError
 
 CONFIG_PATH = os.path.join(".brat", "config.toml")
 # Engine presets the witness knows; [engines.<name>] may override them or define new ones.

@@ -10,14 +10,16 @@ from datetime import datetime
 
 import msgspec
 
-from git_brat.brat import model
+from git_brat import process
+from git_brat.brat import board as model
 from git_brat.brat.config import Config
-from git_brat.grite import events as ev
-from git_brat.grite import gitstore, locks
-from git_brat.grite.errors import GriteError
-from git_brat.grite.log import Draft
+from git_brat.grite.model import events as ev
+from git_brat.git import store as gitstore
+from git_brat.grite import locks
+from git_brat.errors import GriteError
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import State, iso
+from git_brat.grite.model.state import State, iso
 
 DEACON = "deacon"                       # one entity per run that did something
 LIVE_SESSIONS = ("starting", "running")
@@ -50,10 +52,6 @@ class LastRun(msgspec.Struct):
 
 def stamp_path(g: Grite) -> str:
     return os.path.join(g.store.brat_dir, "deacon.json")
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 # -- duties ------------------------------------------------------------------------------
@@ -98,7 +96,7 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
     if not cfg.deacon.prune_worktrees:
         report.duties["worktrees"] = "skipped: deacon.prune_worktrees is false"
         return
-    from git_brat.brat import refinery_run
+    from git_brat.brat.refinery import run as refinery_run
     store = g.store
     sessions = _sessions_by_worktree(g.state(), g.cold_before)
     root = os.path.realpath(os.path.join(store.brat_dir, "worktrees"))
@@ -142,9 +140,9 @@ def _age(path: str) -> float:
 
 
 def _refinery_leased(g: Grite, cfg: Config) -> bool:
-    from git_brat.brat.refinery_queue import lease_name
+    from git_brat.brat.refinery.queue import lease_name
     lease = locks.current(g, lease_name(g.store, cfg.refinery.remote))
-    return lease is not None and lease.state == "held" and lease.expires_at > _now()
+    return lease is not None and lease.state == "held" and lease.expires_at > process.now_ms()
 
 
 def _why_keep(store, path: str, wt: dict) -> str:
@@ -209,7 +207,7 @@ def sync_remote(g: Grite, cfg: Config, report: Report, force: bool) -> None:
 # -- a pass, its record, and what status shows ----------------------------------------------
 
 def run_once(g: Grite, cfg: Config, force_sync: bool = True) -> Report:
-    report = Report(iso(_now()), [], [], {})
+    report = Report(iso(process.now_ms()), [], [], {})
     for duty, fn in (("leases", lambda: expire_leases(g, report)),
                      ("sessions", lambda: recover_sessions(g, cfg, report)),
                      ("worktrees", lambda: prune_worktrees(g, cfg, report)),
@@ -221,7 +219,7 @@ def run_once(g: Grite, cfg: Config, force_sync: bool = True) -> Report:
             report.duties[duty] = f"failed: {exc.message}"
     if report.actions:
         eid = ev.new_entity_id()
-        drafts = [Draft(eid, ev.Create(DEACON, {"host": locks.hostname(), "pid": os.getpid(),
+        drafts = [Draft(eid, ev.Create(DEACON, {"host": process.hostname(), "pid": os.getpid(),
                                                "duties": report.duties,
                                                "actions": len(report.actions)}))]
         drafts += [Draft(eid, ev.SetFields({f"action{i:03d}": msgspec.to_builtins(a)}))
@@ -242,7 +240,7 @@ def _read_stamp(g: Grite) -> dict:
 
 
 def _write_stamp(g: Grite, **values) -> None:
-    from git_brat.grite.files import atomic_write
+    from git_brat.files import atomic_write
     data = _read_stamp(g)
     data.update(values)
     os.makedirs(g.store.brat_dir, exist_ok=True)
@@ -282,6 +280,14 @@ def stop(g: Grite, wait: float = 30.0) -> int | None:
     return daemon.stop(g.store.brat_dir, "deacon", wait).pid
 
 
+def detach(g: Grite, once: bool) -> process.PidFile:
+    """Start `git brat deacon run [--once]` in the background, output to deacon.log (a looping
+    deacon writes its own pid file as it starts)."""
+    return process.detach([*process.launcher("brat"), "deacon", "run", *(["--once"] if once else [])],
+                          role="deacon", log=os.path.join(g.store.brat_dir, "deacon.log"),
+                          cwd=g.store.toplevel() or g.store.common_dir, env=gitstore.clean_env())
+
+
 def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
     """Passes every deacon.interval seconds until SIGTERM (or `passes` of them)."""
     import signal
@@ -305,4 +311,4 @@ def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
     return out
 
 
-__all__ = ["run_once", "loop", "last_run", "stop", "running_pid", "Report", "Action", "LastRun", "RECOVERY_UNAVAILABLE"]
+__all__ = ["run_once", "loop", "detach", "last_run", "stop", "running_pid", "Report", "Action", "LastRun", "RECOVERY_UNAVAILABLE"]

@@ -8,15 +8,16 @@ from typing import Any
 
 import msgspec
 
-from git_brat.brat import model
-from git_brat.brat.model import SESSION, TASK, Board, status_of
-from git_brat.grite import events as ev
+from git_brat import process
+from git_brat.brat import board as model
+from git_brat.brat.board import SESSION, TASK, Board, status_of
+from git_brat.grite.model import events as ev
 from git_brat.grite import locks
-from git_brat.grite.errors import Conflict, NotFound, UsageError
+from git_brat.errors import Conflict, NotFound, UsageError
 from git_brat.grite.issues import check_text, summary
-from git_brat.grite.log import Draft
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import Entity, State, iso
+from git_brat.grite.model.state import Entity, State, iso
 
 LIVE = ("starting", "running")
 ENDED = model.SESSION_ENDED
@@ -153,7 +154,7 @@ def _lost(g: Grite, sess: Entity, why: str) -> Conflict:
         who = lease.holder.session or lease.holder.id
         now = f": its lease passed to session {who[:7]} (token {lease.token})"
     elif lease is not None:
-        now = f": its lease is {locks.judge(lease, locks.now_ms(), 0)} (token {lease.token})"
+        now = f": its lease is {locks.judge(lease, process.now_ms(), 0)} (token {lease.token})"
     return Conflict(f"rejected: session {sess.id[:7]} no longer holds task {tid[:7]}{now}; "
                     f"nothing was written (its commits on {branch_for(tid)} are kept) [{why}]")
 

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from git_brat.brat import model
+from git_brat import process
+from git_brat.brat import board as model
 from git_brat.brat.config import Config
-from git_brat.brat.model import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
+from git_brat.brat.board import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
 from git_brat.grite import locks
-from git_brat.grite.locks import LeaseView, hostname
-from git_brat.grite.log import Problem
+from git_brat.grite.locks import LeaseView
+from git_brat.process import hostname
+from git_brat.grite.log.wal import Problem
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import Entity, iso
+from git_brat.grite.model.state import Entity, iso
 
 INTERVENTION_KINDS = ("needs-human", "failed", "stuck", "blocked", "stalled")
 
@@ -215,7 +216,7 @@ def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
 def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
     board = board or model.board(g)
     lease_list, lease_problems = leases(g)
-    now_ms = int(time.time() * 1000)
+    now_ms = process.now_ms()
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     convoys = board.convoy_list()
     tasks: set[str] | None = None

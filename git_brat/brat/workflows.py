@@ -9,13 +9,13 @@ from typing import Any
 import msgspec
 import yaml
 
-from git_brat.brat import model
-from git_brat.grite import events as ev
-from git_brat.grite.errors import NotFound, UsageError
-from git_brat.grite.files import atomic_write
-from git_brat.grite.gitstore import Store
+from git_brat.brat import board as model
+from git_brat.grite.model import events as ev
+from git_brat.errors import NotFound, UsageError
+from git_brat.files import atomic_write
+from git_brat.git.store import Store
 from git_brat.grite.issues import summary
-from git_brat.grite.log import Draft
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
 
 LOCAL_DIR = os.path.join(".brat", "workflows")

@@ -6,11 +6,11 @@ from datetime import datetime
 
 import msgspec
 
-from git_brat.grite import events as ev
-from git_brat.grite.cache import actor_names
-from git_brat.grite.log import LogReader
+from git_brat.grite.model import events as ev
+from git_brat.grite.cache.projection import actor_names
+from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import iso
+from git_brat.grite.model.state import iso
 
 
 class AuditEntry(msgspec.Struct):

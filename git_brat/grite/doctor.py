@@ -7,11 +7,11 @@ import time
 
 import msgspec
 
-from git_brat.grite.cache import Cache
-from git_brat.grite.errors import GriteError
-from git_brat.grite.log import LogReader
+from git_brat.grite.cache.projection import Cache
+from git_brat.errors import DEEPEN_HINT, GriteError
+from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import digest, replay_stream
+from git_brat.grite.model.state import digest, replay_stream
 
 NOTES = ("unknown-ops", "history-cut")   # findings that say how things are, not what is wrong
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
@@ -48,18 +48,19 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
             f.fixed = _clear_lock(path, age)
         findings.append(f)
 
-    from git_brat.grite import attic, sync
+    from git_brat.grite.log import attic
+    from git_brat.grite import sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
     tips, reader, commits, truth, events, cut = _read_all(g)
-    from git_brat.grite import shallow
     if cut:
         findings.append(Finding("history-cut", "", f"{len(cut)} log(s) here start from the "
                                 "snapshot this clone was made from: events before it were "
                                 "checked as that snapshot holds them, and snapshots cannot be "
-                                f"replayed in full; {shallow.DEEPEN_HINT}", True))
+                                f"replayed in full; {DEEPEN_HINT}", True))
     repaired = []
     if fix and reader.problems and not cut:
-        from git_brat.grite import identity, repair
+        from git_brat.grite import repair
+        from git_brat.grite.log import identity
         before = _cached_state(g)   # what this clone showed before the damage, if it kept it
         result = repair.repair(g.store, identity.load_replica(g.store.grite_dir).id)
         for lost in result.lost:
@@ -105,7 +106,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
 def _cached_state(g: Grite):
     """The cache's state, whatever frontier it was built at (None: no usable cache)."""
-    from git_brat.grite.cache import in_memory
+    from git_brat.grite.cache.projection import in_memory
     held = Cache(g.store).stored()
     return in_memory(held[1]) if held is not None else None   # read whole: a rebuild follows
 
@@ -143,7 +144,7 @@ def _read_all(g: Grite):
 
     The events are not kept (a million of them took gigabytes): should the arrival order
     need the canonical replay, the logs are read again instead."""
-    from git_brat.grite import shallow
+    from git_brat.grite.log import cut as shallow
     tips = g.store.log_tips()
     reader = LogReader(g.store)
     cut = shallow.cut(g.store, tips.values())
@@ -158,8 +159,9 @@ def _read_all(g: Grite):
 
 def _base(g: Grite, tips: dict[str, str], cut: dict[str, list[str]]):
     """In a clone cut at a snapshot: the snapshot the logs are checked from, and its state."""
-    from git_brat.grite import shallow, snapshot
-    from git_brat.grite.cache import CACHE_VERSION
+    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.cache import snapshot
+    from git_brat.grite.cache.projection import CACHE_VERSION
     if cut:
         try:   # (a snapshot's cold part is fetched for the cache: then it is here to check)
             g.cache.state()
@@ -191,8 +193,8 @@ def _events(store, commits: list[str]):
 
 def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
     """Replay what each snapshot covers in full; one that disagrees must not be used."""
-    from git_brat.grite import snapshot
-    from git_brat.grite.cache import CACHE_VERSION
+    from git_brat.grite.cache import snapshot
+    from git_brat.grite.cache.projection import CACHE_VERSION
     findings = []
     refused = snapshot.rejected(g.store)
     tips = g.store.log_tips().values()

@@ -6,13 +6,13 @@ from datetime import datetime
 
 import msgspec
 
-from git_brat.grite import events as ev
-from git_brat.grite.cache import actor_names
-from git_brat.grite.issueview import IssueView, issue_view
-from git_brat.grite.errors import Conflict, NotFound, UsageError
-from git_brat.grite.log import Draft
+from git_brat.grite.model import events as ev
+from git_brat.grite.cache.projection import actor_names
+from git_brat.grite.model.issueview import IssueView, issue_view
+from git_brat.errors import Conflict, NotFound, UsageError
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import Entity, State, iso
+from git_brat.grite.model.state import Entity, State, iso
 
 KIND = "issue"
 DEP_TYPES = ("depends_on", "blocks", "related_to")

@@ -19,13 +19,13 @@ is gone or damaged: `git gc --prune=now` while grite wrote, a disk fault) makes 
 
 from __future__ import annotations
 
-import time
 
 import msgspec
 
-from git_brat.grite import events as ev
-from git_brat.grite.errors import CorruptObject
-from git_brat.grite.gitstore import Store
+from git_brat import process
+from git_brat.grite.model import events as ev
+from git_brat.errors import CorruptObject
+from git_brat.git.store import Store
 
 WAL = b"refs/grite/wal"
 SALVAGE = b"refs/grite/salvage/"   # snapshots that covered lost records, cut loose
@@ -132,7 +132,9 @@ def repair(store: Store, replica: str) -> Repair:
     or the reflog names (our published copies first), so what was published stays an
     ancestor whenever the damage came after it, and the next push is a fast-forward.
     """
-    from git_brat.grite import attic, shallow, snapshot
+    from git_brat.grite.log import attic
+    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.cache import snapshot
     tips = {name: sha for name, sha in store.log_tips().items()}
     # Where history was cut, every log would look damaged below the cut and be dropped.
     shallow.refuse_if_cut(store, tips.values(), "repair logs")
@@ -203,7 +205,7 @@ def repair(store: Store, replica: str) -> Repair:
                                          rec.time).decode()
         carried += 1
     old_tip = wal_tip
-    now = int(time.time() * 1000)
+    now = process.now_ms()
     records = []
     if new_tip != wal_tip:
         if new_tip is None:
@@ -211,7 +213,7 @@ def repair(store: Store, replica: str) -> Repair:
                 store.delete_ref_if(WAL, wal_tip.encode())
         elif not store.cas_ref(WAL, wal_tip.encode() if wal_tip else None, new_tip.encode(),
                                b"grite: doctor --fix rebuilt the log from every readable record"):
-            from git_brat.grite.errors import Conflict
+            from git_brat.errors import Conflict
             raise Conflict("refs/grite/wal moved while doctor repaired it; run `git grite "
                            "doctor --fix` again")
         if wal_tip:

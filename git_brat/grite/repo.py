@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from git_brat.grite import events as ev
-from git_brat.grite import identity
-from git_brat.grite.cache import Cache
-from git_brat.grite.errors import NotFound, UsageError
-from git_brat.grite.gitstore import Store
-from git_brat.grite.log import WAL, Appended, Draft, append
-from git_brat.grite.state import Entity, State
+from git_brat.grite.model import events as ev
+from git_brat.grite.log import identity
+from git_brat.grite.cache.projection import Cache
+from git_brat.errors import NotFound, UsageError
+from git_brat.git.store import Store
+from git_brat.grite.log.wal import WAL, Appended, Draft, append
+from git_brat.grite.model.state import Entity, State
 
 MIN_PREFIX = 4
 ID_LENGTH = 32   # entity ids are 128-bit hex: anything longer names nothing
@@ -46,7 +46,7 @@ class Grite:
     def cold_before(self) -> int:
         """ms before which settled entities are cold: out of default lists and scans (0: never)."""
         if self._cold_before is None:
-            from git_brat.grite.cache import cold_cutoff
+            from git_brat.grite.cache.projection import cold_cutoff
             self._cold_before = cold_cutoff(self.store)
         return self._cold_before
 

@@ -6,12 +6,12 @@ import re
 
 import msgspec
 
-from git_brat.grite import events as ev
+from git_brat.grite.model import events as ev
 from git_brat.grite import issues
-from git_brat.grite.errors import Conflict, UsageError
-from git_brat.grite.log import Draft
+from git_brat.errors import Conflict, UsageError
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.state import State
+from git_brat.grite.model.state import State
 
 EXPORT_FORMAT = "grite-export"
 _FULL_ID = re.compile(r"[0-9a-f]{32}")

@@ -95,7 +95,7 @@ __all__ = ["commit_on", "request", "configure", "refine", "outcomes", "check_run
 
 def quick_requests(repo, cid: str, specs: list[tuple[str, dict, int]]) -> list[str]:
     """Many hand-made requests through the library (one process): [(title, files, priority)]."""
-    from git_brat.brat import model
+    from git_brat.brat import board as model
     g = model.open_grite(str(repo))
     out = []
     for title, files, prio in specs:
@@ -113,5 +113,5 @@ def processed(report: dict) -> list[str]:
 
 def alive(pid: int) -> bool:
     """A running process (a zombie nobody reaped does not count)."""
-    from git_brat.brat.refinery_check import pid_alive
-    return pid_alive(pid)
+    from git_brat.process import alive
+    return alive(pid)

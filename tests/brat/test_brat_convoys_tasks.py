@@ -196,7 +196,7 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(brepo, args, code, expec
 
 
 def test_ids_are_typed_as_unique_prefixes_and_an_ambiguous_one_is_refused(brepo):
-    from git_brat.brat import model
+    from git_brat.brat import board as model
     cid = convoy(brepo, "Prefixes")
     g = model.open_grite(str(brepo))
     ids = ["abcd1" + "0" * 27, "abcd2" + "0" * 27]

@@ -19,7 +19,7 @@ def _long_ago(monkeypatch, work):
 
 def _settled_convoy(g, monkeypatch, title: str) -> tuple[str, str]:
     """A convoy whose one task merged a year ago: (convoy, task)."""
-    from git_brat.brat import model
+    from git_brat.brat import board as model
 
     def work():
         cid = model.create_convoy(g, title)
@@ -31,7 +31,7 @@ def _settled_convoy(g, monkeypatch, title: str) -> tuple[str, str]:
 
 
 def test_work_merged_long_ago_leaves_status_and_lists_but_not_show_or_all(brepo, monkeypatch):
-    from git_brat.brat import model
+    from git_brat.brat import board as model
     g = model.open_grite(str(brepo))
     old_convoy, old_task = _settled_convoy(g, monkeypatch, "Last year")
     convoy = brat(brepo, "convoy", "create", "Today").out.strip()
@@ -54,7 +54,7 @@ def test_work_merged_long_ago_leaves_status_and_lists_but_not_show_or_all(brepo,
 
 def test_the_board_reads_only_the_active_work(brepo, monkeypatch):
     """What status and the witness scan: the hot rows, not the history (counted in the cache)."""
-    from git_brat.brat import model
+    from git_brat.brat import board as model
     g = model.open_grite(str(brepo))
     for i in range(6):
         _settled_convoy(g, monkeypatch, f"Old {i}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from git_brat.grite import events as ev
-from git_brat.grite.log import Draft
+from git_brat.grite.model import events as ev
+from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
 from helpers import brat, brat_json, wal_tip
 

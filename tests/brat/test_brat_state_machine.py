@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from bratkit import PATH_TO, convoy, events_of, fail, log_commits, move, status_of, task
-from git_brat.brat.model import STATES, TRANSITIONS
+from git_brat.brat.board import STATES, TRANSITIONS
 from helpers import brat, brat_json, wal_tip
 
 

@@ -6,9 +6,9 @@ import shutil
 import time
 
 from bratkit import convoy, fail, move, task
-from git_brat.brat import model
-from git_brat.grite import events as ev
-from git_brat.grite.log import Draft
+from git_brat.brat import board as model
+from git_brat.grite.model import events as ev
+from git_brat.grite.log.wal import Draft
 from helpers import brat, brat_json, grite, grite_json, run, status, wal_tip
 
 SECTIONS = ["CONVOYS", "READY", "SESSIONS", "MERGE QUEUE", "LEASES", "INTERVENTIONS", "RECOVERY"]

@@ -14,9 +14,9 @@ from sync_helpers import clone, seeded_hub
 
 def _session(repo, tid: str, status: str, worktree: str, branch: str) -> str:
     """A session entity as the witness records one (kind session)."""
-    from git_brat.brat import model
-    from git_brat.grite import events as ev
-    from git_brat.grite.log import Draft
+    from git_brat.brat import board as model
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.log.wal import Draft
     g = model.open_grite(str(repo))
     sid = ev.new_entity_id()
     g.append([Draft(sid, ev.Create(model.SESSION, {"task": tid, "status": status,

@@ -10,7 +10,7 @@ from helpers import brat, brat_json, git, make_repo
 
 
 def _demo_project(path):
-    from git_brat.brat import demo_project
+    from git_brat.brat.demo import project as demo_project
     make_repo(path, commit=False)
     for rel, text in demo_project.FILES.items():
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -22,7 +22,7 @@ def _demo_project(path):
 
 
 def test_the_demo_engine_fixes_the_bug_its_task_names_and_the_tests_pass(tmp_path):
-    from git_brat.brat import demo_project
+    from git_brat.brat.demo import project as demo_project
     repo = _demo_project(tmp_path / "demo")
     assert subprocess.run(["python3", "-m", "unittest", "-q"], cwd=repo,
                           capture_output=True).returncode != 0

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from fake_mayor import PLAN, plan_with
-from git_brat.brat import mayor_context as mayor, mayor_plan
-from git_brat.brat.mayor_plan import PlanError, TasksPlan, WorkflowPlan
+from git_brat.brat.mayor import context as mayor
+from git_brat.brat.mayor import plan as mayor_plan
+from git_brat.brat.mayor.plan import PlanError, TasksPlan, WorkflowPlan
 
 
 def _err(text: str, max_tasks: int = 10) -> str:

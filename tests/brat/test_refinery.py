@@ -92,9 +92,9 @@ def test_max_attempts_fails_a_task_that_keeps_failing(queue):
     assert outcomes(refine(repo)) == {tid: "requeued"}
     # The agent tries again; handing its work in resets the witness's own count, as it does.
     move(repo, tid, "running", "needs-review")
-    from git_brat.brat import model
-    from git_brat.grite import events as ev
-    from git_brat.grite.log import Draft
+    from git_brat.brat import board as model
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.log.wal import Draft
     model.open_grite(str(repo)).append([Draft(tid, ev.SetFields({"failures": 0}))], "witness")
     assert outcomes(refine(repo)) == {tid: "failed"}
     assert field(repo, tid, "merge_failures") == 2 and field(repo, tid, "failures") == 1

@@ -191,9 +191,9 @@ def test_one_refinery_per_repository_across_clones_through_the_hub(tmp_path):
 
 
 def test_kick_starts_a_detached_run_only_with_the_hook_trigger(brepo):
-    from git_brat.brat import model
-    from git_brat.brat.cli_refinery import load_config
-    from git_brat.brat.refinery_run import kick
+    from git_brat.brat import board as model
+    from git_brat.brat.cli.refinery import load_config
+    from git_brat.brat.refinery.run import kick
     git(brepo, "checkout", "-q", "-b", "work")
     tid = request(brepo, convoy(brepo), "Kicked", {"k.txt": "k\n"})
     g = model.open_grite(str(brepo))

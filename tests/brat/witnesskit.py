@@ -84,8 +84,8 @@ def make_bench(repo: Path, tmp: Path, engine: str = "fake") -> Bench:
 
 def alive(pid: int) -> bool:
     """A running process (a zombie nobody reaped does not count)."""
-    from git_brat.brat.refinery_check import pid_alive
-    return pid_alive(pid)
+    from git_brat.process import alive
+    return alive(pid)
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Stop a process a test started (and its group), by pid, whatever state it is in."""

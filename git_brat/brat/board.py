@@ -1,0 +1,565 @@
+"""Convoy / Task / Session / MergeRequest views, the task state machine, readiness, convoy status."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from git_brat.grite.model import events as ev
+from git_brat.grite.log import identity
+from git_brat.grite.cache.projection import actor_names
+from git_brat.errors import Conflict, NotARepository, UsageError
+from git_brat.git.store import Store
+from git_brat.grite.issues import check_text, find_cycle, prerequisites, summary, topo
+from git_brat.grite.log.wal import Draft
+from git_brat.grite.repo import Grite
+from git_brat.grite.model.state import Entity, State, iso
+
+CONVOY, TASK, SESSION, MERGE = "convoy", "task", "session", "merge"
+STATES = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed", "dropped")
+# The state machine: where each state may go without --force.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "queued": ("running", "blocked", "dropped"),
+    "running": ("needs-review", "queued", "blocked", "failed", "dropped"),
+    "needs-review": ("merging", "queued", "blocked", "failed", "dropped"),
+    "merging": ("merged", "needs-review", "queued", "blocked", "failed"),
+    "merged": (),
+    "blocked": ("queued", "dropped"),
+    "failed": ("queued", "dropped"),
+    "dropped": ("queued",),
+}
+IN_FLIGHT = ("running", "needs-review", "merging")
+FINISHED = ("merged", "dropped")
+# Settled statuses of sessions and merge requests: cold once older than grite.coldAfterDays.
+SESSION_ENDED = ("done", "failed", "timed-out", "blocked", "stopped", "crashed", "ended")
+MERGE_DONE = ("merged", "failed", "requeued", "conflict", "blocked", "dropped", "superseded")
+NOT_SETTLED = 1 << 62   # a cold_before that leaves out every settled entity, however new
+CONVOY_STATES = ("active", "landed", "failed", "stalled")
+DEFAULT_PRIORITY = 2
+PRIORITIES = (0, 1, 2, 3, 4)     # 0 is the most urgent
+
+
+def board(g: Grite, refresh: bool = False) -> "Board":
+    """The hot work of the repository (see Board), at its current state."""
+    return Board(g.state(refresh=refresh), g.cold_before)
+
+
+def open_grite(cwd: str | None = None) -> Grite:
+    """The repository, or a clear "run git brat init" when it has not been set up."""
+    store = Store.discover(cwd)
+    if not identity.is_initialized(store.grite_dir):
+        raise NotARepository("git-brat is not initialised in this repository; run `git brat init`")
+    return Grite(store)
+
+
+# -- views -----------------------------------------------------------------------
+
+class TaskView(msgspec.Struct):
+    id: str
+    title: str
+    status: str
+    convoy: str
+    priority: int
+    step: str                  # the workflow step that made it ("" for hand-made tasks)
+    needs: list[str]
+    paths: list[str]
+    ready: bool
+    created_at: datetime
+    updated_at: datetime
+    author: str
+
+
+class Transition(msgspec.Struct):
+    event: str
+    at: datetime
+    actor: str
+    from_status: str
+    to_status: str
+    forced: bool
+    reason: str
+
+
+class CommentView(msgspec.Struct):
+    id: str
+    author: str
+    created_at: datetime
+    body: str
+
+
+class TaskDetail(TaskView):
+    body: str = ""
+    reason: str = ""           # given with the transition into the current status
+    dependents: list[str] = []
+    allowed: list[str] = []    # statuses reachable without --force
+    comments: list[CommentView] = []
+    history: list[Transition] = []
+
+
+class ConvoyView(msgspec.Struct):
+    id: str
+    title: str
+    status: str                # active / landed / failed / stalled (derived)
+    total: int
+    counts: dict[str, int]     # every task state, zeros included
+    ready: int
+    workflow: str
+    created_at: datetime
+    updated_at: datetime
+    author: str
+
+
+class ConvoyDetail(ConvoyView):
+    body: str = ""
+    vars: dict[str, str] = {}
+    tasks: list[TaskView] = []
+
+
+class SessionView(msgspec.Struct):
+    id: str
+    task: str
+    status: str
+    engine: str
+    branch: str
+    worktree: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class MergeQueueEntry(msgspec.Struct):
+    position: int
+    task: str
+    title: str
+    convoy: str
+    status: str                # needs-review (waiting) or merging
+    priority: int
+    merge: str | None          # the merge entity the refinery recorded, if any
+    since: datetime
+
+
+# -- the board: one state with the indexes every view needs ---------------------------
+
+def status_of(ent: Entity) -> str:
+    return ent.get("status", "queued")
+
+
+def reason_of(ent: Entity) -> str:
+    """The reason given with the transition into the current status (not an older one)."""
+    st, rs = ent.fields.get("status"), ent.fields.get("reason")
+    return rs[0] if st and rs and rs[3] == st[3] else ""
+
+
+class Lookup(dict):
+    """id -> entity of one kind: the board's, and any other looked up by id (a cold one) on demand."""
+
+    def __init__(self, state: State, kind: str, ents):
+        super().__init__((e.id, e) for e in ents)
+        self._state, self._kind = state, kind
+
+    def __missing__(self, eid: str) -> Entity:
+        ent = self._state.entities.get(eid)
+        if ent is None or not ent.created or ent.kind != self._kind:
+            raise KeyError(eid)
+        self[eid] = ent
+        return ent
+
+    def get(self, eid: str, default=None):
+        try:
+            return self[eid]
+        except KeyError:
+            return default
+
+    def __contains__(self, eid) -> bool:
+        return self.get(eid) is not None
+
+    # Copies: a lookup while iterating may add an entity.
+    def values(self):
+        return list(dict.values(self))
+
+    def items(self):
+        return list(dict.items(self))
+
+    def __iter__(self):
+        return iter(list(dict.keys(self)))
+
+
+class Board:
+    """Tasks and convoys of one state, indexed once per command.
+
+    With cold_before (ms), it holds the hot work only: tasks not merged or dropped before then,
+    and the convoys they or recent changes name, each with all its tasks. Status, `task ready`
+    and the witness then cost what the active work costs, however long the history.
+    """
+
+    def __init__(self, state: State, cold_before: int = 0):
+        self.state = state
+        self.cold_before = cold_before
+        if cold_before:
+            hot = state.of_kind(TASK, FINISHED, cold_before)
+            convoys = {c.id: c for c in state.of_kind(CONVOY, ("",), cold_before)}
+            for cid in {t.get("convoy", "") for t in hot} - set(convoys):
+                c = state.entities.get(cid)
+                if c is not None and c.created and c.kind == CONVOY:
+                    convoys[cid] = c
+            tasks = {t.id: t for t in hot}
+            for cid in convoys:
+                tasks.update((t.id, t) for t in state.of_group(TASK, cid))
+            self.tasks = Lookup(state, TASK, tasks.values())
+            self.convoys = Lookup(state, CONVOY, convoys.values())
+        else:
+            self.tasks = Lookup(state, TASK, state.of_kind(TASK))
+            self.convoys = Lookup(state, CONVOY, state.of_kind(CONVOY))
+        self.pre = prerequisites(state, TASK, list(self.tasks.values()))
+        self.names = actor_names(state)
+        self.by_convoy: dict[str, list[Entity]] = {}
+        for t in sorted(self.tasks.values(), key=age_key):
+            self.by_convoy.setdefault(t.get("convoy", ""), []).append(t)
+        self._moving: dict[str, bool] | None = None
+
+    def convoy_tasks(self, cid: str) -> list[Entity]:
+        """A convoy's tasks, oldest first (read on demand for a convoy this board left cold)."""
+        if cid not in self.by_convoy and cid:
+            found = sorted(self.state.of_group(TASK, cid), key=age_key)
+            for t in found:
+                self.tasks.setdefault(t.id, t)
+            self.by_convoy[cid] = found
+        return self.by_convoy.get(cid, [])
+
+    def prereqs(self, tid: str) -> set[str]:
+        if tid not in self.pre:
+            self.pre.update(prerequisites(self.state, TASK, [self.tasks[tid]]))
+        return self.pre[tid]
+
+    def is_ready(self, tid: str) -> bool:
+        t = self.tasks[tid]
+        return status_of(t) == "queued" and all(
+            status_of(self.tasks[p]) == "merged" for p in self.prereqs(tid))
+
+    def unmet(self, tid: str) -> list[str]:
+        return sorted(p for p in self.prereqs(tid) if status_of(self.tasks[p]) != "merged")
+
+    def ready(self, convoy: str | None = None) -> list[Entity]:
+        """Ready tasks in the order they should run: priority, then age."""
+        pool = self.convoy_tasks(convoy) if convoy else self.tasks.values()
+        return sorted((t for t in pool if self.is_ready(t.id)), key=run_key)
+
+    def can_move(self, tid: str) -> bool:
+        """Whether a task can still progress without a human (in flight, or queued on live work)."""
+        if self._moving is None:
+            # Prerequisites first, so each answer builds on its needs' (no recursion depth limit);
+            # tasks on a cycle (possible when replicas add edges concurrently) never move.
+            self._moving = {}
+            for t in topo(self.state, TASK, ents=list(self.tasks.values())):
+                st = status_of(t)
+                self._moving[t.id] = st in IN_FLIGHT or st == "queued" and all(
+                    status_of(self.tasks[p]) == "merged" or self._moving.get(p, False)
+                    for p in self.prereqs(t.id))
+        return self._moving.get(tid, False)
+
+    def convoy_status(self, cid: str) -> str:
+        """landed: all merged or dropped; failed: a task failed; stalled: nothing can move."""
+        tasks = self.convoy_tasks(cid)
+        if not tasks:
+            return "active"
+        states = [status_of(t) for t in tasks]
+        if all(s in FINISHED for s in states):
+            return "landed"
+        if "failed" in states:
+            return "failed"
+        if any(self.can_move(t.id) for t in tasks if status_of(t) not in FINISHED):
+            return "active"
+        return "stalled"
+
+    def counts(self, cid: str) -> dict[str, int]:
+        out = dict.fromkeys(STATES, 0)
+        for t in self.convoy_tasks(cid):
+            st = status_of(t)
+            out[st] = out.get(st, 0) + 1
+        return out
+
+    def task_view(self, t: Entity) -> TaskView:
+        return TaskView(t.id, t.get("title", ""), status_of(t), t.get("convoy", ""),
+                        t.get("priority", DEFAULT_PRIORITY), t.get("step", ""),
+                        sorted(self.prereqs(t.id)), list(t.get("paths", [])),
+                        self.is_ready(t.id), iso(t.created_at), iso(t.updated_at),
+                        self.names.get(t.created_by, t.created_by))
+
+    def convoy_view(self, c: Entity) -> ConvoyView:
+        return ConvoyView(c.id, c.get("title", ""), self.convoy_status(c.id),
+                          len(self.convoy_tasks(c.id)), self.counts(c.id),
+                          sum(1 for t in self.convoy_tasks(c.id) if self.is_ready(t.id)),
+                          c.get("workflow", ""), iso(c.created_at), iso(c.updated_at),
+                          self.names.get(c.created_by, c.created_by))
+
+    def convoy_detail(self, c: Entity) -> ConvoyDetail:
+        v = self.convoy_view(c)
+        return ConvoyDetail(**msgspec.structs.asdict(v), body=c.get("body", ""),
+                            vars=dict(c.get("vars", {})),
+                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)])
+
+    def task_detail(self, t: Entity, history: list[Transition] = ()) -> TaskDetail:
+        v = self.task_view(t)
+        comments = [CommentView(eid, self.names.get(actor, actor), iso(ts), body)
+                    for eid, _l, actor, ts, body in t.sorted_comments()]
+        dependents = self.dependents(t.id)
+        return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
+                          dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
+                          comments=comments, history=list(history))
+
+    def dependents(self, tid: str) -> list[str]:
+        """Tasks that wait for tid (found through the dep_sources index, cold ones included)."""
+        t = self.tasks[tid]
+        out = {x for x in t.members("dep:blocks") if self.state.kinds.get(x) == TASK}
+        for src in self.state.dep_sources.get(tid, ()):
+            if self.state.kinds.get(src) == TASK and \
+                    tid in self.state.entities[src].members("dep:depends_on"):
+                out.add(src)
+        return sorted(out)
+
+    def convoy_list(self) -> list[ConvoyView]:
+        return [self.convoy_view(c) for c in sorted(self.convoys.values(), key=age_key)]
+
+    def task_list(self, convoy: str | None = None, statuses: list[str] = ()) -> list[TaskView]:
+        pool = self.convoy_tasks(convoy) if convoy else sorted(self.tasks.values(), key=age_key)
+        return [self.task_view(t) for t in pool if not statuses or status_of(t) in statuses]
+
+    def sessions(self, statuses: tuple[str, ...] | None = ("starting", "running")) -> list[SessionView]:
+        out = [SessionView(e.id, e.get("task", ""), e.get("status", ""), e.get("engine", ""),
+                           e.get("branch", ""), e.get("worktree", ""), iso(e.created_at),
+                           iso(e.updated_at))
+               for e in self.hot(SESSION, SESSION_ENDED)
+               if statuses is None or e.get("status", "") in statuses]
+        return sorted(out, key=lambda s: (s.created_at, s.id))
+
+    def hot(self, kind: str, settled: tuple[str, ...]) -> list[Entity]:
+        """Entities of a kind, less the cold ones when this board holds hot work only."""
+        return self.state.of_kind(kind, settled, self.cold_before)
+
+    def merge_queue(self) -> list[MergeQueueEntry]:
+        """Tasks waiting for or in the refinery: merging first, then priority, then age."""
+        merges: dict[str, Entity] = {}
+        for e in self.hot(MERGE, MERGE_DONE):
+            if e.get("task"):
+                cur = merges.get(e.get("task"))
+                if cur is None or age_key(e) > age_key(cur):
+                    merges[e.get("task")] = e
+        waiting = [t for t in self.tasks.values() if status_of(t) in ("needs-review", "merging")]
+        waiting.sort(key=lambda t: (status_of(t) != "merging", *run_key(t)))
+        out = []
+        for i, t in enumerate(waiting, 1):
+            m = merges.get(t.id)
+            out.append(MergeQueueEntry(i, t.id, t.get("title", ""), t.get("convoy", ""),
+                                       status_of(t), t.get("priority", DEFAULT_PRIORITY),
+                                       m.id if m else None, iso(t.updated_at)))
+        return out
+
+
+def age_key(e: Entity) -> tuple:
+    return (e.created_at, tuple(e.create_stamp or ()), e.id)
+
+
+def run_key(e: Entity) -> tuple:
+    return (e.get("priority", DEFAULT_PRIORITY), *age_key(e))
+
+
+# -- operations ------------------------------------------------------------------
+
+def _check_priority(p: int) -> int:
+    if p not in PRIORITIES:
+        raise UsageError(f"priority {p} is not allowed: use 0 (most urgent) to 4")
+    return p
+
+
+def check_paths(paths: list[str]) -> list[str]:
+    out = []
+    for p in paths:
+        p = check_text(p, "path glob")
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def create_convoy(g: Grite, title: str, body: str = "") -> str:
+    title = check_text(title, "convoy title")
+    cid = ev.new_entity_id()
+    g.append([Draft(cid, ev.Create(CONVOY, {"title": title, "body": body}))],
+             summary("convoy.create", cid, title))
+    return cid
+
+
+def task_drafts(tid: str, convoy: str, title: str, body: str, needs: list[str], priority: int,
+                paths: list[str], step: str = "") -> list[Draft]:
+    """Events creating one task: queued from its first event, so it never lacks a status."""
+    fields: dict[str, Any] = {"title": title, "body": body, "status": "queued", "convoy": convoy,
+                              "priority": priority, "paths": paths}
+    if step:
+        fields["step"] = step
+    drafts = [Draft(tid, ev.Create(TASK, fields))]
+    drafts += [Draft(tid, ev.AddTo("dep:depends_on", n)) for n in sorted(set(needs))]
+    return drafts
+
+
+def create_task(g: Grite, convoy: str, title: str, body: str = "", needs: list[str] = (),
+                priority: int = DEFAULT_PRIORITY, paths: list[str] = ()) -> str:
+    title = check_text(title, "task title")
+    _check_priority(priority)
+    paths = check_paths(list(paths))
+    conv = g.resolve(convoy, CONVOY)
+    need_ids = [g.resolve(n, TASK).id for n in needs]
+    tid = ev.new_entity_id()
+    g.append(task_drafts(tid, conv.id, title, body, need_ids, priority, paths),
+             summary("task.create", tid, title))
+    return tid
+
+
+def check_transition(board: Board, tid: str, old: str, new: str, force: bool) -> None:
+    """Refuse a move the state machine does not allow (unless forced), naming what is allowed."""
+    short = tid[:7]
+    if new not in STATES:
+        raise UsageError(f"unknown status {new!r}: use one of {', '.join(STATES)}")
+    if old == new:
+        raise Conflict(f"refused: task {short} is already {old}")
+    if force:
+        return
+    allowed = TRANSITIONS.get(old, ())
+    if new not in allowed:
+        where = ", ".join(allowed) if allowed else "nowhere (it is final)"
+        raise Conflict(f"refused: task {short} is {old}; from {old} it can go to {where}, "
+                       f"not {new} (--force overrides, and is recorded)")
+    if old == "queued" and new == "running":
+        unmet = board.unmet(tid)
+        if unmet:
+            shown = ", ".join(f"{u[:7]} ({status_of(board.tasks[u])})" for u in unmet)
+            raise Conflict(f"refused: task {short} is not ready: it needs {shown} to be merged "
+                           f"first (--force overrides, and is recorded)")
+
+
+class Updated(msgspec.Struct):
+    id: str
+    from_status: str
+    to_status: str
+    forced: bool
+    event: str
+
+
+def update_task(g: Grite, ref: str, status: str | None = None, force: bool = False,
+                reason: str = "", title: str | None = None, body: str | None = None,
+                priority: int | None = None) -> Updated:
+    """Change a task in exactly one event; a status change is validated against fresh state."""
+    tid = g.resolve(ref, TASK).id
+    fields: dict[str, Any] = {}
+    if title is not None:
+        fields["title"] = check_text(title, "task title")
+    if body is not None:
+        fields["body"] = body
+    if priority is not None:
+        fields["priority"] = _check_priority(priority)
+    if reason:
+        check_text(reason, "reason")
+    if status is None and not fields:
+        raise UsageError("nothing to update: give --status, --title, --body or --priority")
+    if force and status is None:
+        raise UsageError("--force only applies to a --status change")
+    seen: dict[str, str] = {}
+
+    def build() -> list[Draft]:
+        # g.append runs this against the state at the exact tip it swaps against (and again
+        # after a lost compare-and-swap), so two writers can never both make the same move.
+        board = Board(g.state(), g.cold_before)
+        old = status_of(board.tasks[tid])
+        out = dict(fields)
+        seen["old"] = old
+        if status is not None:
+            check_transition(board, tid, old, status, force)
+            out.update({"status": status, "status_from": old})
+            if force:
+                out["forced"] = True
+            task = board.tasks[tid]
+            if status == "queued" and (task.get("failures") or task.get("retry_after")
+                                       or task.get("merge_failures")):
+                # A human's re-queue starts afresh: the witness's and the refinery's counts.
+                out.update(failures=0, retry_after=0, merge_failures=0)
+            if reason:
+                out["reason"] = reason
+        elif reason:
+            out["reason"] = reason
+        return [Draft(tid, ev.SetFields(out))]
+
+    def describe(_events) -> str:
+        if status is None:
+            return summary("task.update", tid, fields.get("title", ""))
+        return summary(f"task.{'force' if force else 'status'}", tid) + f" {seen['old']}->{status}"
+
+    res = g.append(build, describe)
+    e = res.events[0]
+    return Updated(tid, seen["old"], status or seen["old"],
+                   bool(e.op.fields.get("forced", False)), e.id)
+
+
+def comment(g: Grite, ref: str, text: str) -> str:
+    tid = g.resolve(ref, TASK).id
+    check_text(text, "comment", one_line=False)
+    return g.append([Draft(tid, ev.Comment(text))], summary("task.comment", tid)).events[0].id
+
+
+def dep_add(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
+    """TASK needs each of ON; refused (nothing written) if any would make a cycle."""
+    tid = g.resolve(ref, TASK).id
+    targets = [g.resolve(o, TASK).id for o in on]
+    if not targets:
+        raise UsageError("give the task(s) it needs with --on")
+    if tid in targets:
+        raise UsageError("a task cannot need itself")
+
+    def build() -> list[Draft]:
+        state = g.state()   # at the tip being swapped against (see Grite.append)
+        pre = prerequisites(state, TASK)
+        pre.setdefault(tid, set()).update(targets)
+        cycle = find_cycle(pre, tid)
+        if cycle:
+            names = [f"{i[:7]} ({state.entities[i].get('title', '')})" for i in cycle]
+            raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
+        have = set(state.entities[tid].members("dep:depends_on"))
+        return [Draft(tid, ev.AddTo("dep:depends_on", t)) for t in sorted(set(targets) - have)
+                or sorted(set(targets))]
+
+    if set(targets) <= set(g.resolve(tid, TASK).members("dep:depends_on")):
+        return tid, targets   # already there: nothing to write
+    g.append(build, summary("task.dep.add", tid))
+    return tid, targets
+
+
+def dep_remove(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
+    tid = g.resolve(ref, TASK).id
+    ent = g.resolve(tid, TASK)
+    targets = [g.resolve(o, TASK).id for o in on]
+    if not targets:
+        raise UsageError("give the task(s) to remove with --on")
+    drafts = []
+    for t in targets:
+        tags = ent.live_tags("dep:depends_on", t)
+        if not tags:
+            raise UsageError(f"task {tid[:7]} does not need {t[:7]}")
+        drafts.append(Draft(tid, ev.RemoveFrom("dep:depends_on", t, tags)))
+    g.append(drafts, summary("task.dep.remove", tid))
+    return tid, targets
+
+
+def history(g: Grite, tid: str) -> list[Transition]:
+    """Every status change of a task, in replay order (kept with the task: no log scan)."""
+    state = g.state()
+    names = actor_names(state)
+    ent = state.entities[tid]
+    out = []
+    for eid, (lamport, actor, ts, fields) in sorted(ent.transitions.items(),
+                                                     key=lambda kv: (kv[1][0], kv[1][1], kv[0])):
+        if "status" in fields:
+            out.append(Transition(eid, iso(ts), names.get(actor, actor), fields.get("status_from", ""),
+                                  fields["status"], bool(fields.get("forced", False)),
+                                  fields.get("reason", "")))
+    return out
+
+
+__all__ = ["Board", "STATES", "TRANSITIONS", "open_grite", "create_convoy", "create_task",
+           "update_task", "comment", "dep_add", "dep_remove", "history", "task_drafts"]

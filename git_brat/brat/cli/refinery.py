@@ -1,0 +1,128 @@
+"""`git brat refinery status|run|stop|retry`: the merge queue's commands (logic in refinery*.py)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from git_brat.brat import config
+from git_brat.brat import board as model
+from git_brat.brat.refinery import run as rr
+from git_brat.brat.refinery.passes import retry as retry_task
+from git_brat.clikit import emit, json_option, table, when
+from git_brat.errors import UsageError
+from git_brat.grite.repo import Grite
+
+
+def load_config(g: Grite) -> config.Config:
+    """.brat/config.toml of this checkout; in a bare hub, brat/config.toml in the git dir.
+    With no file at all, the target is the repository's default branch."""
+    from git_brat.brat.refinery.hub import config_path
+    path = config_path(g) if g.store.bare else config.path_in(g.store.toplevel())
+    if path and os.path.exists(path):
+        if not g.store.bare:
+            return config.load(g.store.toplevel())
+        with open(path, encoding="utf-8") as f:
+            return config.parse(f.read(), where=path)
+    cfg = config.Config()
+    cfg.refinery.target_branch = next(b for b in g.store.default_branch_candidates()
+                                      if config.valid_branch(b))
+    return cfg
+
+
+@click.group()
+def refinery():
+    """The merge queue: land finished tasks on the target branch through the check."""
+
+
+@refinery.command("status")
+@json_option
+def status_(as_json):
+    """The queue in processing order, the merge under way, recent results."""
+    g = model.open_grite()
+    s = rr.status(g, load_config(g))
+
+    def human():
+        lines = [f"refinery: {'running' + (f' (pid {s.pid})' if s.pid else '') if s.running else 'not running'}"
+                 f"; target {s.target}, policy {s.policy}, batch {s.batch}, "
+                 f"check {s.check or '(none)'}"]
+        lines.append("\nMERGING")
+        lines += [f"  {c.task[:7]}  {c.status}  {c.elapsed:.0f}s  {c.title}"
+                  + (f"\n           log {c.log} ({c.log_bytes} bytes): {c.last_line}"
+                     if c.check_started_at else "") for c in s.current] or ["  (nothing)"]
+        lines.append("\nQUEUE")
+        rows = [[f"{q.position}.", q.task[:7], f"p{q.priority}",
+                 f"~p{q.effective_priority}" if q.effective_priority != q.priority else "",
+                 f"{q.waiting:.0f}s", q.status, q.title] for q in s.queue]
+        lines += ["  " + ln for ln in table(rows, [3, 7, 2, 4, 6, 7, None]).splitlines()] \
+            if rows else ["  (empty)"]
+        lines.append("\nRECENT")
+        rows = [[r.task[:7], r.status, f"{r.duration:.1f}s", when(r.finished_at), r.result]
+                for r in s.recent]
+        lines += ["  " + ln for ln in table(rows, [7, 9, 7, 16, None]).splitlines()] \
+            if rows else ["  (none)"]
+        return "\n".join(lines)
+    emit(as_json, s, human)
+
+
+@refinery.command()
+@click.option("--once", is_flag=True, help="Drain the queue as it stands, then exit.")
+@click.option("--detach", is_flag=True, help="Run in the background (output to the refinery "
+                                             "log); print its pid.")
+@click.option("--hook", is_flag=True, hidden=True,
+              help="Started by a git hook: exit quietly unless refinery.trigger is hook and "
+                   "no refinery runs.")
+@json_option
+def run(once, detach, hook, as_json):
+    """Merge requests: stack, check, land by compare-and-swap; until stopped, or --once."""
+    g = model.open_grite()
+    cfg = load_config(g)
+    if hook and cfg.refinery.trigger != "hook":
+        return
+    if detach:
+        if rr.running_pid(g):
+            raise UsageError(f"a refinery already runs here (pid {rr.running_pid(g)}); "
+                             f"`git brat refinery stop` stops it")
+        pid = rr.detach(g, [*(["--once"] if once else []), *(["--hook"] if hook else [])])
+        emit(as_json, {"pid": pid, "log": rr.log_path(g)},
+             lambda: f"refinery started in the background (pid {pid}); log: {rr.log_path(g)}")
+        return
+    report = rr.run(g, cfg, once, quiet_if_busy=hook)
+
+    def human():
+        if report.busy:
+            return f"another refinery is running: {report.busy}"
+        lines = []
+        for p in report.passes:
+            for o in p.outcomes:
+                lines.append(f"{o.task[:7]}  {o.result}  {o.detail}")
+        total = sum(p.check_runs for p in report.passes)
+        lines.append(f"{sum(len(p.outcomes) for p in report.passes)} request(s), "
+                     f"{total} check run(s)" + ("; stopped" if report.stopped else ""))
+        return "\n".join(lines)
+    emit(as_json, report, human)
+
+
+@refinery.command()
+@json_option
+def stop(as_json):
+    """Stop the refinery running on this machine (its check is stopped, its merge put back)."""
+    g = model.open_grite()
+    res = rr.stop(g)
+    emit(as_json, res, lambda: f"stopped the refinery (pid {res.pid})" if res.stopped
+         else "no refinery is running here")
+
+
+@refinery.command()
+@click.argument("task_id")
+@json_option
+def retry(task_id, as_json):
+    """Send a blocked or failed task whose branch you fixed back to the merge queue."""
+    g = model.open_grite()
+    up = retry_task(g, task_id)
+    emit(as_json, up, lambda: f"{up.id[:7]}: {up.from_status} -> {up.to_status} (recorded)")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(refinery)

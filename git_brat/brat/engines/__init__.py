@@ -1,0 +1,13 @@
+"""Engines as data: presets, the argv and env of one run, what is installed, and the runner.
+
+The public face: `engines.resolve(name, cfg.engines)`, `engines.invocation`, `engines.info`.
+"""
+
+from git_brat.brat.engines.invoke import (EngineResult, Invocation, invocation, json_objects,
+                                          read_result, resolve, shown_argv)
+from git_brat.brat.engines.presets import PRESET_NAMES, PRESETS, Preset, all_names
+from git_brat.brat.engines.probe import EngineInfo, info, version_of
+
+__all__ = ["Preset", "PRESETS", "PRESET_NAMES", "Invocation", "EngineResult", "EngineInfo",
+           "resolve", "invocation", "read_result", "json_objects", "shown_argv", "info",
+           "version_of", "all_names"]

@@ -1,0 +1,140 @@
+"""Engine presets as data: how each coding agent runs headless, gets its prompt, reports, resumes.
+
+Imports nothing of brat: the config validates engine names against this table.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterable
+
+import msgspec
+
+# Placeholders an argv template may hold; each is replaced inside one argv element, never
+# through a shell, so task text in {prompt} stays one inert argument.
+PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workdir}", "{session_dir}",
+                "{session_uuid}", "{resume_id}")
+
+
+class Preset(msgspec.Struct, kw_only=True):
+    """One engine: an argv template plus how the prompt goes in and the result comes out."""
+    name: str
+    argv: list[str]                        # argv[0] is the binary, looked up on PATH
+    package: str = ""                      # where it installs from (shown by `engine list`)
+    prompt: str = "arg"                    # arg ({prompt} in argv) | stdin | file ({prompt_file})
+    result: str = "exit"                   # exit: the exit code alone | json: also JSON on stdout
+    env: dict[str, str] = {}
+    model: str = ""                        # default model (none: the engine's own default)
+    model_args: list[str] = []             # added when a model is set, e.g. ["--model", "{model}"]
+    # A new conversation named up front ({session_uuid}, a UUID4 we choose), so a crashed
+    # session's conversation id is known even if the engine never printed it.
+    new_session_args: list[str] = []
+    resume: list[str] | None = None        # argv template to continue conversation {resume_id}
+    session_keys: list[str] = []           # JSON keys (dotted) holding the engine's session id
+    message_keys: list[str] = []           # JSON keys holding the final message
+    error_when: dict[str, Any] = {}        # JSON key -> value that marks the run as failed
+    version_args: list[str] = msgspec.field(default_factory=lambda: ["--version"])
+    timeout: float | None = None           # per-engine session timeout (None: witness.timeout)
+    extra_args: list[str] = []             # appended after the template (config)
+    builtin: bool = True                   # a shipped preset (False: defined in the config)
+    # Files the engine leaves in the work tree that are its own, not work (caches): never
+    # committed for it.
+    scratch: list[str] = []
+
+    @property
+    def binary(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    @property
+    def resumes(self) -> bool:
+        return self.resume is not None
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset(
+        name="claude", package="npm @anthropic-ai/claude-code",
+        # Not acceptEdits: it refuses every write under .git/ ("a sensitive file"), and the
+        # session work trees live in .git/brat/worktrees/. Skipping permissions needs
+        # IS_SANDBOX=1 when running as root.
+        argv=["claude", "-p", "{prompt}", "--output-format", "json",
+              "--dangerously-skip-permissions"],
+        result="json", model_args=["--model", "{model}"],
+        env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+             "IS_SANDBOX": "1"},
+        new_session_args=["--session-id", "{session_uuid}"],
+        resume=["claude", "-p", "{prompt}", "--resume", "{resume_id}", "--output-format", "json",
+                "--dangerously-skip-permissions"],
+        session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True}),
+    Preset(
+        name="aider", package="pypi aider-chat", scratch=[".aider*"],
+        # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
+        argv=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
+              "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
+              "--no-detect-urls", "--chat-history-file", "{session_dir}/aider.chat.md",
+              "--input-history-file", "{session_dir}/aider.input.history"],
+        model_args=["--model", "{model}"], env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        resume=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
+                "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
+                "--no-detect-urls", "--restore-chat-history",
+                "--chat-history-file", "{resume_id}/aider.chat.md",
+                "--input-history-file", "{resume_id}/aider.input.history"]),
+    Preset(
+        name="codex", package="npm @openai/codex",
+        argv=["codex", "exec", "--json", "--skip-git-repo-check",
+              "--dangerously-bypass-approvals-and-sandbox", "-C", "{workdir}", "{prompt}"],
+        result="json", model_args=["-m", "{model}"],
+        resume=["codex", "exec", "--json", "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox", "-C", "{workdir}", "resume",
+                "{resume_id}", "{prompt}"],
+        session_keys=["thread_id"], message_keys=["item.text"],
+        error_when={"type": "error"}),
+    Preset(
+        name="opencode", package="npm opencode-ai",
+        argv=["opencode", "run", "--format", "json", "--dir", "{workdir}", "{prompt}"],
+        result="json", model_args=["-m", "{model}"],
+        resume=["opencode", "run", "--format", "json", "--dir", "{workdir}", "-s", "{resume_id}",
+                "{prompt}"],
+        session_keys=["sessionID"], message_keys=["part.text"], error_when={"type": "error"}),
+    Preset(
+        name="gemini", package="npm @google/gemini-cli",
+        # stream-json, not json: json is one pretty-printed document, unreadable line by line
+        # once its stderr warnings (always some) are mixed in; stream-json is JSONL.
+        argv=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo"],
+        result="json", model="gemini-2.5-flash", model_args=["-m", "{model}"],
+        env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
+        new_session_args=["--session-id", "{session_uuid}"],
+        resume=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo",
+                "--resume", "{resume_id}"],
+        # A failed tool call is {"type": "tool_result", "status": "error"} too: the exit
+        # status (non-zero when the model fails) is the verdict.
+        session_keys=["session_id"], message_keys=["content", "response"], error_when={}),
+    Preset(
+        name="cn", package="npm @continuedev/cli",
+        argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
+        result="json", session_keys=[], message_keys=["response"],
+        error_when={"status": "error"}),
+    Preset(
+        name="copilot", package="npm @github/copilot",
+        argv=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
+              "-C", "{workdir}"],
+        result="json", model_args=["--model", "{model}"],
+        new_session_args=["--session-id", "{session_uuid}"],
+        resume=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
+                "-C", "{workdir}", "--resume", "{resume_id}"],
+        session_keys=["sessionId", "session_id"], message_keys=["data.content"],
+        error_when={"type": "session.error"}),
+    # Any command: [engines.shell] command = [...] in .brat/config.toml.
+    Preset(name="shell", argv=[], version_args=[]),
+    # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.
+    Preset(name="demo", package="ships with git-brat (a scripted agent, not an AI)",
+           argv=[sys.executable, os.path.join(os.path.dirname(os.path.dirname(
+                                                  os.path.abspath(__file__))), "demo", "agent.py"), "{prompt}"],
+           version_args=[]),
+)}
+PRESET_NAMES = tuple(PRESETS)
+
+
+def all_names(configured: Iterable[str] = ()) -> list[str]:
+    """The presets, then the engines only .brat/config.toml defines, by name."""
+    return [*PRESETS, *sorted(n for n in configured if n not in PRESETS)]

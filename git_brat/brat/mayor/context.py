@@ -1,0 +1,165 @@
+"""What the mayor is told: the rules, the repository's layout and docs, the board, the schema."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+
+from git_brat.brat import board as model
+from git_brat.brat.config import Config
+from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
+from git_brat.grite.repo import Grite
+from git_brat.grite.model.state import Entity, State
+
+BOARD_LINES = 120          # open convoys and tasks listed in the context
+GIT_TIMEOUT = 60
+EXCHANGE = "x:"            # field prefix: one field per exchange, so concurrent ones all stay
+
+
+def exchanges(conv: Entity) -> list[tuple[dict, int, str, str]]:
+    """(record, lamport, actor, event id) of each exchange, in causal order."""
+    cells = [cell for name, cell in conv.fields.items() if name.startswith(EXCHANGE)]
+    return sorted(cells, key=lambda c: (c[1], c[2], c[3]))
+
+
+def work_tree_status(top: str) -> list[str]:
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=top,
+                              capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return []
+    return proc.stdout.decode("utf-8", "replace").splitlines()
+
+
+def tracked_files(top: str) -> list[str]:
+    try:
+        proc = subprocess.run(["git", "ls-files", "-z"], cwd=top, capture_output=True,
+                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return []
+    return [f for f in proc.stdout.decode("utf-8", "replace").split("\0") if f]
+
+
+def layout(files: list[str], limit: int) -> list[str]:
+    """Every path when they fit in `limit` lines; else the deepest directory summary that does."""
+    if len(files) <= limit:
+        return list(files)
+    best: Counter | None = None
+    for depth in range(1, 8):
+        groups: Counter = Counter()
+        for f in files:
+            parts = f.split("/")
+            groups["/".join(parts[:depth]) + "/" if len(parts) > depth else f] += 1
+        if len(groups) > limit:
+            break
+        best = groups
+        if all(not k.endswith("/") for k in groups):
+            break
+    if best is None:
+        return [f"({len(files)} files; too many top-level entries to list)"]
+    return [f"{k} ({n} file{'s' if n != 1 else ''})" if k.endswith("/") else k
+            for k, n in sorted(best.items())]
+
+
+def excerpt(top: str, files: list[str], names: tuple[str, ...], limit: int) -> tuple[str, str]:
+    """(file name, its first `limit` characters) of the first of names tracked at the top."""
+    have = set(files)
+    for name in names:
+        if name in have:
+            try:
+                with open(os.path.join(top, name), encoding="utf-8", errors="replace") as f:
+                    text = f.read(limit + 1)
+            except OSError:
+                continue
+            return name, text[:limit] + ("\n[… truncated]" if len(text) > limit else "")
+    return "", ""
+
+
+def board_lines(state: State) -> list[str]:
+    b = model.Board(state)
+    out = []
+    for c in b.convoy_list():
+        if c.status == "landed":
+            continue
+        out.append(f"- convoy {c.id[:7]} [{c.status}] {c.title}")
+        for t in b.by_convoy.get(c.id, []):
+            st = model.status_of(t)
+            if st in model.FINISHED:
+                continue
+            needs = b.pre.get(t.id, ())
+            shown = f" (needs {', '.join(sorted(n[:7] for n in needs))})" if needs else ""
+            out.append(f"  - task {t.id[:7]} [{st}] p{t.get('priority', 2)} "
+                       f"{t.get('title', '')}{shown}")
+    if len(out) > BOARD_LINES:
+        out = out[:BOARD_LINES] + [f"[… {len(out) - BOARD_LINES} more lines]"]
+    return out or ["(none)"]
+
+
+def workflow_lines(g: Grite) -> list[str]:
+    from git_brat.brat import workflows
+    out = []
+    for info in workflows.list_all(g.store):
+        if info.error is not None:
+            continue
+        wf = workflows.find(g.store, info.name)
+        ins = [f"{i.name} ({'required' if i.required else 'optional'})"
+               + (f": {i.description}" if i.description else "") for i in wf.inputs]
+        out.append(f"- {wf.name} ({wf.type}, {len(wf.steps)} tasks): "
+                   f"{wf.description.strip().rstrip('.')}"
+                   + (f"; inputs: {'; '.join(ins)}" if ins else ""))
+    return out or ["(none)"]
+
+
+def history_lines(conv: Entity | None, limit: int) -> list[str]:
+    if conv is None or limit <= 0:
+        return []
+    out = []
+    for rec, *_ in exchanges(conv)[-limit:]:
+        made = rec.get("created") or {}
+        what = (f"created convoy {made.get('convoy', '')[:7]} \"{made.get('title', '')}\" with "
+                f"{len(made.get('tasks', []))} tasks" if made else "nothing created")
+        if made.get("workflow"):
+            what += f" (workflow {made['workflow']})"
+        out.append(f"- asked: {rec.get('question', '')!r} -> {what}")
+    return out
+
+
+def prompt(g: Grite, cfg: Config, conv: Entity | None, question: str, resumed: bool) -> str:
+    """Everything the engine is told: the rules, the repository, the board, the schema."""
+    top = g.store.toplevel() or ""
+    m = cfg.mayor
+    files = tracked_files(top)
+    parts = [
+        "You are the Mayor of this git repository: you plan work for coding agents, you do "
+        "not do it. Do NOT edit, create or delete any file and do NOT run commands that change "
+        "the repository or its git state; reading files is fine.",
+        "Answer the request below with ONE JSON object (alone, or in a ```json fenced block) "
+        "in one of these two shapes.",
+        "1. A new convoy of tasks:\n" + SCHEMA + "\n"
+        "   key: a short name unique in this plan; needs: keys of tasks in this plan that "
+        "must be merged first (no cycles); priority: 0 (most urgent) to 4, default 2; paths: "
+        f"files the task will touch; at most {m.max_tasks} tasks; titles are one line.",
+        "2. Run one of the workflows listed below:\n" + WORKFLOW_SCHEMA,
+        f"## Repository layout ({len(files)} tracked files)\n" + "\n".join(
+            layout(files, m.context_files)),
+    ]
+    for names in (("README.md", "README.rst", "README.txt", "README"), ("AGENTS.md",)):
+        name, text = excerpt(top, files, names, m.excerpt_chars)
+        if name and text.strip():
+            parts.append(f"## {name} (excerpt)\n{text.rstrip()}")
+    state = g.state()
+    parts.append("## Open convoys and tasks (already planned: do not plan them again)\n"
+                 + "\n".join(board_lines(state)))
+    parts.append("## Workflows\n" + "\n".join(workflow_lines(g)))
+    if conv is not None and conv.get("brief"):
+        parts.append("## Standing instructions for this conversation\n" + conv.get("brief"))
+    if not resumed:
+        earlier = history_lines(conv, m.history)
+        if earlier:
+            parts.append("## Earlier in this conversation\n" + "\n".join(earlier))
+    parts.append("## Request\n" + question)
+    return "\n\n".join(parts) + "\n"
+
+
+__all__ = ["prompt", "layout", "work_tree_status", "exchanges", "EXCHANGE"]

@@ -1,0 +1,137 @@
+"""What the refinery records for each merge request it finished with (each one event)."""
+
+from __future__ import annotations
+
+
+import msgspec
+
+from git_brat import process
+from git_brat.brat import board as model
+from git_brat.brat.refinery import queue as rq
+from git_brat.brat.board import Board
+from git_brat.brat.refinery.queue import Move, Request
+from git_brat.errors import GriteError
+
+BACKOFF, BACKOFF_MAX = 10.0, 600.0   # seconds after an attempt that hit an error
+
+
+class Outcome(msgspec.Struct):
+    task: str
+    merge: str
+    result: str              # merged / failed / requeued / conflict / blocked / waiting / error
+    detail: str = ""
+    commit: str = ""
+
+
+def backoff(attempts: int) -> float:
+    return min(BACKOFF_MAX, BACKOFF * 2 ** max(0, attempts - 1))
+
+
+class Outcomes:
+    """Mixin of Refinery: needs self.write, self.g, self.rc, self.target, self.report."""
+
+    def _done(self, r: Request, result: str, detail: str = "", commit: str = "") -> None:
+        self.report.outcomes.append(Outcome(r.task, r.merge, result, detail, commit))
+
+    def _times(self, started: int) -> dict:
+        end = process.now_ms()
+        return {"finished_at": end, "duration": round((end - started) / 1000, 3)}
+
+    def merged(self, good: list[Request], tip: str, note: str, started: int) -> None:
+        short = tip[:12]
+        detail = f"landed on {self.target} at {short}" + (f"; {note}" if note else "")
+        self.write([Move(r.task, "merged", r.merge, merge_fields={
+            "status": "merged", "merged_commit": tip, "result": detail, **self._times(started)})
+            for r in good], "merged")
+        for r in good:
+            self._done(r, "merged", detail, tip)
+
+    def failed(self, r: Request, output: str, started: int) -> None:
+        if output.startswith("conflict:"):
+            self.conflict(r, output[len("conflict:"):].split(", "), started)
+            return
+        give_up = self.rc.on_fail == "fail" or self._failures(r) + 1 >= self.rc.max_attempts
+        head = output.splitlines()[0] if output else "check failed"
+        mf = {"status": "failed", "result": head, **self._times(started)}
+        if give_up:
+            why = head if self.rc.on_fail == "fail" else \
+                f"{head} (attempt {self._failures(r) + 1} of {self.rc.max_attempts})"
+            self.write([Move(r.task, "failed", r.merge, {"last_failure": output}, mf, reason=why)],
+                       "failed", fields_at_tip=rq.failures_plus_one)
+            self._done(r, "failed", why)
+        else:
+            mf["status"] = "requeued"
+            self.write([Move(r.task, "queued", r.merge, {"last_failure": output}, mf,
+                             reason="check failed; requeued with its output")],
+                       "requeue", fields_at_tip=rq.failures_plus_one)
+            self._done(r, "requeued", head)
+
+    def conflict(self, r: Request, files: list[str], started: int) -> None:
+        text = (f"merge conflict in: {', '.join(files)}; rebase {r.branch} onto {self.target}")
+        mf = {"status": "conflict", "conflicts": files, "result": text, **self._times(started)}
+        if self.rc.on_conflict == "block":
+            mf["status"] = "blocked"
+            self.write([Move(r.task, "blocked", r.merge, {
+                "last_failure": text, "needs_human": text + " by hand, then retry it",
+                "resolve_command": f"git brat refinery retry {r.task[:7]}"}, mf, reason=text)],
+                "block", fields_at_tip=rq.failures_plus_one)
+            self._done(r, "blocked", text)
+        elif self._failures(r) + 1 >= self.rc.max_attempts:
+            self.write([Move(r.task, "failed", r.merge, {"last_failure": text}, mf,
+                             reason=f"{text} (attempt {self._failures(r) + 1} of "
+                                    f"{self.rc.max_attempts})")],
+                       "failed", fields_at_tip=rq.failures_plus_one)
+            self._done(r, "failed", text)
+        else:
+            self.write([Move(r.task, "queued", r.merge, {"last_failure": text}, mf,
+                             reason="merge conflict; requeued for a rebase")],
+                       "requeue", fields_at_tip=rq.failures_plus_one)
+            self._done(r, "conflict", text)
+
+    def waiting(self, good: list[Request], why: str, started: int, tip: str = "",
+                base: str = "") -> None:
+        ids = [r.merge for r in good]
+        self.write([Move(r.task, "needs-review", r.merge, {
+            "needs_human": why, "resolve_command": "git brat refinery run --once"},
+            {"status": "waiting", "result": why, "waited_commit": tip, "waited_on": base,
+             "waited_head": r.head, "waited_batch": ids, **self._times(started)}, reason=why)
+            for r in good], "wait")
+        for r in good:
+            self._done(r, "waiting", why)
+
+    def errored(self, reqs: list[Request], why: str, started: int) -> None:
+        state = self.g.state(refresh=True)
+        merges = {e.id: e for e in state.of_kind(model.MERGE)}
+        tasks = Board(state).tasks
+        moves = []
+        for r in reqs:
+            if r.task not in tasks or model.status_of(tasks[r.task]) != "merging":
+                continue   # its outcome was recorded before the error
+            attempts = int(merges[r.merge].get("attempts", 1)) if r.merge in merges else 1
+            final = attempts >= self.rc.max_attempts
+            moves.append(Move(r.task, "failed" if final else "needs-review", r.merge,
+                              merge_fields={"status": "failed" if final else "error",
+                                            "result": why, **self._times(started),
+                                            "next_attempt_at":
+                                                process.now_ms() + int(backoff(attempts) * 1000)},
+                              reason=why, skip_if_not=("merging",)))
+            self._done(r, "failed" if final else "error", why)
+        try:
+            self.write(moves, "error")
+        except GriteError:
+            pass
+
+    def put_back(self, reqs: list[Request], why: str, started: int) -> None:
+        try:
+            self.write([Move(r.task, "needs-review", r.merge, merge_fields={
+                "status": "queued", "result": why, **self._times(started)},
+                skip_if_not=("merging",)) for r in reqs], "stop")
+        except GriteError:
+            pass
+
+    def _failures(self, r: Request) -> int:
+        t = model.board(self.g).tasks.get(r.task)
+        return int(t.get("merge_failures", 0) or 0) if t is not None else 0
+
+
+__all__ = ["Outcomes", "Outcome", "backoff"]

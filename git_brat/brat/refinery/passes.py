@@ -1,0 +1,460 @@
+"""The refinery: lands merge requests on the target branch through a check, in batches, by CAS."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import msgspec
+
+from git_brat import process
+from git_brat.brat import board as model
+from git_brat.brat.refinery import queue as rq
+from git_brat.brat.config import Config
+from git_brat.brat.board import Board
+from git_brat.brat.refinery.check import kill, run_check
+from git_brat.brat.refinery.outcomes import Outcome, Outcomes
+from git_brat.brat.refinery.queue import Move, Request
+from git_brat.grite.model import events as ev
+from git_brat.git import store as gitstore
+from git_brat.grite import locks
+from git_brat.errors import Conflict, GriteError
+from git_brat.grite.repo import Grite
+
+MAX_REDO = 5                 # target moved under us this many times in one pass: try later
+TAIL_LINES, TAIL_CHARS = 40, 4000
+LEASE_TTL = 120.0
+
+
+class Stopped(Exception):
+    """SIGTERM (refinery stop) while a pass was under way."""
+
+
+class PassReport(msgspec.Struct):
+    target: str
+    outcomes: list[Outcome] = []
+    check_runs: int = 0
+    batches: int = 0
+    redone: int = 0          # merges redone because the target moved meanwhile
+    note: str = ""
+
+
+def brat_dir(g: Grite) -> str:
+    return g.store.brat_dir
+
+
+def worktree_path(g: Grite) -> str:
+    return os.path.join(brat_dir(g), "refinery")
+
+
+def merge_log(g: Grite, mid: str) -> str:
+    return os.path.join(brat_dir(g), "merges", f"{mid}.log")
+
+
+class Refinery(Outcomes):
+    """One pass at a time over the queue, under the `refinery:<repo>` lease."""
+
+    def __init__(self, g: Grite, cfg: Config):
+        self.g, self.cfg, self.rc = g, cfg, cfg.refinery
+        self.store = g.store
+        self.target = self.rc.target_branch
+        self.resource = rq.lease_name(self.store, self.rc.remote)
+        self.holder = f"refinery@{process.hostname()}:{os.getpid()}"
+        self.settings = locks.settings(self.store, ttl=LEASE_TTL)
+        self.report = PassReport(self.target)
+        self._renewed = 0.0
+        self._check: subprocess.Popen | None = None
+        self.wait_pids: list[int] = []   # git commands to let finish before touching a checkout
+
+    # -- the lease -------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Take the lease; a holder on this host whose process is gone (SIGKILL) is taken over."""
+        h = locks.holder_for(self.g, self.holder)
+        try:
+            locks.acquire(self.g, self.resource, self.settings, h)
+        except locks.LeaseHeld as exc:
+            dead = exc.lease.holder
+            if dead.host != process.hostname() or not dead.pid or process.alive(dead.pid):
+                raise
+            locks.acquire(self.g, self.resource, self.settings, h, force=True)
+            self.kill_orphaned_check()
+        self._renewed = time.monotonic()
+
+    def check_pid_path(self) -> str:
+        return os.path.join(brat_dir(self.g), "refinery.check")
+
+    def kill_orphaned_check(self) -> None:
+        """The check a killed refinery left running (its own process group) is stopped."""
+        check = process.load_pid_file(self.check_pid_path())
+        if check is not None:   # (its group, if its leader is that process or gone: never a
+            process.stop_recorded_group(check.proc, grace=0)   # reused pid's)
+
+    def renew(self, force: bool = False) -> None:
+        if force or time.monotonic() - self._renewed > LEASE_TTL / 4:
+            locks.renew(self.g, self.resource, self.settings, locks.holder_for(self.g, self.holder))
+            self._renewed = time.monotonic()
+
+    def release(self) -> None:
+        try:
+            locks.release(self.g, self.resource, self.settings, locks.holder_for(self.g, self.holder))
+        except GriteError:
+            pass   # expired or taken over meanwhile: nothing of ours to release
+
+    def write(self, moves: list[Move], what: str, **kw) -> bool:
+        self.renew()
+        return rq.write(self.g, moves, what, self.resource, self.holder, **kw)
+
+    # -- the pass ---------------------------------------------------------------------
+
+    def remote(self) -> str | None:
+        """The remote the target is pushed to, when pushing applies."""
+        if self.store.bare or not self.rc.push or self.rc.remote not in self.store.remotes():
+            return None
+        return self.rc.remote
+
+    def queue(self) -> list[Request]:
+        """The requests due now (open, not backing off), every one with a merge entity."""
+        self.g.state(refresh=True)
+        reqs = rq.requests(self.g, self.cfg)
+        fresh = [r for r in reqs if not r.merge]
+        if fresh:
+            drafts = []
+            for r in fresh:
+                r.merge = ev.new_entity_id()
+                drafts += rq.merge_drafts(r, self.target)
+            self.renew()
+            locks.append_fenced(self.g, self.resource, drafts,
+                                f"brat: refinery.request {len(fresh)} merge request(s)",
+                                holder_id=self.holder)
+        now = process.now_ms()
+        due = []
+        merges = {e.id: e for e in self.g.state(refresh=True).of_kind(model.MERGE)}
+        for r in reqs:
+            m = merges.get(r.merge)
+            if m is not None and m.get("status") == "error" and m.get("next_attempt_at", 0) > now:
+                continue
+            due.append(r)
+        return due
+
+    def recover(self) -> None:
+        """Merges a refinery left half done (it was killed): back to the queue, or failed
+        once they used up their attempts. Only the lease holder runs this, so none is live."""
+        state = self.g.state(refresh=True)
+        board = Board(state)
+        moves = []
+        for tid, m in rq.open_merges(state).items():
+            t = board.tasks.get(tid)
+            if t is None or model.status_of(t) != "merging" or m.get("status") not in (
+                    "merging", "checking"):
+                continue
+            spent = int(m.get("attempts", 1)) >= self.rc.max_attempts
+            why = "the refinery stopped before this merge finished"
+            moves.append(Move(tid, "failed" if spent else "needs-review", m.id, merge_fields={
+                "status": "failed" if spent else "queued", "result": why, "finished_at": process.now_ms()},
+                reason=why, skip_if_not=("merging",)))
+            self.report.outcomes.append(Outcome(tid, m.id, "failed" if spent else "recovered", why))
+        if moves:
+            self.write(moves, "recover")
+
+    def run_pass(self) -> PassReport:
+        """Drain the queue as it stands: batch after batch until nothing is due."""
+        self.report = PassReport(self.target)
+        self.recover()
+        tried: set[str] = set()
+        for _ in range(1000):   # bounded: every batch removes its requests from the queue
+            due = [r for r in self.queue() if r.merge not in tried]
+            if not due:
+                break
+            batch = due[:self.rc.batch]
+            tried.update(r.merge for r in batch)
+            self.report.batches += 1
+            self.process(batch)
+        if self.report.outcomes:
+            self.publish()
+        return self.report
+
+    def publish(self) -> None:
+        """Publish what this pass recorded on the remote it syncs with, so every clone sees
+        the outcomes after a fetch (a hub's own log is fetched by its clones as it is)."""
+        from git_brat.grite import sync
+        remote = self.rc.remote
+        if self.store.bare or remote not in self.store.remotes() or not sync.is_synced(
+                self.store, remote):
+            return
+        try:
+            pub = sync.publish(self.g, remote)
+            if pub.status == "failed":
+                self.report.note = f"could not publish to {remote}: {pub.error}"
+        except GriteError as exc:
+            self.report.note = f"could not publish to {remote}: {exc.message}"
+
+    def process(self, batch: list[Request]) -> None:
+        """One batch: stack, check (bisecting on failure), land by CAS; redo if the target moved."""
+        started = process.now_ms()
+        live = self.start(batch, started)
+        if not live:
+            return
+        try:
+            for redo in range(MAX_REDO + 1):
+                if redo:
+                    self.report.redone += 1
+                local = gitstore.rev(self.store, f"refs/heads/{self.target}")
+                if local is None:
+                    raise GriteError(f"target branch {self.target} does not exist")
+                base = self.base_tip(local)
+                tip = self.already_checked(live, base) if not redo else None
+                if tip is not None:    # it waited for the user's checkout: nothing changed since
+                    good = live
+                else:
+                    self.reset(base)
+                    live = self.stack_all(live, started)
+                    if not live:
+                        return
+                    tip, good, bad = self.bisect(base, live, built=self.first_tip())
+                    for r, out in bad:
+                        self.failed(r, out, started)
+                    if not good:
+                        return
+                verdict, detail = self.land(tip, local)
+                if verdict == "landed":
+                    self.merged(good, tip, detail, started)
+                    return
+                if verdict == "waiting":
+                    self.waiting(good, detail, started, tip, base)
+                    return
+                live = good       # the target moved: do it again on the new tip
+            self.errored(live, f"{self.target} kept moving during {MAX_REDO + 1} attempts",
+                         started)
+        except (Stopped, KeyboardInterrupt):
+            self.put_back(live, "refinery stopped", started)
+            raise
+        except GriteError as exc:
+            self.errored(live, exc.message, started)
+
+    # -- steps ------------------------------------------------------------------------
+
+    def already_checked(self, reqs: list[Request], base: str) -> str | None:
+        """The commit a waiting batch was built and checked as, if it would be built the same
+        way now (same heads, same base): landing it needs no second check run."""
+        merges = {e.id: e for e in self.g.state().of_kind(model.MERGE)}
+        tips = set()
+        for r in reqs:
+            m = merges.get(r.merge)
+            if r.status != "waiting" or m is None or m.get("waited_on") != base \
+                    or m.get("waited_head") != r.head \
+                    or m.get("waited_batch") != [x.merge for x in reqs]:
+                return None
+            tips.add(m.get("waited_commit"))
+        return tips.pop() if len(tips) == 1 and None not in tips else None
+
+    def start(self, batch: list[Request], started: int) -> list[Request]:
+        ids = [r.merge for r in batch]
+        moves = [Move(r.task, "merging", r.merge, merge_fields={
+            "status": "merging", "attempts": r.attempts + 1, "started_at": started, "head": r.head,
+            "batch": ids, "log": merge_log(self.g, r.merge)},
+            skip_if_not=("needs-review",)) for r in batch]
+        self.write(moves, "start")
+        tasks = model.board(self.g, refresh=True).tasks
+        return [r for r in batch if model.status_of(tasks[r.task]) == "merging"]
+
+    def base_tip(self, local: str) -> str:
+        """What the merge is built on: the local target, or the remote's when that is ahead."""
+        remote = self.remote()
+        if remote is None:
+            return local
+        theirs = gitstore.fetch_branch(self.store, remote, self.target, self.settings.timeout)
+        if theirs and theirs != local and gitstore.is_ancestor(self.store, local, theirs):
+            return theirs
+        return local
+
+    def reset(self, tip: str) -> None:
+        path = worktree_path(self.g)
+        if not os.path.exists(os.path.join(path, ".git")):
+            if os.path.exists(path):
+                import shutil
+                shutil.rmtree(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            gitstore.worktree_add(self.store, path, tip)
+        gitstore.worktree_reset(path, tip)
+
+    def apply(self, r: Request) -> tuple[bool, list[str]]:
+        path, policy = worktree_path(self.g), self.rc.merge_policy
+        msg = f"{r.title} (brat task {r.task[:7]})"
+        if policy == "squash":
+            return gitstore.apply_squash(path, r.head, msg)
+        if policy == "merge":
+            return gitstore.apply_merge(path, r.head, f"Merge {r.branch}: {msg}")
+        return gitstore.apply_rebase(path, r.head)
+
+    def stack_all(self, reqs: list[Request], started: int) -> list[Request]:
+        """Apply each request onto the worktree in order; conflicting ones leave the batch."""
+        out = []
+        for r in reqs:
+            ok, files = self.apply(r)
+            if ok:
+                out.append(r)
+            else:
+                self.conflict(r, files, started)
+        return out
+
+    def stack(self, base: str, reqs: list[Request]) -> tuple[str, list[tuple[Request, str]]]:
+        self.reset(base)
+        bad = []
+        for r in reqs:
+            ok, files = self.apply(r)
+            if not ok:
+                bad.append((r, "conflict:" + ", ".join(files)))
+        return gitstore.head_of(worktree_path(self.g)), bad
+
+    def bisect(self, base: str, reqs: list[Request], failed: str | None = None,
+               built: str | None = None) -> tuple[str, list[Request], list[tuple[Request, str]]]:
+        """(tip with the good ones stacked on base, good, [(bad, check output)]).
+
+        `failed`: the output of a check of exactly these requests on base that failed already.
+        """
+        out = failed
+        if out is None:
+            if built is None:
+                tip, clashes = self.stack(base, reqs)
+                if clashes:   # only possible without an earlier request: bad on its own
+                    bad_ids = {r.merge for r, _ in clashes}
+                    rest = [r for r in reqs if r.merge not in bad_ids]
+                    tip, good, bad = self.bisect(base, rest) if rest else (base, [], [])
+                    return tip, good, bad + clashes
+            else:
+                tip = built
+            passed, out = self.check(tip, reqs)
+            if passed:
+                return tip, reqs, []
+        if len(reqs) == 1:
+            return base, [], [(reqs[0], out)]
+        half = (len(reqs) + 1) // 2
+        left, right = reqs[:half], reqs[half:]
+        tip_l, good_l, bad_l = self.bisect(base, left)
+        # The whole batch failed and the left half passed: the right half holds the failure.
+        tip_r, good_r, bad_r = self.bisect(tip_l, right, failed=None if bad_l else out)
+        return tip_r, good_l + good_r, bad_l + bad_r
+
+    def first_tip(self) -> str:
+        return gitstore.head_of(worktree_path(self.g))
+
+    # -- the check ----------------------------------------------------------------------
+
+    def check(self, tip: str, reqs: list[Request]) -> tuple[bool, str]:
+        """Run refinery.check in the worktree at tip: (passed, the output's tail)."""
+        if not self.rc.check.strip():
+            return True, ""
+        if gitstore.head_of(worktree_path(self.g)) != tip:
+            gitstore.worktree_reset(worktree_path(self.g), tip)
+        self.report.check_runs += 1
+        logs = [merge_log(self.g, r.merge) for r in reqs]
+        os.makedirs(os.path.dirname(logs[0]), exist_ok=True)
+        t0 = process.now_ms()
+        self.write([Move(r.task, None, r.merge, merge_fields={
+            "status": "checking", "check_started_at": t0, "checked_commit": tip})
+            for r in reqs], "check")
+        header = (f"== check `{self.rc.check}` on {tip[:12]} for "
+                  f"{', '.join(r.task[:7] for r in reqs)} at {time.strftime('%H:%M:%S')} ==\n")
+        with open(logs[0], "ab") as f:
+            f.write(header.encode())
+            f.flush()
+            start_at = f.tell()
+            code = self._run_check(f)
+        with open(logs[0], "rb") as f:
+            f.seek(start_at)
+            output = f.read()
+        footer = f"== exit {code} after {(process.now_ms() - t0) / 1000:.1f}s ==\n".encode()
+        with open(logs[0], "ab") as f:
+            f.write(footer)
+        for other in logs[1:]:
+            with open(other, "ab") as f:
+                f.write(header.encode() + output + footer)
+        if code == 0:
+            return True, ""
+        lines = output.decode("utf-8", "replace").splitlines()[-TAIL_LINES:]
+        tail = "\n".join(lines)[-TAIL_CHARS:]
+        why = "timed out" if code == "timeout" else f"exit {code}"
+        return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{tail}"
+
+    def _run_check(self, log) -> int | str:
+        def started(proc) -> None:
+            self._check = proc
+        try:
+            return run_check(self.rc.check, worktree_path(self.g), self.rc.check_timeout, log,
+                             self.check_pid_path(), started, self.renew)
+        finally:
+            self._check = None
+
+    # -- landing ------------------------------------------------------------------------
+
+    def land(self, new: str, local: str) -> tuple[str, str]:
+        """Move the target to new: ("landed", note) / ("moved", why) / ("waiting", why)."""
+        note, pushed = "", False
+        remote = self.remote()
+        if remote:
+            ok, why = gitstore.push_branch(self.store, remote, new, self.target,
+                                           self.settings.timeout)
+            if not ok:
+                theirs = gitstore.fetch_branch(self.store, remote, self.target,
+                                               self.settings.timeout)
+                if theirs is not None and not gitstore.is_ancestor(self.store, theirs, new):
+                    return "moved", f"push to {remote} rejected: {why}"
+                note = f"push to {remote} failed ({why}); landed locally"
+            else:
+                note, pushed = f"pushed to {remote}", True
+        verdict, why = self._land_locally(new, local)
+        if verdict != "landed" and pushed:
+            # It is on the remote: landed. This clone's branch catches up with a pull.
+            return "landed", f"{note}; local {self.target} not brought forward: {why}"
+        return verdict, why if verdict != "landed" else note
+
+    def _land_locally(self, new: str, local: str) -> tuple[str, str]:
+        ref = f"refs/heads/{self.target}"
+        for wt in gitstore.worktrees(self.store):
+            if wt.get("branch") == ref and "bare" not in wt:
+                process.wait_for_exit(self.wait_pids)   # the git command whose hook started us
+                res = gitstore.ff_checkout(wt["worktree"], new)
+                if res.ok:
+                    return "landed", ""
+                if gitstore.rev(self.store, ref) != local:
+                    return "moved", f"{self.target} moved"
+                files = [ln.strip() for ln in res.err.splitlines() if ln.startswith("\t")]
+                why = f"local changes to {', '.join(files)} collide" if files else res.error()
+                return "waiting", (f"{self.target} is checked out at {wt['worktree']} and git "
+                                   f"refuses to fast-forward it: {why}; commit or stash "
+                                   f"those changes, then run the refinery again")
+        if self.store.cas_ref(ref.encode(), local.encode(), new.encode(),
+                              f"brat refinery: {self.target} -> {new[:12]}".encode()):
+            return "landed", ""
+        return "moved", f"{self.target} moved"
+
+    def cleanup(self) -> None:
+        """A hub's worktree is temporary; a checkout keeps its own for the next pass."""
+        if self.store.bare and os.path.exists(worktree_path(self.g)):
+            gitstore.worktree_remove(self.store, worktree_path(self.g))
+
+    def kill_check(self) -> None:
+        if self._check is not None and self._check.poll() is None:
+            kill(self._check)
+
+
+def retry(g: Grite, ref: str) -> model.Updated:
+    """A blocked or failed task whose branch a human fixed goes straight back to review, its
+    merge attempts counted afresh (one event, validated at the tip, recorded as forced)."""
+    tid = g.resolve(ref, model.TASK).id
+    st = model.status_of(g.resolve(tid, model.TASK))
+    if st not in ("blocked", "failed"):
+        raise Conflict(f"refused: task {tid[:7]} is {st}; only a blocked or failed task is "
+                       f"retried (a task in needs-review is already in the queue)")
+    if rq.find_branch(g.store, rq.task_branch(tid)) is None:
+        raise Conflict(f"refused: task {tid[:7]} has no branch {rq.task_branch(tid)} to merge")
+    rq.write(g, [Move(tid, "needs-review", task_fields={"merge_failures": 0}, force=True,
+                      reason="retried by hand: back to the merge queue",
+                      skip_if_not=("blocked", "failed"))], "retry")
+    e = g.resolve(tid, model.TASK)
+    return model.Updated(tid, st, model.status_of(e), True, e.fields["status"][3])
+
+
+__all__ = ["Refinery", "PassReport", "Outcome", "Stopped", "retry", "worktree_path", "merge_log"]

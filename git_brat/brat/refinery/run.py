@@ -1,0 +1,247 @@
+"""Running the refinery: passes under its lease, --detach, stop by pid, and the status view."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import datetime
+
+import msgspec
+
+from git_brat import process
+from git_brat.brat import daemon
+from git_brat.brat import board as model
+from git_brat.brat.refinery import queue as rq
+from git_brat.brat.config import Config
+from git_brat.brat.refinery.passes import PassReport, Refinery, Stopped, merge_log
+from git_brat.git import store as gitstore
+from git_brat.grite import locks
+from git_brat.grite.repo import Grite
+from git_brat.grite.model.state import iso
+
+POLL = 5.0
+
+
+def log_path(g: Grite) -> str:
+    return os.path.join(g.store.brat_dir, "refinery.log")
+
+
+def running_pid(g: Grite) -> int | None:
+    return daemon.running_pid(g.store.brat_dir, "refinery")
+
+
+class RunReport(msgspec.Struct):
+    passes: list[PassReport]
+    stopped: bool = False
+    busy: str = ""             # another refinery holds the lease (with --hook: not an error)
+
+
+def kick_path(g: Grite) -> str:
+    return os.path.join(g.store.brat_dir, "refinery.kick")
+
+
+def _kicked_since(g: Grite, t: float) -> bool:
+    try:
+        return os.path.getmtime(kick_path(g)) >= t
+    except OSError:
+        return False
+
+
+def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
+        max_passes: int | None = None) -> RunReport:
+    """Passes until stopped (or one, with once), holding `refinery:<repo>` throughout.
+
+    quiet_if_busy (a hook started it): nothing due means no lease is even taken; when another
+    refinery holds the lease, a kick file tells it to look again before it exits.
+    """
+    report = RunReport([])
+    from git_brat.brat.refinery.check import git_pids
+    waits = git_pids(os.environ.get("BRAT_GIT_PID")) if quiet_if_busy else []
+    if quiet_if_busy and not rq.requests(g, cfg):
+        return report
+    for _round in range(20):   # bounded: re-runs only while hooks keep kicking
+        ref = Refinery(g, cfg)
+        ref.wait_pids = waits
+        try:
+            ref.acquire()
+        except locks.LeaseHeld as exc:
+            if quiet_if_busy:
+                os.makedirs(g.store.brat_dir, exist_ok=True)
+                with open(kick_path(g), "w") as f:
+                    f.write(f"{os.getpid()}\n")
+                report.busy = exc.message
+                return report
+            raise
+        started = time.time()
+        _passes(g, ref, report, once, max_passes)
+        if report.stopped or not once or not _kicked_since(g, started):
+            break
+    return report
+
+
+def _passes(g: Grite, ref: Refinery, report: RunReport, once: bool,
+            max_passes: int | None) -> None:
+    daemon.write_own(g.store.brat_dir, "refinery", log=log_path(g))
+
+    def on_term(_sig, _frm):
+        ref.kill_check()
+        raise Stopped()
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        n = 0
+        while True:
+            report.passes.append(ref.run_pass())
+            n += 1
+            if once or (max_passes is not None and n >= max_passes):
+                break
+            deadline = time.monotonic() + POLL
+            while time.monotonic() < deadline:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+                ref.renew()
+    except Stopped:
+        report.stopped = True
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        ref.cleanup()
+        ref.release()
+        daemon.forget(g.store.brat_dir, "refinery")
+
+
+def detach(g: Grite, args: list[str]) -> int:
+    """Start `git brat refinery run ARGS` in the background, output to the refinery log (the
+    refinery writes its own pid file once it holds the queue's lease)."""
+    return process.detach([*process.launcher("brat"), "refinery", "run", *args],
+                          role="refinery", log=log_path(g),
+                          cwd=g.store.toplevel() or g.store.common_dir,
+                          env=gitstore.clean_env()).pid
+
+
+def kick(g: Grite, cfg: Config) -> int | None:
+    """What a hook does, for callers inside git-brat (the witness, after it records a merge
+    request): with refinery.trigger = "hook", start a detached `refinery run --once --hook`
+    (it exits at once if another refinery runs, leaving it a kick). Returns its pid."""
+    if cfg.refinery.trigger != "hook":
+        return None
+    return detach(g, ["--once", "--hook"])
+
+
+class StopResult(msgspec.Struct):
+    stopped: bool
+    pid: int | None
+
+
+def stop(g: Grite, wait: float = 30.0) -> StopResult:
+    if running_pid(g) is None:
+        return StopResult(False, None)
+    return StopResult(True, daemon.stop(g.store.brat_dir, "refinery", wait).pid)
+
+
+# -- the status view ------------------------------------------------------------------------
+
+class QueueItem(msgspec.Struct):
+    position: int
+    task: str
+    title: str
+    merge: str | None
+    branch: str
+    head: str
+    priority: int
+    effective_priority: int
+    waiting: float             # seconds in the queue
+    attempts: int
+    status: str                # queued / waiting / error (backing off)
+
+
+class Current(msgspec.Struct):
+    merge: str
+    task: str
+    title: str
+    status: str                # merging / checking
+    started_at: datetime
+    check_started_at: datetime | None
+    elapsed: float
+    log: str
+    log_bytes: int
+    last_line: str
+
+
+class Result(msgspec.Struct):
+    merge: str
+    task: str
+    title: str
+    status: str
+    result: str
+    duration: float
+    finished_at: datetime
+    commit: str
+
+
+class RefineryStatus(msgspec.Struct):
+    target: str
+    policy: str
+    batch: int
+    check: str
+    running: bool
+    pid: int | None
+    lease: locks.LeaseView | None
+    queue: list[QueueItem]
+    current: list[Current]
+    recent: list[Result]
+
+
+def _last_line(path: str) -> tuple[int, str]:
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 2048))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+        return size, next((ln for ln in reversed(lines) if ln.strip()), "")
+    except OSError:
+        return 0, ""
+
+
+def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
+    state = g.state()
+    board = model.Board(state)
+    now = process.now_ms()
+    rc = cfg.refinery
+    merges = {e.id: e for e in state.of_kind(model.MERGE)}
+    queue, current = [], []
+    for i, r in enumerate(rq.requests(g, cfg, board, now), 1):
+        queue.append(QueueItem(i, r.task, r.title, r.merge or None, r.branch, r.head, r.priority,
+                               r.effective, round((now - r.since) / 1000, 1), r.attempts,
+                               r.status))
+    for m in sorted(merges.values(), key=model.age_key):
+        t = board.tasks.get(m.get("task", ""))
+        if m.get("status") in ("merging", "checking") and t is not None \
+                and model.status_of(t) == "merging":
+            log = m.get("log") or merge_log(g, m.id)
+            size, last = _last_line(log)
+            cs = m.get("check_started_at")
+            current.append(Current(m.id, t.id, t.get("title", ""), m.get("status"),
+                                   iso(m.get("started_at", m.updated_at)),
+                                   iso(cs) if cs else None,
+                                   round((now - m.get("started_at", now)) / 1000, 1), log, size,
+                                   last))
+    done = [m for m in merges.values() if m.get("status") in rq.DONE and m.get("finished_at")]
+    done.sort(key=lambda m: (m.get("finished_at"), m.id), reverse=True)
+    results = [Result(m.id, m.get("task", ""),
+                      board.tasks[m.get("task")].get("title", "") if m.get("task") in board.tasks
+                      else "", m.get("status"), m.get("result", ""), float(m.get("duration", 0)),
+                      iso(m.get("finished_at")), m.get("merged_commit", ""))
+               for m in done[:recent]]
+    lease = None
+    try:
+        st = locks.status(g, locks.settings(g.store, local=True),
+                          rq.lease_name(g.store, rc.remote), refresh=False)
+        lease = next((l for l in st.leases if l.state != "released"), None)
+    except Exception:   # no such lease yet
+        lease = None
+    pid = running_pid(g)
+    return RefineryStatus(rc.target_branch, rc.merge_policy, rc.batch, rc.check,
+                          pid is not None or (lease is not None and lease.state == "held"), pid,
+                          lease, queue, current, results)
+
+
+__all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport"]

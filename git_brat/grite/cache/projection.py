@@ -1,0 +1,741 @@
+"""Materialized view keyed by the frontier (tips read); disposable: deleting it changes no answer.
+
+Under .git/grite/cache/: `state.db`, an SQLite file (see cachedb) holding one row per entity and
+a meta row naming the frontier it was projected at, updated in place, in one transaction, for just
+the entities a batch touched; `meta`, a copy of that row written after each commit (a hint for
+the cheapest reads, never trusted for more); and `list-*.json`, `issue list --json` answers
+stamped with the generation they came from. Writers hold a file lock; readers take none.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from git_brat import process
+from git_brat.grite.log import attic
+from git_brat.errors import GriteError
+from git_brat.files import FileLock, atomic_write, ensure_dir
+from git_brat.git.store import Store
+from git_brat.grite.log.wal import LogReader, LogUnreadable, Problem
+from git_brat.grite.model.issueview import IssueView, decode_stored, issue_view, join_stored
+from git_brat.grite.model.state import State, no_gc, replay_stream
+
+if TYPE_CHECKING:
+    from git_brat.grite.cache import snapshot
+
+# 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
+# 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
+# 7: an SQLite file, a row per entity; 8: snapshots hold settled rows apart, and a cache
+# may wait for them. Snapshots carry it too: bump it whenever the same events would give a
+# different State.
+CACHE_VERSION = 8
+DB = "state.db"
+DEFAULT_COLD_DAYS = 30   # grite.coldAfterDays: closed issues untouched this long leave the lists
+DAY_MS = 86_400_000
+
+
+class ColdPending(msgspec.Struct):
+    """The rows this cache still lacks: the cold part of the snapshot it started from (its
+    ids are listed in the file, see cachedb.COLD). Only answers that leave out what is settled
+    and unchanged since `before` are given without them (see Cache.state)."""
+    snapshot: str        # the snapshot commit (here); its meta names the part's commit
+    rows: int
+    before: int          # ms
+    remote: str = ""     # the remote it came from ("": ours, or any synced remote)
+
+
+class Meta(msgspec.Struct):
+    version: int
+    generation: str
+    frontier: dict[str, str]
+    max_lamport: int
+    event_count: int = 0
+    problems: list[Problem] = []
+    snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
+    cold: ColdPending | None = None
+
+
+class Cache:
+    """Loads the projection for the current frontier, reading only what changed since last time."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.dir = os.path.join(store.grite_dir, "cache")
+        self.path = os.path.join(self.dir, DB)
+        self.problems: list[Problem] = []
+        self.rebuilt = False   # True when this call replayed every log from scratch
+        self.progress = None   # told the events replayed so far during a full replay (a TTY line)
+        self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
+        self.from_snapshot_events = 0                          # and how many events that gave it
+        self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
+        self.generation = ""                  # the cache generation the last answer came from
+        # True once the cache directory could not be written (a read-only .git, a full disk):
+        # answers are then computed in memory and nothing is written.
+        self.read_only = False
+        self._conn = None
+        self._stored = False   # the last state() answer is the file's, unchanged in memory
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    # -- the file ----------------------------------------------------------------
+
+    def _db(self, create: bool = False):
+        """The open cache file, or None when there is none usable here (answers from memory).
+
+        Only a writer holding the lock makes the file (create): readers open one that exists.
+        """
+        from git_brat.grite.cache import db as cachedb
+        if self._conn is not None:
+            return self._conn
+        if not create and not os.path.exists(self.path):
+            return None
+        if not self.read_only:
+            try:
+                ensure_dir(self.dir)
+                self._conn = cachedb.connect(self.path)
+                return self._conn
+            except cachedb.Unusable as exc:
+                if exc.damaged:   # replaced, never trusted
+                    cachedb.remove(self.path)
+                    try:
+                        self._conn = cachedb.connect(self.path)
+                        return self._conn
+                    except cachedb.Unusable:
+                        pass
+                self.read_only = True
+            except OSError as exc:
+                if exc.errno not in _UNWRITABLE:
+                    raise
+                self.read_only = True
+        if os.path.exists(self.path):
+            try:
+                self._conn = cachedb.connect(self.path, read_only=True)
+            except cachedb.Unusable:
+                return None
+        return self._conn
+
+    def _unusable(self) -> None:
+        """The file failed mid-use (deleted, damaged, unwritable): serve from memory from now on."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:   # noqa: BLE001 - closing a broken handle must not fail the answer
+                pass
+        self._conn, self.read_only = None, True
+
+    def _meta_of(self, conn, fresh: bool = False) -> Meta | None:
+        """The file's meta row; fresh: end the open read (a new one starts with this query)."""
+        import sqlite3
+        from git_brat.grite.cache import db as cachedb
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if not fresh:
+                conn.execute("BEGIN")   # one generation for every row this answer reads
+            raw = cachedb.read_meta(conn)
+        except sqlite3.Error:
+            self._unusable()
+            return None
+        try:
+            meta = msgspec.msgpack.decode(raw, type=Meta) if raw else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        return meta if meta is not None and meta.version == CACHE_VERSION else None
+
+    def _read_meta(self) -> Meta | None:
+        """The frontier the file was projected at (None: no usable cache)."""
+        conn = self._db()
+        return self._meta_of(conn, fresh=True) if conn is not None else None
+
+    def stored(self) -> tuple[Meta, State] | None:
+        """What the file holds, at whatever frontier it was projected (None: no usable cache)."""
+        from git_brat.grite.cache import db as cachedb
+        conn = self._db()
+        meta = self._meta_of(conn) if conn is not None else None
+        if meta is None or self._conn is None:
+            return None
+        return meta, cachedb.open_state(conn, meta.max_lamport, meta.event_count)
+
+    def _hint(self) -> Meta | None:
+        """The copy of meta beside the file: cheap, and trusted only as far as stamps match."""
+        try:
+            with open(self._path("meta"), "rb") as f:
+                meta = msgspec.msgpack.decode(f.read(), type=Meta)
+            return meta if meta.version == CACHE_VERSION else None
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+
+    def _answered(self, meta: Meta) -> None:
+        self.problems, self.frontier, self.generation = meta.problems, meta.frontier, meta.generation
+
+    def seen_lamport(self) -> int:
+        """Highest Lamport clock the cache has seen, without loading the state (cheap)."""
+        meta = self._hint()
+        return meta.max_lamport if meta else 0
+
+    # -- answers -------------------------------------------------------------------
+
+    def state(self, hot_before: int = 0) -> State:
+        """The projection at the current frontier (a warm call reads one row, takes no lock).
+
+        hot_before (ms): the caller reads no entity that is settled and unchanged since then,
+        so a cache still waiting for its snapshot's cold part answers without it; otherwise
+        that part is fetched and merged first (see cold)."""
+        from git_brat.grite.cache import db as cachedb
+        conn = self._db()
+        if conn is not None:
+            meta = self._meta_of(conn)
+            if meta is not None and meta.frontier == self.store.log_tips() and \
+                    _enough(meta, hot_before):
+                self._answered(meta)
+                self._stored = True
+                return cachedb.open_state(conn, meta.max_lamport, meta.event_count)
+        with self._locked():
+            return self._current(hot_before)[1]
+
+    def cold_pending(self) -> ColdPending | None:
+        """What of its snapshot this cache still lacks (cheap: the hint beside the file)."""
+        meta = self._hint()
+        return meta.cold if meta is not None else None
+
+    def issues(self, cold_before: int = 0) -> list[IssueView]:
+        """Every issue's list view, oldest first; closed ones untouched since cold_before left out."""
+        state, stored = self._stored_views(cold_before)
+        if stored is not None:
+            return decode_stored(stored, actor_names(state))
+        names = actor_names(state)
+        ents = state.of_kind("issue", ("closed",), cold_before)
+        return sorted((issue_view(e, names) for e in ents), key=lambda v: (v.created_at, v.id))
+
+    def _stored_views(self, cold_before: int) -> tuple[State, list[bytes] | None]:
+        """The state, and the file's pre-encoded views of issues() (None: compute them)."""
+        import sqlite3
+        from git_brat.grite.cache import db as cachedb
+        state = self.state(hot_before=cold_before)
+        conn = self._conn
+        if self._stored and conn is not None:
+            where, args = ("AND NOT (status = 'closed' AND updated < ?)", (cold_before,)) \
+                if cold_before else ("", ())
+            try:
+                views = cachedb.issue_views(conn, where, args)
+                if all(v is not None for v in views):
+                    return state, views
+            except sqlite3.Error:
+                self._unusable()
+        return state, None
+
+    def issue_list_json(self, state_filter: str, cold_before: int = 0) -> bytes:
+        """`issue list --json` output for open/closed/all, kept pre-encoded beside the file.
+
+        A warm call is one frontier check and one file read, whatever the number of issues.
+        """
+        path = self._path(f"list-{state_filter}-{cold_before}.json")
+        meta = self._hint()
+        if meta is not None and meta.frontier == self.store.log_tips():
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+                head = meta.generation.encode() + b"\n"
+                if data.startswith(head):
+                    self._answered(meta)
+                    return data[len(head):]
+            except OSError:
+                pass
+        state, stored = self._stored_views(cold_before)
+        if stored is not None:   # (spliced as they are: decoding 31k views to encode them again
+            body = join_stored(stored, actor_names(state), state_filter)   # took 0.3 s)
+        else:
+            views = self.issues(cold_before)
+            if state_filter != "all":
+                views = [v for v in views if v.state == state_filter]
+            body = msgspec.json.encode(views)
+        body += b"\n"
+        # Stamped with the generation it came from (not whatever is current by now: a writer may
+        # have moved the cache on meanwhile, and then this file must not match it).
+        if self._stored:
+            for old in _stale_lists(self.dir, path):
+                _unlink(old)
+            self._write(os.path.basename(path), self.generation.encode() + b"\n" + body)
+        return body
+
+    def rebuild(self, full: bool = False) -> State:
+        """Rewrite the cache from the logs: from the best snapshot on, or (full) every event."""
+        with self._locked():
+            return self._update(None, None, self.store.log_tips(), full)[1]
+
+    def snapshot_if_due(self, settings: snapshot.Settings) -> snapshot.Snapshot | None:
+        """Write this replica's snapshot if grite.snapshotEvery events came since the last one."""
+        if not (settings.enabled and settings.every):
+            return None
+        state = self.state()
+        if self.problems:   # a snapshot would hide the skipped records for good
+            return None
+        meta = self._read_meta()
+        covered = meta.snapshot_events if meta and meta.generation == self.generation else 0
+        if state.event_count - max(covered, self._own_snapshot_events()) < settings.every:
+            return None
+        try:
+            return self.take_snapshot()[0]
+        except (GriteError, OSError):   # only speed is at stake
+            return None
+
+    def _own_snapshot_events(self) -> int:
+        """Events in this replica's current snapshot (0 if none usable)."""
+        from git_brat.grite.log import identity
+        from git_brat.grite.cache import snapshot
+        rid = identity.load_replica(self.store.grite_dir).id
+        own = snapshot.read(self.store, snapshot.own_ref(rid))
+        return own.meta.events if own is not None and own.meta.version == CACHE_VERSION else 0
+
+    def take_snapshot(self) -> tuple[snapshot.Snapshot | None, bool]:
+        """Commit the state at the current frontier as this replica's snapshot: (it, written?).
+
+        Nothing is written when ours already covers exactly this frontier, or when there are
+        no events at all.
+        """
+        from git_brat.grite.log import identity
+        from git_brat.grite.cache import snapshot
+        state = self.state()
+        if self.problems:
+            raise GriteError(f"{len(self.problems)} log records could not be read, and a snapshot "
+                             f"now would leave their events out for good (see `git grite doctor`; "
+                             f"once repaired, `git grite rebuild`)")
+        covers = sorted(set(self.frontier.values()))
+        rid = identity.load_replica(self.store.grite_dir).id
+        ours = snapshot.read(self.store, snapshot.own_ref(rid))
+        if ours and ours.meta.covers == covers and ours.meta.version == CACHE_VERSION:
+            return ours, False
+        if not covers:
+            return None, False
+        snap = self._write_snapshot(state, covers, self.generation)
+        if snap is None:
+            raise GriteError("another process moved this replica's snapshot meanwhile; try again")
+        return snap, True
+
+    # -- writing -------------------------------------------------------------------
+
+    def _locked(self):
+        """The writers' lock; a null context when the cache cannot be written (read-only)."""
+        import contextlib
+        if self.read_only:
+            return contextlib.nullcontext()
+        for _attempt in range(5):
+            try:
+                ensure_dir(self.dir)
+                lock = _lock(self._path("lock"))
+                lock.acquire()
+            except FileNotFoundError:   # the directory was deleted meanwhile: make it again
+                continue
+            except OSError as exc:
+                if exc.errno in _UNWRITABLE:
+                    self.read_only = True
+                    return contextlib.nullcontext()
+                raise
+            return _Held(lock)
+        self.read_only = True   # deleted over and over while we looked: serve from memory
+        return contextlib.nullcontext()
+
+    def _write(self, name: str, data: bytes) -> None:
+        """Replace one file beside the cache; losing the directory or write access only costs speed."""
+        if self.read_only:
+            return
+        for _attempt in range(2):
+            try:
+                atomic_write(self._path(name), data)
+                return
+            except FileNotFoundError:   # deleted while we wrote: atomic_write makes it again
+                continue
+            except OSError as exc:
+                if exc.errno not in _UNWRITABLE:
+                    raise
+                break
+        self.read_only = True
+
+    def _current(self, hot_before: int = 0) -> tuple[Meta, State]:
+        """Under the lock: meta and state at the current frontier, extending the cache if needed
+        (and taking in its snapshot's cold part, unless hot_before says it is not needed)."""
+        from git_brat.grite.cache import db as cachedb
+        tips = self.store.log_tips()
+        conn = self._db()
+        meta = self._meta_of(conn, fresh=True) if conn is not None else None   # caught up meanwhile?
+        state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
+            if meta is not None and self._conn is not None else None
+        if state is not None and meta.frontier == tips and _enough(meta, hot_before):
+            self._answered(meta)
+            self._stored = True
+            return meta, state
+        return self._update(meta if state is not None else None, state, tips,
+                            hot_before=hot_before)
+
+    def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
+                full: bool = False, hot_before: int = 0) -> tuple[Meta, State]:
+        # Replay builds millions of small acyclic objects; a cyclic-GC pass over them (several
+        # would run otherwise) costs more than the work itself.
+        with no_gc():
+            return self._project(meta, state, tips, full, hot_before)
+
+    def _project(self, meta: Meta | None, state: State | None, tips: dict[str, str],
+                 full: bool, hot_before: int = 0) -> tuple[Meta, State]:
+        prior = meta or self._read_meta()
+        if prior is not None:   # a log ref that went backwards must not take seen events with it
+            try:
+                attic.keep(self.store, prior.frontier.items(), tips)
+            except OSError as exc:   # a read-only repository: nothing can be kept, or lost
+                if exc.errno not in _UNWRITABLE:
+                    raise
+        reader = LogReader(self.store)
+        touched: set[str] | None = None
+        pending: ColdPending | None = None
+        if meta is None or state is None or full:
+            from git_brat.grite.cache import snapshot   # (not for an extension: every write is one)
+            settings = snapshot.settings(self.store)
+            start = None if full or not settings.enabled else self._adopt_snapshot(tips)
+            if start is None:
+                why = "" if full else (" and no snapshot here covers what came before (off by "
+                                       "grite.snapshots, refused by doctor, in another format, "
+                                       "or failing its checks)")
+                state, covered = self._full(reader, tips, why), 0
+            else:
+                self.from_snapshot, state, frontier, pending = start
+                # Counted from its state, not taken from its meta (anyone's writing).
+                self.rebuilt, covered = True, state.event_count
+                self.from_snapshot_events = covered
+                state, touched, pending = self._extend_hot(reader, state, frontier, tips,
+                                                           pending, hot_before)
+                if touched is None:   # a fence moved, or the cold part failed: replayed in full
+                    self.from_snapshot, self.from_snapshot_events, covered = None, 0, 0
+            problems = reader.problems
+        else:
+            settings, covered = None, meta.snapshot_events
+            state, touched, pending = self._extend_hot(reader, state, meta.frontier, tips,
+                                                       meta.cold, hot_before)
+            problems = _merge_problems(meta.problems, reader.problems)
+        new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, state.event_count,
+                   problems, covered, pending)
+        self._store(new, state, touched)
+        # (A snapshot of a cache that lacks its cold rows would leave them out for good.)
+        if settings is not None and settings.every and not problems and not self.read_only and \
+                pending is None and state.event_count - covered >= settings.every:
+            covered = max(covered, self._own_snapshot_events())
+            if state.event_count - covered >= settings.every and \
+                    self._snapshot(state, tips, new.generation):
+                new.snapshot_events = state.event_count
+                self._store_meta(new)
+        self._answered(new)
+        return new, state
+
+    def _extend_hot(self, reader: LogReader, state: State, frontier: dict[str, str],
+                    tips: dict[str, str], pending: ColdPending | None, hot_before: int
+                    ) -> tuple[State, set[str] | None, ColdPending | None]:
+        """_extend, taking in the cold part first unless hot_before leaves it out and no new
+        event touches a row in it: (state, touched, what is still pending)."""
+        from git_brat.grite.cache import db as cachedb
+        changed = [sha for ref, sha in tips.items() if frontier.get(ref) != sha]
+        batches = reader.batches(reader.new_commits(changed, frontier.values()))
+        if pending is not None:   # (read whole only then: a long absence streams)
+            batches = list(batches)
+            if not _enough_for(pending, hot_before) or cachedb.listed_cold(
+                    self._conn, {e.entity for _sha, b in batches for e in b.events}):
+                try:
+                    state = self._take_cold(pending, tips)
+                except _ReplayInstead as why:
+                    return self._full(reader, tips, str(why)), None, None
+                pending = None
+        state, touched = self._extend(reader, state, tips, batches)
+        return state, touched, pending if touched is not None else None
+
+    def _take_cold(self, pending: ColdPending, tips: dict[str, str]) -> State:
+        """Under the lock: fetch the cold part if need be and merge its rows into the file, in
+        one transaction with a meta that no longer waits for it; the file's state then.
+        ColdUnavailable if it cannot be fetched; _ReplayInstead if it cannot be used."""
+        import sqlite3
+        from git_brat.grite.cache import db as cachedb
+        from git_brat.grite.cache import cold
+        from git_brat.grite.log import cut as shallow
+        from git_brat.grite.cache import snapshot
+        snap = snapshot.read(self.store, b"", pending.snapshot.encode())
+        if self._conn is None or self.read_only:
+            raise _ReplayInstead(" (the cache file cannot be written here)")
+        if snap is None or snap.meta.cold is None or snap.commit in snapshot.rejected(self.store):
+            raise _ReplayInstead(" (the snapshot this cache started from is gone or refused)")
+        why = cold.fetch(self.store, snap.meta.cold.commit, pending.remote)
+        if why is not None:
+            if not shallow.cut(self.store, tips.values()):   # (deepened since: replay it all)
+                raise _ReplayInstead(f" (the snapshot's cold part cannot be fetched: {why})")
+            raise ColdUnavailable(
+                f"this clone has the recent part of the snapshot it was made from; its "
+                f"{pending.rows} settled entities are still on the remote and could not be "
+                f"fetched ({why}); commands that list only recent work still answer, and "
+                f"`git grite fetch-cold` fetches them when the remote can be reached")
+        meta = self._meta_of(self._conn, fresh=True)
+        if meta is None or meta.cold is None:
+            raise _ReplayInstead(" (the cache changed under its lock)")
+        meta.cold, meta.generation = None, os.urandom(8).hex()
+        raw = msgspec.msgpack.encode(meta)
+        try:
+            merged = snapshot.merge_cold(self.store, snap, self._conn, raw)
+        except sqlite3.Error as exc:
+            raise _ReplayInstead(f" (the cache file could not take the cold part: {exc})")
+        if not merged:
+            snapshot.reject(self.store, snap.commit)
+            raise _ReplayInstead(" (the snapshot's cold part failed its checks)")
+        self._write("meta", raw)
+        return cachedb.open_state(self._conn, meta.max_lamport, meta.event_count)
+
+    def _store(self, meta: Meta, state: State, touched: set[str] | None) -> None:
+        """Write what changed (touched: those entities; None: everything) and meta, in one go."""
+        import sqlite3
+        from git_brat.grite.cache import db as cachedb
+        self._stored = False
+        raw = msgspec.msgpack.encode(meta)
+        if self._conn is None and not self.read_only and touched is None and \
+                self._create(state, raw):
+            self._write("meta", raw)
+            return
+        conn = None if self.read_only else self._db(create=True)
+        if conn is None or self.read_only:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if touched is not None and cachedb.is_stored(state):
+                cachedb.write_changes(conn, state, touched, raw)
+            else:
+                cachedb.write_all(conn, state, raw)
+        except sqlite3.Error:
+            self._unusable()
+            return
+        self._stored = cachedb.is_stored(state)
+        self._write("meta", raw)
+
+    def _create(self, state: State, raw: bytes) -> bool:
+        """Write the cache file whole where there is none (under the lock); whether it was."""
+        from git_brat.grite.cache import db as cachedb
+        return self._put(lambda: cachedb.create(self.path, state, raw))
+
+    def _put(self, make) -> bool:
+        """self._conn = make(), the new cache file it puts in place; whether that was done or
+        cannot be (then answers come from memory): False if another file appeared meanwhile."""
+        import sqlite3
+        from git_brat.grite.cache import db as cachedb
+        if os.path.exists(self.path):
+            return False
+        try:
+            ensure_dir(self.dir)
+            self._conn = make()
+        except FileExistsError:   # made meanwhile by a version that lets readers make it
+            return False
+        except (sqlite3.Error, cachedb.Unusable, FileNotFoundError):
+            # (the directory deleted while it was written: this answer comes from memory)
+            self._unusable()
+            return True
+        except OSError as exc:
+            if exc.errno not in _UNWRITABLE:
+                raise
+            self.read_only = True
+            return True
+        return True
+
+    def _adopt_snapshot(self, tips: dict[str, str]):
+        """The best snapshot made this cache's content, at the frontier of the tips it covers:
+        (it, the state, that frontier, its cold part if still to come), or None. A new cache
+        file is the snapshot's own file; one that exists takes its rows. Either way a crash
+        after this leaves a cache that is simply behind: the next command extends it from
+        that frontier (and takes in the cold part)."""
+        import sqlite3
+        from git_brat.grite.cache import db as cachedb
+        from git_brat.grite.cache import snapdb
+        from git_brat.grite.cache import snapshot
+        if self.read_only:
+            found = snapshot.best_state(self.store, tips, CACHE_VERSION)
+            if found is None:
+                return None
+            return found[0], found[1], {c: c for c in found[0].meta.covers}, None
+        ensure_dir(self.dir)
+        tmp = self.path + ".snapshot"
+        try:
+            start = snapshot.best(self.store, tips, CACHE_VERSION, tmp)
+            if start is None:
+                return None
+            snap = start.snap
+            frontier = {c: c for c in snap.meta.covers}
+            pending = None if snap.meta.cold is None else ColdPending(
+                snap.commit, snap.meta.cold.rows, snap.meta.cold.before, snapshot.remote_of(snap))
+            raw = msgspec.msgpack.encode(Meta(CACHE_VERSION, os.urandom(8).hex(), frontier,
+                                              start.max_lamport, start.events, [], start.events,
+                                              pending))
+            snapdb.set_meta(tmp, raw)
+            if not self._put(lambda: cachedb.place(tmp, self.path)):
+                conn = self._db(create=True)
+                if conn is not None and not self.read_only:
+                    try:
+                        snapdb.replace_rows(conn, tmp, raw)
+                    except sqlite3.Error:
+                        self._unusable()
+            if self._conn is None or self.read_only:   # nothing written: read it from tmp
+                state = snapshot.opened(self.store, tmp, start)   # (cold part and all)
+                return None if state is None else (snap, state, frontier, None)
+            self._write("meta", raw)
+            return snap, cachedb.open_state(self._conn, start.max_lamport, start.events), \
+                frontier, pending
+        finally:
+            cachedb.remove(tmp)
+
+    def _store_meta(self, meta: Meta) -> None:
+        """Record meta again (a snapshot was written after the rows were)."""
+        import sqlite3
+        if self._conn is None:
+            return
+        raw = msgspec.msgpack.encode(meta)
+        try:
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (raw,))
+        except sqlite3.Error:
+            self._unusable()
+            return
+        self._write("meta", raw)
+
+    def _extend(self, reader: LogReader, state: State, tips: dict[str, str],
+                batches) -> tuple[State, set[str] | None]:
+        """Apply the batches past the frontier: (state, touched entity ids, None if replayed)."""
+        touched: set[str] = set()
+        for _sha, batch in batches:
+            for e in batch.events:
+                touched.add(e.entity)
+                if not state.apply(e):   # a fence moved: replay everything in canonical order
+                    return self._full(reader, tips, " (a lease fence moved back: the order of "
+                                      "every event decides)"), None
+        return state, touched
+
+    def _snapshot(self, state: State, tips: dict[str, str], generation: str) -> bool:
+        """Commit a snapshot of state; whether it was written."""
+        try:   # only speed is at stake: a snapshot that cannot be written is not an error
+            return self._write_snapshot(state, list(tips.values()), generation) is not None
+        except (GriteError, OSError):
+            return False
+
+    def _write_snapshot(self, state: State, covers: list[str], generation: str):
+        """Commit state, which the cache file holds as `generation` (else it is written out
+        from memory), as this replica's snapshot; what is cold by grite.coldAfterDays held
+        apart, so that a clone made from it is ready before that arrives."""
+        import sqlite3
+        from git_brat.grite.log import identity
+        from git_brat.grite.cache import snapshot
+        ident = identity.load(self.store.grite_dir)
+        args = (self.store, ident.replica.id, ident.git_author)
+        before = cold_cutoff(self.store)
+        if not self.read_only and os.path.exists(self.path):
+            try:
+                written = snapshot.write_from(*args, state.event_count, len(state.kinds),
+                                              self.path, covers, CACHE_VERSION, before, generation)
+                if written is not False:
+                    return written
+            except sqlite3.Error:
+                pass   # written out from memory instead
+        return snapshot.write_state(*args, in_memory(state), covers, CACHE_VERSION, before)
+
+    def _full(self, reader: LogReader, tips: dict[str, str], why: str = "") -> State:
+        from git_brat.grite.log import cut as shallow
+        shallow.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
+        self.rebuilt = True
+        try:
+            return replay_stream(reader.all_batches(tips.values()), self.progress)
+        except LogUnreadable:   # start again commit by commit, naming what is skipped
+            return replay_stream(reader.careful_batches(tips.values()), self.progress)
+
+
+def in_memory(state: State) -> State:
+    """state with every table a plain dict (a stored state's rows read whole)."""
+    from git_brat.grite.cache import db as cachedb
+    if not cachedb.is_stored(state):
+        return state
+    tables = {name: dict(getattr(state, name).items()) for name in cachedb.SPACES}
+    return State(entities=dict(state.entities.items()), kinds=dict(state.kinds.items()),
+                 max_lamport=state.max_lamport, event_count=state.event_count, **tables)
+
+
+def _stale_lists(directory: str, keep: str) -> list[str]:
+    """Pre-encoded lists for other cutoffs of the same filter (a day has passed since)."""
+    prefix = os.path.basename(keep).rsplit("-", 1)[0] + "-"
+    try:
+        return [os.path.join(directory, n) for n in os.listdir(directory)
+                if n.startswith(prefix) and n.endswith(".json") and os.path.join(directory, n) != keep]
+    except OSError:
+        return []
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+_UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+class _Held:
+    """Context manager releasing an already acquired lock."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self.lock
+
+    def __exit__(self, *exc):
+        try:
+            self.lock.release()
+        except OSError:
+            pass
+        return False
+
+
+def _lock(path: str) -> FileLock:
+    """Exclusive lock on the cache (polling, so a wedged holder gives an error, not a hang)."""
+    return FileLock(path, timeout=60)
+
+
+class ColdUnavailable(GriteError):
+    """The cold part of the snapshot this cache started from was needed and cannot be had."""
+
+
+class _ReplayInstead(Exception):
+    """The cold part cannot be used: replay every log instead (the reason follows `why`)."""
+
+
+def _enough_for(pending: ColdPending, hot_before: int) -> bool:
+    """Whether an answer that leaves out what is settled before hot_before needs none of the
+    pending rows (they are settled before pending.before)."""
+    return bool(hot_before) and hot_before >= pending.before
+
+
+def _enough(meta: Meta, hot_before: int) -> bool:
+    return meta.cold is None or _enough_for(meta.cold, hot_before)
+
+
+def cold_cutoff(store: Store, now_ms: int | None = None) -> int:
+    """ms before which a closed issue is cold (0: none is), by whole days (grite.coldAfterDays)."""
+    found = store.config_matching(r"^grite\.coldafterdays$").get("grite.coldafterdays")
+    try:
+        days = DEFAULT_COLD_DAYS if found is None else int(found)
+    except ValueError:
+        raise GriteError(f"grite.coldAfterDays must be a number of days, not {found!r}")
+    if days <= 0:
+        return 0
+    today = (now_ms if now_ms is not None else process.now_ms()) // DAY_MS * DAY_MS
+    return today - days * DAY_MS
+
+
+def actor_names(state: State) -> dict[str, str]:
+    """Actor id -> display name, from actor entities recorded in the log."""
+    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind("actor")}
+
+
+def _merge_problems(old: list[Problem], new: list[Problem]) -> list[Problem]:
+    seen = {p.sha for p in old}
+    return old + [p for p in new if p.sha not in seen]

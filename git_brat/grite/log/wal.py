@@ -1,0 +1,207 @@
+"""The write-ahead log: append batches to refs/grite/wal by compare-and-swap; read them back."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Callable, Iterable, Iterator, NamedTuple
+
+import msgspec
+
+from git_brat import process
+from git_brat.grite.model import events as ev
+from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked
+from git_brat.git.store import LogCommit, Store
+from git_brat.grite.log.identity import Identity
+
+WAL = b"refs/grite/wal"
+# Fewer new commits than this are read in-process; more go through one `git cat-file --batch`.
+_BATCH_READ_THRESHOLD = 64
+
+
+class Draft(NamedTuple):
+    """An event before it is stamped with actor, clock and id."""
+    entity: str
+    op: ev.Op
+    fence: ev.Fence | None = None
+
+
+class Appended(msgspec.Struct):
+    commit: str            # "" when there was nothing to write (the change was already made)
+    events: list[ev.Event]
+
+    @property
+    def written(self) -> bool:
+        return bool(self.commit)
+
+
+class LogUnreadable(Exception):
+    """The fast whole-log read met something missing or undecodable."""
+
+
+class Problem(msgspec.Struct):
+    """Something unreadable met while reading logs; replay skipped it."""
+    sha: str
+    detail: str
+
+
+def lock_timeout() -> float:
+    """How long a writer keeps retrying a locked or contended ref (GRITE_LOCK_TIMEOUT seconds)."""
+    try:
+        return float(os.environ.get("GRITE_LOCK_TIMEOUT", "10"))
+    except ValueError:
+        return 10.0
+
+
+def _pause_before_ref_update() -> None:
+    """Tests only: with GRITE_TEST_PAUSE_BEFORE_REF=PATH, wait (at most 30 s) while PATH exists,
+    having created PATH.waiting, so a test can run a real `git gc --prune=now` in exactly the
+    window between writing a batch's objects and the ref update that acknowledges it."""
+    path = os.environ.get("GRITE_TEST_PAUSE_BEFORE_REF")
+    if not path:
+        return
+    with open(path + ".waiting", "w"):
+        pass
+    deadline = time.monotonic() + 30
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def head_lamport(store: Store, tip: bytes | None) -> int:
+    """Highest Lamport clock this replica has written (read from the tip batch's header)."""
+    if tip is None:
+        return 0
+    try:
+        commit = store.read_commit(tip)
+        return ev.decode_head(store.read_log_blob(commit)).lamport
+    except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
+        return 0
+
+
+def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[Draft]],
+           summary: Callable[[list[ev.Event]], str], seen_lamport: Callable[[], int] = lambda: 0,
+           ref: bytes = WAL) -> Appended:
+    """Append one batch atomically; return only after the ref update succeeded.
+
+    `build(tip)` is called on every attempt with the log tip the batch will be chained to (and
+    compare-and-swapped against), so callers can validate against state at exactly that tip;
+    `seen_lamport` gives the highest clock observed in other logs (for causality).
+    """
+    deadline = time.monotonic() + lock_timeout()
+    attempt = 0
+    while True:
+        attempt += 1
+        tip = store.read_ref(ref)
+        drafts = build(tip)
+        if not drafts:   # the change is already there: a no-op writes nothing
+            return Appended("", [])
+        base = max(head_lamport(store, tip), seen_lamport())
+        now_ms = process.now_ms()
+        events = [ev.make_event(d.entity, ident.actor.id, base + i + 1, now_ms, d.op, d.fence)
+                  for i, d in enumerate(drafts)]
+        payload = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, ident.replica.id,
+                                           base + len(events), events))
+        message = summary(events)
+        commit = store.write_log_commit(payload, tip, message, ident.git_author, now_ms // 1000)
+        _pause_before_ref_update()
+        try:
+            if store.cas_ref(ref, tip, commit, message=message.encode()):
+                store.confirm_written(commit)   # a gc --prune=now meanwhile must not lose it
+                return Appended(commit.decode(), events)
+        except RefLocked:
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if time.monotonic() > deadline:
+                raise Conflict(f"could not append to {ref.decode()}: it kept changing "
+                               f"under {attempt} attempts; try again")
+        # Jittered exponential backoff, capped: contention clears in milliseconds.
+        time.sleep(random.uniform(0, min(0.2, 0.002 * (2 ** min(attempt, 7)))))
+
+
+class LogReader:
+    """Reads events from log commits, skipping (and recording) whatever is unreadable."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.problems: list[Problem] = []
+
+    def new_commits(self, tips: Iterable[str], known_tips: Iterable[str]) -> list[str]:
+        """Commits reachable from tips but not from known_tips, oldest first."""
+        tips, known = list(tips), list(known_tips)
+        try:
+            return self.store.rev_list(tips, known)
+        except GriteError:
+            return self._walk(tips, set(known))
+
+    def _walk(self, tips: list[str], stop: set[str]) -> list[str]:
+        """Slow in-process walk used when git refuses (a corrupt commit in the chain)."""
+        seen: set[str] = set()
+        order: list[str] = []
+        stack = [t for t in tips if t not in stop]
+        while stack:
+            sha = stack.pop()
+            if sha in seen or sha in stop:
+                continue
+            seen.add(sha)
+            try:
+                commit = self.store.read_commit(sha.encode())
+            except CorruptObject as exc:
+                self.problems.append(Problem(sha, f"commit unreadable ({exc.detail}); "
+                                                  "earlier history of this log cannot be reached"))
+                continue
+            order.append(sha)
+            stack.extend(p.decode() for p in commit.parents)
+        order.reverse()
+        return order
+
+    def batches(self, commits: list[str]) -> Iterator[tuple[str, ev.Batch]]:
+        """Decoded batches for commits (in the given order); corrupt ones are skipped."""
+        if len(commits) >= _BATCH_READ_THRESHOLD:
+            blobs: Iterable[tuple[str, bytes | None]] = self.store.cat_log_blobs(commits)
+        else:
+            blobs = (self._read_one(c) for c in commits)
+        return self._decoded(blobs)
+
+    def all_batches(self, tips: Iterable[str]) -> Iterator[list[ev.Batch]]:
+        """Every batch reachable from tips, a chunk at a time, in no particular order.
+
+        Replay is a CRDT, so order does not matter; listing and reading run in git while this
+        process decodes. Raises LogUnreadable, after yielding what it could, when anything is
+        missing or does not decode: `careful_batches` then reads commit by commit and names it.
+        """
+        decode = ev.decode_batch
+        try:
+            for blobs in self.store.stream_event_blobs(list(tips)):
+                yield [decode(b) for b in blobs]
+        except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LogUnreadable(str(exc)) from exc
+
+    def careful_batches(self, tips: Iterable[str]) -> Iterator[list[ev.Batch]]:
+        """Like all_batches, one commit at a time, skipping (and recording) what is unreadable."""
+        for _sha, batch in self.batches(self.new_commits(tips, ())):
+            yield [batch]
+
+    def _decoded(self, blobs: Iterable[tuple[str, bytes | None]]) -> Iterator[tuple[str, ev.Batch]]:
+        for sha, data in blobs:
+            if data is None:
+                self._note(sha, "commit, tree or events blob missing or unreadable")
+                continue
+            try:
+                yield sha, ev.decode_batch(data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                self._note(sha, f"events blob does not decode ({exc})")
+
+    def _read_one(self, sha: str) -> tuple[str, bytes | None]:
+        return sha, self.store.events_blob(sha)
+
+    def _note(self, sha: str, detail: str) -> None:
+        if not any(p.sha == sha for p in self.problems):
+            self.problems.append(Problem(sha, detail))
+
+    def commit_info(self, sha: str) -> LogCommit | None:
+        try:
+            return self.store.read_commit(sha.encode())
+        except CorruptObject:
+            return None

@@ -1,0 +1,404 @@
+"""Replay: a CRDT projection of events into entities; same events in any order, same state."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable
+
+import msgspec
+
+from git_brat.grite.model import events as ev
+
+
+class Entity(msgspec.Struct):
+    """Projected entity. Every field is a join of events, so application order never matters."""
+    id: str
+    kind: str = ""
+    created: bool = False               # False while only later events have arrived (held)
+    create_stamp: tuple[int, str, str] | None = None
+    created_at: int = 0                 # ms
+    created_by: str = ""
+    updated_at: int = 0                 # ms: max over applied events
+    fields: dict[str, tuple[Any, int, str, str]] = {}   # name -> (value, lamport, actor, eid)
+    sets: dict[str, dict[str, list[str]]] = {}          # set -> value -> live add tags
+    tombs: list[str] = []               # add tags cancelled by removes (kept sorted)
+    comments: dict[str, tuple[int, str, int, str]] = {}  # eid -> (lamport, actor, ts, body)
+    # Every status change, kept with the entity so its history never needs the whole log:
+    # eid -> (lamport, actor, ts, the event's status, status_from, reason and forced fields).
+    transitions: dict[str, tuple[int, str, int, dict[str, Any]]] = {}
+
+    def get(self, name: str, default: Any = None) -> Any:
+        cell = self.fields.get(name)
+        return default if cell is None else cell[0]
+
+    def members(self, set_name: str) -> list[str]:
+        held = self.sets.get(set_name)   # (most entities have none: every list view asks)
+        return sorted([v for v, tags in held.items() if tags]) if held else []
+
+    def live_tags(self, set_name: str, value: str) -> list[str]:
+        return list(self.sets.get(set_name, {}).get(value, ()))
+
+    def sorted_comments(self) -> list[tuple[str, int, str, int, str]]:
+        """(eid, lamport, actor, ts, body) in causal order."""
+        return sorted(((eid, *c) for eid, c in self.comments.items()),
+                      key=lambda c: (c[1], c[2], c[0]))
+
+
+class Rejection(msgspec.Struct):
+    event: str
+    entity: str
+    reason: str
+
+
+class State(msgspec.Struct):
+    """Everything replay derives from the logs."""
+    entities: dict[str, Entity] = {}
+    kinds: dict[str, str] = {}              # id -> kind of every created entity (an index)
+    # target -> entities that ever added a dependency edge to it (a superset: check membership)
+    dep_sources: dict[str, list[str]] = {}
+    max_lamport: int = 0
+    fences: dict[str, int] = {}             # resource -> highest lease token seen
+    # resource -> token -> when the lease before that token ended (LeaseToken.prev_end; 0 unknown)
+    lease_ends: dict[str, dict[int, int]] = {}
+    # resource -> token -> latest ts among applied events fenced with that token
+    fenced_at: dict[str, dict[int, int]] = {}
+    rejected: dict[str, Rejection] = {}
+    # Events whose operation this version does not know (from a newer writer), by id: a set,
+    # so reading one blob twice (two commits may share it) does not count it twice.
+    unknown: dict[str, None] = {}
+    event_count: int = 0
+
+    def apply(self, e: ev.Event) -> bool:
+        """Apply one event; False means the state needs a full replay (a fence moved backwards)."""
+        if e.lamport > self.max_lamport:
+            self.max_lamport = e.lamport
+        self.event_count += 1
+        op = e.op
+        kind = type(op)
+        if kind is ev.LeaseToken:
+            res, tok = op.resource, op.token
+            if tok > self.fences.get(res, 0):
+                self.fences[res] = tok
+            ends = self.lease_ends.setdefault(res, {})
+            if tok not in ends or op.prev_end < ends[tok]:
+                ends[tok] = op.prev_end
+                for old, ts in self.fenced_at.get(res, {}).items():
+                    if old < tok and (op.prev_end <= 0 or ts > op.prev_end):
+                        return False   # an event already applied under an older token is now stale
+            return True
+        if e.fence is not None:
+            res, tok = e.fence.resource, e.fence.token
+            if self.stale(res, tok, e.ts):
+                # No newer token in the reason: it would depend on arrival order.
+                self.rejected[e.id] = Rejection(e.id, e.entity,
+                                                f"stale fencing token {tok} for {res}")
+                return True
+            seen = self.fenced_at.setdefault(res, {})
+            if e.ts > seen.get(tok, -1):
+                seen[tok] = e.ts
+        apply = _APPLY.get(kind)
+        if apply is None:   # UnknownOp: an operation from a newer writer
+            self.unknown[e.id] = None
+            return True
+        ent = self.entities.get(e.entity)
+        if ent is None:
+            ent = self.entities[e.entity] = Entity(e.entity)
+        if e.ts > ent.updated_at:
+            ent.updated_at = e.ts
+        apply(ent, e, op)
+        if kind is ev.Create:
+            self.kinds[e.entity] = ent.kind
+        elif kind is ev.AddTo and op.name.startswith("dep:"):
+            sources = self.dep_sources.setdefault(op.value, [])
+            if e.entity not in sources:
+                sources.append(e.entity)
+        return True
+
+    def of_kind(self, kind: str, settled: tuple[str, ...] = (), before: int = 0) -> list[Entity]:
+        """Created entities of one kind, leaving out the cold ones when asked.
+
+        Cold: in one of the `settled` statuses ("" for an entity without one) and last changed
+        before `before` (ms). From the cache file this reads only the rows asked for.
+        """
+        cold = bool(settled and before)
+        query = getattr(self.entities, "query", None)
+        if query is not None:
+            found = query(_hot_parts(kind, settled, before) if cold else [("kind=?", (kind,))], kind)
+        else:
+            found = [self.entities[i] for i, k in self.kinds.items() if k == kind]
+        return [e for e in found if not is_cold(e, settled, before)] if cold else found
+
+    def of_group(self, kind: str, group: str) -> list[Entity]:
+        """Created entities of one kind that belong to `group` (their convoy, or their task)."""
+        query = getattr(self.entities, "query", None)
+        if query is not None:
+            return [e for e in query([("kind=? AND grp=?", (kind, group))], kind)
+                    if group_of(e) == group]
+        return [e for e in self.of_kind(kind) if group_of(e) == group]
+
+    def with_prefix(self, prefix: str) -> list[tuple[str, str]]:
+        """(id, kind) of created entities whose id starts with prefix."""
+        find = getattr(self.kinds, "with_prefix", None)
+        if find is not None:
+            return find(prefix)
+        return [(i, k) for i, k in self.kinds.items() if i.startswith(prefix)]
+
+    def stale(self, resource: str, token: int, ts: int) -> bool:
+        """Is an event under `token`, written at ts (holder's clock), from a lost lease?
+
+        Yes once a newer token was granted and the event was written after the lease it
+        claims had ended (released or expired, as recorded with the grant; unknown end: yes).
+        Work done while the lease was still held stays valid.
+        """
+        ends = self.lease_ends.get(resource)
+        if not ends:
+            return False
+        cutoffs = [end for t, end in ends.items() if t > token]
+        if not cutoffs:
+            return False
+        cutoff = min(cutoffs)
+        return cutoff <= 0 or ts > cutoff
+
+
+STATUS_FIELDS = ("status", "state")   # what says whether an entity is settled
+# Statuses that end an entity's work, in grite's kinds and brat's: a snapshot moves entities
+# in one of them, unchanged for long, to its cold part (see snapshot). Which ones are listed
+# only decides what a fresh clone can answer before that part arrives, never an answer.
+SETTLED = ("closed", "merged", "dropped", "done", "ended", "stopped", "crashed", "timed-out",
+           "superseded")
+GROUP_FIELDS = ("convoy", "task")      # what an entity belongs to
+
+
+def _hot_parts(kind: str, settled: tuple[str, ...], before: int) -> list[tuple[str, tuple]]:
+    """SQL conditions, each one search of the (kind, status, updated) index, that together
+    select the entities of a kind not cold: settled but changed since `before`, or with a
+    status outside `settled` (the ranges between the settled values)."""
+    vals = sorted(set(settled))
+    parts = [(f"kind=? AND status IN ({','.join('?' * len(vals))}) AND updated >= ?",
+              (kind, *vals, before))]
+    for lo, hi in zip([None, *vals], [*vals, None]):
+        where, args = "kind=?", (kind,)
+        if lo is not None:
+            where, args = where + " AND status > ?", args + (lo,)
+        if hi is not None:
+            where, args = where + " AND status < ?", args + (hi,)
+        parts.append((where, args))
+    return parts
+
+
+def status_of(ent: Entity) -> str:
+    for name in STATUS_FIELDS:
+        value = ent.get(name)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def group_of(ent: Entity) -> str | None:
+    for name in GROUP_FIELDS:
+        value = ent.get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def is_cold(ent: Entity, settled: tuple[str, ...], before: int) -> bool:
+    return bool(settled) and ent.updated_at < before and status_of(ent) in settled
+
+
+def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
+    stamp = (e.lamport, e.actor, e.id)
+    if ent.create_stamp is None or stamp < tuple(ent.create_stamp):
+        ent.create_stamp = stamp
+        ent.kind, ent.created_at, ent.created_by = op.kind, e.ts, e.actor
+    ent.created = True
+    _set_fields(ent, op.fields, stamp)
+    _transition(ent, e, op.fields)
+
+
+def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
+    _set_fields(ent, op.fields, (e.lamport, e.actor, e.id))
+    _transition(ent, e, op.fields)
+
+
+TRANSITION_FIELDS = ("status_from", "reason", "forced")
+
+
+def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any]) -> None:
+    if any(f in fields for f in STATUS_FIELDS):
+        kept = {k: v for k, v in fields.items() if k in STATUS_FIELDS or k in TRANSITION_FIELDS}
+        ent.transitions[e.id] = (e.lamport, e.actor, e.ts, kept)
+
+
+def _add(ent: Entity, e: ev.Event, op: ev.AddTo) -> None:
+    if e.id not in ent.tombs:
+        tags = ent.sets.setdefault(op.name, {}).setdefault(op.value, [])
+        if e.id not in tags:
+            tags.append(e.id)
+            tags.sort()
+
+
+def _remove(ent: Entity, e: ev.Event, op: ev.RemoveFrom) -> None:
+    tags = ent.sets.setdefault(op.name, {}).get(op.value)
+    for tag in op.observed:
+        if tag not in ent.tombs:
+            ent.tombs.append(tag)
+        if tags and tag in tags:
+            tags.remove(tag)
+    ent.tombs.sort()
+    if tags is not None and not tags:
+        del ent.sets[op.name][op.value]
+
+
+def _comment(ent: Entity, e: ev.Event, op: ev.Comment) -> None:
+    ent.comments[e.id] = (e.lamport, e.actor, e.ts, op.body)
+
+
+_APPLY = {ev.Create: _create, ev.SetFields: _set, ev.AddTo: _add, ev.RemoveFrom: _remove,
+          ev.Comment: _comment}
+
+
+def _set_fields(ent: Entity, fields: dict[str, Any], stamp: tuple[int, str, str]) -> None:
+    for name, value in fields.items():
+        cur = ent.fields.get(name)
+        if cur is None or stamp > (cur[1], cur[2], cur[3]):
+            ent.fields[name] = (value, *stamp)
+
+
+def replay(events: Iterable[ev.Event]) -> State:
+    """Full replay. Lease tokens are applied first so fencing never depends on arrival order."""
+    with no_gc():
+        events = list(events)
+        state = State()
+        lease = ev.LeaseToken
+        for e in events:
+            if type(e.op) is lease:
+                state.apply(e)
+        apply = state.apply
+        for e in events:
+            if type(e.op) is not lease:
+                apply(e)
+    return state
+
+
+class EncodedState(State):
+    """State as a snapshot holds it: each entity still in its encoding (a cache row's body)."""
+    entities: dict[str, msgspec.Raw] = {}
+
+
+def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
+                  reread: Callable[[], Iterable[ev.Event]] | None = None,
+                  start: State | None = None) -> State:
+    """Apply batches as they arrive (in chunks); the same state as replay() of their events.
+
+    Arrival order is fine (the projection is a CRDT) unless a fence moves backwards; then the
+    canonical replay of everything decides: of the events kept meanwhile, or, given `reread`
+    (the same events again, from the start), of two passes over it, so that a million events
+    are never held at once. `progress(events_so_far)` is told after each chunk. `start`: a
+    snapshot's state the batches extend (then a fence that moves back cannot be decided here).
+    """
+    state, events, in_order, seen = start or State(), [], True, 0
+    apply = state.apply
+    with no_gc():
+        for chunk in chunks:
+            if progress is not None:
+                progress(seen)
+            for batch in chunk:
+                seen += len(batch.events)
+                if reread is None:
+                    events += batch.events
+                if in_order:   # (read on to the end all the same: the reader names what it skips)
+                    for e in batch.events:
+                        if not apply(e):
+                            in_order = False
+                            break
+    if in_order:
+        return state
+    if start is not None:
+        from git_brat.errors import DEEPEN_HINT, HistoryCut
+        raise HistoryCut("a lease fence moved back after the snapshot this clone starts from, "
+                         f"and only every event in order can decide it; {DEEPEN_HINT}")
+    return replay(events) if reread is None else _replay_twice(reread)
+
+
+def _replay_twice(read: Callable[[], Iterable[ev.Event]]) -> State:
+    """replay() over a source read twice (lease tokens first), not kept in memory."""
+    lease = ev.LeaseToken
+    with no_gc():
+        state = State()
+        for e in read():
+            if type(e.op) is lease:
+                state.apply(e)
+        apply = state.apply
+        for e in read():
+            if type(e.op) is not lease:
+                apply(e)
+    return state
+
+
+class no_gc:
+    """Pause the cyclic GC while building many small objects (none of them form cycles).
+
+    On exit the survivors are frozen out of the collector's generations: otherwise the first
+    collection after re-enabling walks all of them (over 100 ms at 100k events) to find nothing.
+    Reference counting still frees them as usual, but cyclic garbage that exists at that moment
+    is never collected: a long-running loop calls gc.unfreeze() between rounds.
+    """
+
+    def __enter__(self):
+        import gc
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        import gc
+        if self.was:
+            gc.freeze()
+            gc.enable()
+
+
+def _entity_key(ent: Entity) -> dict:
+    return {
+        "id": ent.id, "kind": ent.kind, "created": ent.created,
+        "create_stamp": ent.create_stamp, "created_at": ent.created_at,
+        "created_by": ent.created_by, "updated_at": ent.updated_at,
+        "fields": ent.fields,
+        "sets": {k: {v: sorted(t) for v, t in vals.items() if t} for k, vals in ent.sets.items()},
+        "tombs": sorted(set(ent.tombs)),
+        "comments": ent.comments,
+        "transitions": ent.transitions,
+    }
+
+
+def _rest_key(state: State) -> dict:
+    return {"max_lamport": state.max_lamport, "fences": dict(state.fences.items()),
+            "rejected": dict(state.rejected.items()), "unknown": sorted(state.unknown.keys())}
+
+
+def canonical(state: State) -> bytes:
+    """Byte representation that is identical for equal states (used by tests and doctor)."""
+    body = {"entities": {k: _entity_key(e) for k, e in state.entities.items()}, **_rest_key(state)}
+    return msgspec.msgpack.encode(body, order="sorted")
+
+
+def digest(state: State) -> bytes:
+    """A hash equal for equal states, as canonical() is, built an entity at a time (from the
+    cache file, rows are read in order and not kept): doctor compares whole states with it."""
+    from git_brat.grite.model.events import blake2b
+    h = blake2b(digest_size=32)
+    encode = msgspec.msgpack.Encoder(order="sorted").encode
+    stream = getattr(state.entities, "stream", None)
+    for k, e in (stream() if stream is not None else sorted(state.entities.items())):
+        h.update(encode((k, _entity_key(e))))
+    h.update(encode(_rest_key(state)))
+    return h.digest()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+
+
+def iso(ms: int) -> datetime:
+    """A stamp in ms as a UTC datetime (exact arithmetic: twice as fast as fromtimestamp, and a
+    snapshot's check makes two per issue)."""
+    return _EPOCH + ms * _MS
