@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import zipfile
 
 import pytest
 
-from helpers import ROOT, grite, run, status
+from helpers import grite, run, status
 
 
 def test_every_command_prints_bare_json_and_leaves_git_status_alone(grepo, tmp_path):
@@ -64,13 +62,3 @@ def test_git_grite_help_opens_the_man_page(repo):
     proc = run(["git", "grite", "--help"], repo, env={"MANPAGER": "cat", "PAGER": "cat",
                                                       "MANWIDTH": "80"})
     assert "GIT-GRITE(1)" in proc.out and "issue create" in proc.out
-
-
-def test_the_wheel_installs_the_man_pages(tmp_path):
-    subprocess.run(["python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
-    wheel = next(tmp_path.glob("git_brat-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
-    for page in ("git-grite.1", "git-brat.1"):
-        assert any(n.endswith(f".data/data/share/man/man1/{page}") for n in names)
-    assert any(n.endswith("templates/feature.yaml") for n in names)
