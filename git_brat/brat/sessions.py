@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
 from git_brat.grite import locks
@@ -198,18 +199,15 @@ def report_block(g: Grite, sess: Entity, message: str) -> None:
 
     def build() -> list[Draft]:
         board = model.board(g)
-        old = status_of(board.tasks[tid])
-        model.check_transition(board, tid, old, "blocked", False)
-        return [Draft(tid, ev.SetFields({"status": "blocked", "status_from": old,
-                                         "blocked_by": sess.id,
-                                         "reason": message.strip().splitlines()[0][:200]})),
+        return [tasks.move(board, tid, "blocked", message.strip().splitlines()[0][:200],
+                           blocked_by=sess.id),
                 Draft(tid, ev.Comment(f"blocked: {message}"))]
     fenced(g, sess, build, summary("task.block", tid))
 
 
 def comment(g: Grite, tid: str, sess: Entity | None, message: str) -> None:
     if sess is None:
-        model.comment(g, tid, message)
+        tasks.comment(g, tid, message)
         return
     check_text(message, "comment", one_line=False)
     fenced(g, sess, [Draft(tid, ev.Comment(message))], summary("task.comment", tid))
@@ -231,9 +229,8 @@ def reply(g: Grite, ref: str, message: str) -> str:
             raise Conflict(f"refused: task {tid[:7]} is {old}; a reply re-queues a task that is "
                            f"{', '.join(REPLY_FROM)}")
         out = [Draft(tid, ev.Comment(f"reply: {message}")),
-               Draft(tid, ev.SetFields({"status": "queued", "status_from": old,
-                                        "reason": "a human replied", "reply": message,
-                                        "reply_id": rid, "failures": 0, "retry_after": 0}))]
+               tasks.move(board, tid, "queued", "a human replied", reply=message, reply_id=rid,
+                          failures=0, retry_after=0)]
         for m in board.state.of_group(model.MERGE, tid):
             if m.get("status") in ("queued", ""):
                 out.append(Draft(m.id, ev.SetFields({"status": "superseded",

@@ -12,6 +12,7 @@ import msgspec
 from git_brat import process
 from git_brat.brat import engines
 from git_brat.brat import board as model
+from git_brat.brat import tasks
 from git_brat.brat.engines import runner
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.context import EXCHANGE, exchanges, prompt, work_tree_status
@@ -318,7 +319,7 @@ def create(g: Grite, ans: Answer) -> AskResult:
         fields.update(workflow=ans.workflow, vars=ans.vars)
     drafts.append(Draft(convoy, ev.Create(model.CONVOY, fields)))
     for t in ans.tasks:
-        drafts += model.task_drafts(ids[t.key], convoy, t.title, t.body,
+        drafts += tasks.task_drafts(ids[t.key], convoy, t.title, t.body,
                                     [ids[k] for k in t.needs], t.priority, t.paths,
                                     step=t.key)
         t.id = ids[t.key]

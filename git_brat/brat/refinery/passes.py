@@ -12,6 +12,7 @@ from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
+from git_brat.brat import tasks
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.check import kill, run_check
 from git_brat.brat.refinery.outcomes import Outcome, Outcomes
@@ -440,7 +441,7 @@ class Refinery(Outcomes):
             kill(self._check)
 
 
-def retry(g: Grite, ref: str) -> model.Updated:
+def retry(g: Grite, ref: str) -> tasks.Updated:
     """A blocked or failed task whose branch a human fixed goes straight back to review, its
     merge attempts counted afresh (one event, validated at the tip, recorded as forced)."""
     tid = g.resolve(ref, model.TASK).id
@@ -454,7 +455,7 @@ def retry(g: Grite, ref: str) -> model.Updated:
                       reason="retried by hand: back to the merge queue",
                       skip_if_not=("blocked", "failed"))], "retry")
     e = g.resolve(tid, model.TASK)
-    return model.Updated(tid, st, model.status_of(e), True, e.fields["status"][3])
+    return tasks.Updated(tid, st, model.status_of(e), True, e.fields["status"][3])
 
 
 __all__ = ["Refinery", "PassReport", "Outcome", "Stopped", "retry", "worktree_path", "merge_log"]
