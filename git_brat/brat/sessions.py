@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import layout
 from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
@@ -38,17 +39,13 @@ def branch_for(tid: str) -> str:
     return f"brat/{tid}"
 
 
-def worktree_for(g: Grite, tid: str) -> str:
-    return os.path.join(g.store.brat_dir, "worktrees", tid)
-
-
 def log_path(g: Grite, sid: str) -> str:
-    return os.path.join(g.store.brat_dir, "sessions", f"{sid}.log")
-
-
-def session_dir(g: Grite, sid: str) -> str:
-    """Per-session files outside the work tree (the prompt, an engine's history files)."""
-    return os.path.join(g.store.brat_dir, "sessions", sid)
+    """Where a session's log is shown to be: "" for an id that can name no file (a hostile
+    record is shown without a log rather than stop a listing)."""
+    try:
+        return layout.session_log(g.store, sid)
+    except UsageError:
+        return ""
 
 
 class SessionDetail(msgspec.Struct):
@@ -121,7 +118,7 @@ def current(g: Grite, state: State) -> Entity:
             raise NotFound(f"BRAT_SESSION={sid[:12]} names no session in this repository")
         return ent
     top = g.store.toplevel()
-    root = os.path.realpath(os.path.join(g.store.brat_dir, "worktrees"))
+    root = os.path.realpath(layout.worktrees(g.store))
     here = os.path.realpath(top) if top else ""
     if here.startswith(root + os.sep):   # session work trees are made there and nowhere else
         mine = [s for s in state.of_kind(SESSION, ENDED, g.cold_before)
@@ -261,4 +258,4 @@ def fields_of(e: Entity, *names: str) -> dict[str, Any]:
 
 __all__ = ["SessionDetail", "detail", "current", "task_of", "report_done", "report_block",
            "comment", "reply", "request_stop", "of_task", "resource", "holder_id", "branch_for",
-           "worktree_for", "log_path", "session_dir", "LIVE", "ENDED", "FAILED"]
+           "log_path", "LIVE", "ENDED", "FAILED"]

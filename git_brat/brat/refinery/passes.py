@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import layout
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat import tasks
@@ -41,16 +42,12 @@ class PassReport(msgspec.Struct):
     note: str = ""
 
 
-def brat_dir(g: Grite) -> str:
-    return g.store.brat_dir
-
-
 def worktree_path(g: Grite) -> str:
-    return os.path.join(brat_dir(g), "refinery")
+    return layout.refinery_worktree(g.store)
 
 
 def merge_log(g: Grite, mid: str) -> str:
-    return os.path.join(brat_dir(g), "merges", f"{mid}.log")
+    return layout.merge_log(g.store, mid)
 
 
 class Refinery(Outcomes):
@@ -84,7 +81,7 @@ class Refinery(Outcomes):
         self._renewed = time.monotonic()
 
     def check_pid_path(self) -> str:
-        return os.path.join(brat_dir(self.g), "refinery.check")
+        return layout.refinery_check(self.g.store)
 
     def kill_orphaned_check(self) -> None:
         """The check a killed refinery left running (its own process group) is stopped."""

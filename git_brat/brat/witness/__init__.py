@@ -18,6 +18,7 @@ import msgspec
 from git_brat import process
 from git_brat.brat import engines
 from git_brat.brat import board as model
+from git_brat.brat import layout
 from git_brat.brat.witness import prompt
 from git_brat.brat.engines import runner
 from git_brat.brat import sessions as ss
@@ -153,7 +154,7 @@ def agent_env(g: Grite, preset: Preset, sid: str, tid: str, worktree: str) -> di
 def _shim_dir(g: Grite) -> str:
     """git-brat and git-grite launchers of this very installation, first on the agents' PATH:
     an agent's `git brat task done` must reach the brat that supervises it."""
-    d = os.path.join(g.store.brat_dir, "bin")
+    d = layout.bin_dir(g.store)
     for program in ("brat", "grite"):
         path = os.path.join(d, f"git-{program}")
         text = f"#!/bin/sh\nexec {shlex.join(process.launcher(program))} \"$@\"\n"
@@ -341,8 +342,8 @@ class Witness:
         live = _Live(sid, task, self.preset, holder)
         live.target = self.cfg.refinery.target_branch
         live.branch = ss.branch_for(task.id)
-        live.worktree = ss.worktree_for(self.g, task.id)
-        live.log = ss.log_path(self.g, sid)
+        live.worktree = layout.worktree(self.g.store, task.id)
+        live.log = layout.session_log(self.g.store, sid)
         timeout = self.opts.timeout or self.preset.timeout or self.cfg.witness.timeout
         live.deadline = live.started + timeout
         self.live[sid] = live
@@ -454,7 +455,7 @@ class Witness:
     def _prepare(self, live: _Live, info: dict) -> None:
         g, tid = self.g, live.tid
         os.makedirs(os.path.dirname(live.log), exist_ok=True)
-        sdir = ss.session_dir(g, live.sid)
+        sdir = layout.session_dir(g.store, live.sid)
         os.makedirs(sdir, exist_ok=True)
         resumed_branch = self._worktree(live)
         board: Board = info["board"]
@@ -481,7 +482,7 @@ class Witness:
             resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
             commits=self.g.store.count_commits(live.base, live.branch) if resumed_branch else 0)
         text = prompt.continuation(pin) if resume_id else prompt.build(pin)
-        with open(os.path.join(sdir, "prompt.txt"), "w", encoding="utf-8") as f:
+        with open(layout.session_prompt(g.store, live.sid), "w", encoding="utf-8") as f:
             f.write(text)
         live.session_uuid = str(uuid.uuid4()) if self.preset.new_session_args and not resume_id else ""
         live.inv = engines.invocation(self.preset, text, live.worktree, sdir, resume_id,
@@ -552,7 +553,7 @@ class Witness:
 
     def _record_proc(self, live: _Live, proc: process.Proc, status: str) -> None:
         # The pid file first: if we die before the event lands, recovery still finds the agent.
-        with open(os.path.join(ss.session_dir(self.g, live.sid), "pid"), "w") as f:
+        with open(layout.session_pid(self.g.store, live.sid), "w") as f:
             f.write(f"{proc.pid} {proc.start}\n")
         fields = {**live.prepared, "status": status, "pid": proc.pid, "pid_start": proc.start,
                   "phase": live.phase}
@@ -709,7 +710,7 @@ class Witness:
         if not engine_session and self.preset.resumes and not self.preset.session_keys \
                 and live.phase == "engine":
             # An engine that resumes from its files (aider's chat history), not by an id.
-            engine_session = ss.session_dir(self.g, live.sid)
+            engine_session = layout.session_dir(self.g.store, live.sid)
         failure = self._failure(live, rc, result)
         res = ss.resource(live.tid)
         outcome: dict = {}
@@ -902,7 +903,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
         pid, start = s.get("pid", 0), s.get("pid_start", 0)
         if not pid:   # it died between starting the engine and recording it
             try:
-                with open(os.path.join(ss.session_dir(g, s.id), "pid")) as f:
+                with open(layout.session_pid(g.store, s.id)) as f:
                     pid, start = (int(x) for x in f.read().split())
             except (OSError, ValueError):
                 pass
@@ -924,7 +925,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
             try:
                 preset = engines.resolve(s.get("engine", ""), None)
                 engine_session = engines.read_result(
-                    preset, runner.read_from(ss.log_path(g, s.id), 0)).session_id
+                    preset, runner.read_from(layout.session_log(g.store, s.id), 0)).session_id
             except NotFound:
                 pass
 
@@ -937,7 +938,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
         out = [Draft(s.id, ev.SetFields({
             "status": "crashed", "reason": why, "ended_at": process.now_ms(), "salvaged": salvaged,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,
-            "output_tail": runner.tail(ss.log_path(g, s.id), TAIL_LINES)[-4000:]
+            "output_tail": runner.tail(layout.session_log(g.store, s.id), TAIL_LINES)[-4000:]
             if s.get("host") == host else ""}))]
         task = b.tasks.get(tid)
         if task is not None and status_of(task) == "running" and task.get("session") == s.id:
