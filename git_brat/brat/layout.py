@@ -69,13 +69,10 @@ def session_prompt(store: Store, sid: str) -> str:
 
 
 def session_logs(store: Store) -> list[tuple[str, str]]:
-    """(session id, path) of every session log on disk, sorted."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(sessions(store), "*.log"))):
-        name = os.path.basename(path)[:-4]
-        if _ENTITY_ID.fullmatch(name):
-            out.append((name, path))
-    return out
+    """(name, path) of every log in the sessions folder, sorted: a session's log is named by
+    its id; the deacon prunes any old log there, whatever its name."""
+    return [(os.path.basename(p)[:-4], p)
+            for p in sorted(glob.glob(os.path.join(sessions(store), "*.log")))]
 
 
 def bin_dir(store: Store) -> str:

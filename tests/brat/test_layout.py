@@ -37,9 +37,11 @@ def test_an_id_from_a_record_that_is_not_an_entity_id_never_becomes_a_path(repo,
             build(store, bad)
 
 
-def test_only_session_logs_named_by_an_entity_id_are_listed(repo):
+def test_the_session_logs_listed_are_the_logs_in_the_sessions_folder(repo):
     store = Store.discover(str(repo))
     os.makedirs(layout.sessions(store))
     for name in (f"{TID}.log", "notes.log", f"{TID}.txt"):
         open(os.path.join(layout.sessions(store), name), "w").close()
-    assert layout.session_logs(store) == [(TID, layout.session_log(store, TID))]
+    assert layout.session_logs(store) == [
+        (TID, layout.session_log(store, TID)),
+        ("notes", os.path.join(layout.sessions(store), "notes.log"))]
