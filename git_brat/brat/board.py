@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import msgspec
 
-from git_brat.grite.model import events as ev
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
 from git_brat.errors import Conflict, NotARepository, UsageError
 from git_brat.git.store import Store
-from git_brat.grite.issues import check_text, find_cycle, prerequisites, summary, topo
-from git_brat.grite.log.wal import Draft
+from git_brat.grite.issues import check_text, prerequisites, topo
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State, iso
 
@@ -363,9 +360,9 @@ def run_key(e: Entity) -> tuple:
     return (e.get("priority", DEFAULT_PRIORITY), *age_key(e))
 
 
-# -- operations ------------------------------------------------------------------
+# -- checks every writer makes --------------------------------------------------------
 
-def _check_priority(p: int) -> int:
+def check_priority(p: int) -> int:
     if p not in PRIORITIES:
         raise UsageError(f"priority {p} is not allowed: use 0 (most urgent) to 4")
     return p
@@ -378,39 +375,6 @@ def check_paths(paths: list[str]) -> list[str]:
         if p not in out:
             out.append(p)
     return out
-
-
-def create_convoy(g: Grite, title: str, body: str = "") -> str:
-    title = check_text(title, "convoy title")
-    cid = ev.new_entity_id()
-    g.append([Draft(cid, ev.Create(CONVOY, {"title": title, "body": body}))],
-             summary("convoy.create", cid, title))
-    return cid
-
-
-def task_drafts(tid: str, convoy: str, title: str, body: str, needs: list[str], priority: int,
-                paths: list[str], step: str = "") -> list[Draft]:
-    """Events creating one task: queued from its first event, so it never lacks a status."""
-    fields: dict[str, Any] = {"title": title, "body": body, "status": "queued", "convoy": convoy,
-                              "priority": priority, "paths": paths}
-    if step:
-        fields["step"] = step
-    drafts = [Draft(tid, ev.Create(TASK, fields))]
-    drafts += [Draft(tid, ev.AddTo("dep:depends_on", n)) for n in sorted(set(needs))]
-    return drafts
-
-
-def create_task(g: Grite, convoy: str, title: str, body: str = "", needs: list[str] = (),
-                priority: int = DEFAULT_PRIORITY, paths: list[str] = ()) -> str:
-    title = check_text(title, "task title")
-    _check_priority(priority)
-    paths = check_paths(list(paths))
-    conv = g.resolve(convoy, CONVOY)
-    need_ids = [g.resolve(n, TASK).id for n in needs]
-    tid = ev.new_entity_id()
-    g.append(task_drafts(tid, conv.id, title, body, need_ids, priority, paths),
-             summary("task.create", tid, title))
-    return tid
 
 
 def check_transition(board: Board, tid: str, old: str, new: str, force: bool) -> None:
@@ -435,117 +399,6 @@ def check_transition(board: Board, tid: str, old: str, new: str, force: bool) ->
                            f"first (--force overrides, and is recorded)")
 
 
-class Updated(msgspec.Struct):
-    id: str
-    from_status: str
-    to_status: str
-    forced: bool
-    event: str
-
-
-def update_task(g: Grite, ref: str, status: str | None = None, force: bool = False,
-                reason: str = "", title: str | None = None, body: str | None = None,
-                priority: int | None = None) -> Updated:
-    """Change a task in exactly one event; a status change is validated against fresh state."""
-    tid = g.resolve(ref, TASK).id
-    fields: dict[str, Any] = {}
-    if title is not None:
-        fields["title"] = check_text(title, "task title")
-    if body is not None:
-        fields["body"] = body
-    if priority is not None:
-        fields["priority"] = _check_priority(priority)
-    if reason:
-        check_text(reason, "reason")
-    if status is None and not fields:
-        raise UsageError("nothing to update: give --status, --title, --body or --priority")
-    if force and status is None:
-        raise UsageError("--force only applies to a --status change")
-    seen: dict[str, str] = {}
-
-    def build() -> list[Draft]:
-        # g.append runs this against the state at the exact tip it swaps against (and again
-        # after a lost compare-and-swap), so two writers can never both make the same move.
-        board = Board(g.state(), g.cold_before)
-        old = status_of(board.tasks[tid])
-        out = dict(fields)
-        seen["old"] = old
-        if status is not None:
-            check_transition(board, tid, old, status, force)
-            out.update({"status": status, "status_from": old})
-            if force:
-                out["forced"] = True
-            task = board.tasks[tid]
-            if status == "queued" and (task.get("failures") or task.get("retry_after")
-                                       or task.get("merge_failures")):
-                # A human's re-queue starts afresh: the witness's and the refinery's counts.
-                out.update(failures=0, retry_after=0, merge_failures=0)
-            if reason:
-                out["reason"] = reason
-        elif reason:
-            out["reason"] = reason
-        return [Draft(tid, ev.SetFields(out))]
-
-    def describe(_events) -> str:
-        if status is None:
-            return summary("task.update", tid, fields.get("title", ""))
-        return summary(f"task.{'force' if force else 'status'}", tid) + f" {seen['old']}->{status}"
-
-    res = g.append(build, describe)
-    e = res.events[0]
-    return Updated(tid, seen["old"], status or seen["old"],
-                   bool(e.op.fields.get("forced", False)), e.id)
-
-
-def comment(g: Grite, ref: str, text: str) -> str:
-    tid = g.resolve(ref, TASK).id
-    check_text(text, "comment", one_line=False)
-    return g.append([Draft(tid, ev.Comment(text))], summary("task.comment", tid)).events[0].id
-
-
-def dep_add(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
-    """TASK needs each of ON; refused (nothing written) if any would make a cycle."""
-    tid = g.resolve(ref, TASK).id
-    targets = [g.resolve(o, TASK).id for o in on]
-    if not targets:
-        raise UsageError("give the task(s) it needs with --on")
-    if tid in targets:
-        raise UsageError("a task cannot need itself")
-
-    def build() -> list[Draft]:
-        state = g.state()   # at the tip being swapped against (see Grite.append)
-        pre = prerequisites(state, TASK)
-        pre.setdefault(tid, set()).update(targets)
-        cycle = find_cycle(pre, tid)
-        if cycle:
-            names = [f"{i[:7]} ({state.entities[i].get('title', '')})" for i in cycle]
-            raise Conflict("refused: this dependency would make a cycle: " + " -> ".join(names))
-        have = set(state.entities[tid].members("dep:depends_on"))
-        return [Draft(tid, ev.AddTo("dep:depends_on", t)) for t in sorted(set(targets) - have)
-                or sorted(set(targets))]
-
-    if set(targets) <= set(g.resolve(tid, TASK).members("dep:depends_on")):
-        return tid, targets   # already there: nothing to write
-    g.append(build, summary("task.dep.add", tid))
-    return tid, targets
-
-
-def dep_remove(g: Grite, ref: str, on: list[str]) -> tuple[str, list[str]]:
-    tid = g.resolve(ref, TASK).id
-    ent = g.resolve(tid, TASK)
-    targets = [g.resolve(o, TASK).id for o in on]
-    if not targets:
-        raise UsageError("give the task(s) to remove with --on")
-    drafts = []
-    for t in targets:
-        tags = ent.live_tags("dep:depends_on", t)
-        if not tags:
-            raise UsageError(f"task {tid[:7]} does not need {t[:7]}")
-        drafts.append(Draft(tid, ev.RemoveFrom("dep:depends_on", t, tags)))
-    g.append(drafts, summary("task.dep.remove", tid))
-    return tid, targets
-
-
 def history(g: Grite, tid: str) -> list[Transition]:
     """Every status change of a task, in replay order (kept with the task: no log scan)."""
     state = g.state()
@@ -561,5 +414,4 @@ def history(g: Grite, tid: str) -> list[Transition]:
     return out
 
 
-__all__ = ["Board", "STATES", "TRANSITIONS", "open_grite", "create_convoy", "create_task",
-           "update_task", "comment", "dep_add", "dep_remove", "history", "task_drafts"]
+__all__ = ["Board", "STATES", "TRANSITIONS", "open_grite", "check_transition", "history"]

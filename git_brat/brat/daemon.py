@@ -9,53 +9,51 @@ import sys
 import time
 
 from git_brat import process
+from git_brat.brat import layout
 from git_brat.errors import Conflict, NotFound
+from git_brat.git.store import Store
 from git_brat.process import PidFile
 
 
-def pid_path(brat_dir: str, role: str) -> str:
-    return os.path.join(brat_dir, f"{role}.pid")
-
-
-def read(brat_dir: str, role: str) -> PidFile | None:
+def read(store: Store, role: str) -> PidFile | None:
     """The role's pid file if the process it names is still that process; stale ones are removed."""
-    return process.read_pid_file(pid_path(brat_dir, role))
+    return process.read_pid_file(layout.pid_file(store, role))
 
 
-def detach(brat_dir: str, role: str, args: list[str], cwd: str) -> PidFile:
+def detach(store: Store, role: str, args: list[str], cwd: str) -> PidFile:
     """Start `git brat ARGS` in the background, in its own session, logging to <role>.log."""
-    running = read(brat_dir, role)
+    running = read(store, role)
     if running is not None:
         raise Conflict(f"a detached {role} already runs here (pid {running.pid}); "
                        f"`git brat {role} stop` stops it")
     return process.detach([*process.launcher("brat"), *args], role=role, cwd=cwd,
                           env={**os.environ, "BRAT_DETACHED": role},
-                          log=os.path.join(brat_dir, f"{role}.log"),
-                          pid_file=pid_path(brat_dir, role), shown=["git", "brat", *args])
+                          log=layout.role_log(store, role),
+                          pid_file=layout.pid_file(store, role), shown=["git", "brat", *args])
 
 
-def write_own(brat_dir: str, role: str, argv: list[str] | None = None, log: str = "") -> None:
+def write_own(store: Store, role: str, argv: list[str] | None = None, log: str = "") -> None:
     """Record this process as the running <role> (the pid file names it by pid and start time,
     so a reused pid is never taken for it)."""
-    os.makedirs(brat_dir, exist_ok=True)
-    process.write_pid_file(pid_path(brat_dir, role), role, process.this_process(),
+    layout.ensure_root(store)
+    process.write_pid_file(layout.pid_file(store, role), role, process.this_process(),
                            argv if argv is not None else ["git", "brat", *sys.argv[1:]],
-                           log or os.path.join(brat_dir, f"{role}.log"))
+                           log or layout.role_log(store, role))
 
 
-def running_pid(brat_dir: str, role: str) -> int | None:
-    pf = read(brat_dir, role)
+def running_pid(store: Store, role: str) -> int | None:
+    pf = read(store, role)
     return pf.pid if pf is not None else None
 
 
-def forget(brat_dir: str, role: str) -> None:
+def forget(store: Store, role: str) -> None:
     """Remove our own pid file (a detached role calls this as it exits)."""
-    process.forget_pid_file(pid_path(brat_dir, role), os.getpid())
+    process.forget_pid_file(layout.pid_file(store, role), os.getpid())
 
 
-def stop(brat_dir: str, role: str, timeout: float = 60.0) -> PidFile:
+def stop(store: Store, role: str, timeout: float = 60.0) -> PidFile:
     """SIGTERM the running role and wait for it to finish stopping its work."""
-    pf = read(brat_dir, role)
+    pf = read(store, role)
     if pf is None:
         raise NotFound(f"no {role} runs here")
     os.kill(pf.pid, signal.SIGTERM)
@@ -66,7 +64,7 @@ def stop(brat_dir: str, role: str, timeout: float = 60.0) -> PidFile:
         time.sleep(0.1)
     else:
         raise Conflict(f"the {role} (pid {pf.pid}) did not stop within {timeout:.0f}s")
-    process.forget_pid_file(pid_path(brat_dir, role), pf.pid)
+    process.forget_pid_file(layout.pid_file(store, role), pf.pid)
     return pf
 
 

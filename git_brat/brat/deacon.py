@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import time
@@ -12,6 +11,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import layout
 from git_brat.brat.config import Config
 from git_brat.grite.model import events as ev
 from git_brat.git import store as gitstore
@@ -51,7 +51,7 @@ class LastRun(msgspec.Struct):
 
 
 def stamp_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "deacon.json")
+    return layout.deacon_stamp(g.store)
 
 
 # -- duties ------------------------------------------------------------------------------
@@ -99,8 +99,8 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
     from git_brat.brat.refinery import run as refinery_run
     store = g.store
     sessions = _sessions_by_worktree(g.state(), g.cold_before)
-    root = os.path.realpath(os.path.join(store.brat_dir, "worktrees"))
-    refinery = os.path.realpath(os.path.join(store.brat_dir, "refinery"))
+    root = os.path.realpath(layout.worktrees(store))
+    refinery = os.path.realpath(layout.refinery_worktree(store))
     for wt in gitstore.worktrees(store):
         path = os.path.realpath(wt.get("worktree", ""))
         if path == refinery:
@@ -164,8 +164,7 @@ def prune_logs(g: Grite, cfg: Config, report: Report) -> None:
     cutoff = time.time() - cfg.deacon.log_retention_days * 86400
     live = {e.id for e in g.state().of_kind(model.SESSION, model.SESSION_ENDED, model.NOT_SETTLED)
             if e.get("status") in LIVE_SESSIONS}
-    for path in sorted(glob.glob(os.path.join(g.store.brat_dir, "sessions", "*.log"))):
-        name = os.path.basename(path)[:-4]
+    for name, path in layout.session_logs(g.store):
         try:
             if os.path.getmtime(path) >= cutoff or name in live:
                 continue
@@ -243,7 +242,7 @@ def _write_stamp(g: Grite, **values) -> None:
     from git_brat.files import atomic_write
     data = _read_stamp(g)
     data.update(values)
-    os.makedirs(g.store.brat_dir, exist_ok=True)
+    layout.ensure_root(g.store)
     atomic_write(stamp_path(g), json.dumps(data).encode())
 
 
@@ -269,7 +268,7 @@ def last_run(g: Grite, state: State) -> LastRun | None:
 def running_pid(g: Grite) -> int | None:
     """The pid of this repository's looping deacon, if one runs."""
     from git_brat.brat import daemon
-    return daemon.running_pid(g.store.brat_dir, "deacon")
+    return daemon.running_pid(g.store, "deacon")
 
 
 def stop(g: Grite, wait: float = 30.0) -> int | None:
@@ -277,14 +276,14 @@ def stop(g: Grite, wait: float = 30.0) -> int | None:
     from git_brat.brat import daemon
     if running_pid(g) is None:
         return None
-    return daemon.stop(g.store.brat_dir, "deacon", wait).pid
+    return daemon.stop(g.store, "deacon", wait).pid
 
 
 def detach(g: Grite, once: bool) -> process.PidFile:
     """Start `git brat deacon run [--once]` in the background, output to deacon.log (a looping
     deacon writes its own pid file as it starts)."""
     return process.detach([*process.launcher("brat"), "deacon", "run", *(["--once"] if once else [])],
-                          role="deacon", log=os.path.join(g.store.brat_dir, "deacon.log"),
+                          role="deacon", log=layout.role_log(g.store, "deacon"),
                           cwd=g.store.toplevel() or g.store.common_dir, env=gitstore.clean_env())
 
 
@@ -295,7 +294,7 @@ def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
     stop = {"now": False}
     old = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     from git_brat.brat import daemon
-    daemon.write_own(g.store.brat_dir, "deacon")
+    daemon.write_own(g.store, "deacon")
     try:
         while not stop["now"]:
             g.state(refresh=True)
@@ -307,7 +306,7 @@ def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:
                 time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
     finally:
         signal.signal(signal.SIGTERM, old)
-        daemon.forget(g.store.brat_dir, "deacon")
+        daemon.forget(g.store, "deacon")
     return out
 
 

@@ -10,6 +10,8 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import layout
+from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
 from git_brat.grite import locks
@@ -37,17 +39,13 @@ def branch_for(tid: str) -> str:
     return f"brat/{tid}"
 
 
-def worktree_for(g: Grite, tid: str) -> str:
-    return os.path.join(g.store.brat_dir, "worktrees", tid)
-
-
 def log_path(g: Grite, sid: str) -> str:
-    return os.path.join(g.store.brat_dir, "sessions", f"{sid}.log")
-
-
-def session_dir(g: Grite, sid: str) -> str:
-    """Per-session files outside the work tree (the prompt, an engine's history files)."""
-    return os.path.join(g.store.brat_dir, "sessions", sid)
+    """Where a session's log is shown to be: "" for an id that can name no file (a hostile
+    record is shown without a log rather than stop a listing)."""
+    try:
+        return layout.session_log(g.store, sid)
+    except UsageError:
+        return ""
 
 
 class SessionDetail(msgspec.Struct):
@@ -120,7 +118,7 @@ def current(g: Grite, state: State) -> Entity:
             raise NotFound(f"BRAT_SESSION={sid[:12]} names no session in this repository")
         return ent
     top = g.store.toplevel()
-    root = os.path.realpath(os.path.join(g.store.brat_dir, "worktrees"))
+    root = os.path.realpath(layout.worktrees(g.store))
     here = os.path.realpath(top) if top else ""
     if here.startswith(root + os.sep):   # session work trees are made there and nowhere else
         mine = [s for s in state.of_kind(SESSION, ENDED, g.cold_before)
@@ -198,18 +196,15 @@ def report_block(g: Grite, sess: Entity, message: str) -> None:
 
     def build() -> list[Draft]:
         board = model.board(g)
-        old = status_of(board.tasks[tid])
-        model.check_transition(board, tid, old, "blocked", False)
-        return [Draft(tid, ev.SetFields({"status": "blocked", "status_from": old,
-                                         "blocked_by": sess.id,
-                                         "reason": message.strip().splitlines()[0][:200]})),
+        return [tasks.move(board, tid, "blocked", message.strip().splitlines()[0][:200],
+                           blocked_by=sess.id),
                 Draft(tid, ev.Comment(f"blocked: {message}"))]
     fenced(g, sess, build, summary("task.block", tid))
 
 
 def comment(g: Grite, tid: str, sess: Entity | None, message: str) -> None:
     if sess is None:
-        model.comment(g, tid, message)
+        tasks.comment(g, tid, message)
         return
     check_text(message, "comment", one_line=False)
     fenced(g, sess, [Draft(tid, ev.Comment(message))], summary("task.comment", tid))
@@ -231,9 +226,8 @@ def reply(g: Grite, ref: str, message: str) -> str:
             raise Conflict(f"refused: task {tid[:7]} is {old}; a reply re-queues a task that is "
                            f"{', '.join(REPLY_FROM)}")
         out = [Draft(tid, ev.Comment(f"reply: {message}")),
-               Draft(tid, ev.SetFields({"status": "queued", "status_from": old,
-                                        "reason": "a human replied", "reply": message,
-                                        "reply_id": rid, "failures": 0, "retry_after": 0}))]
+               tasks.move(board, tid, "queued", "a human replied", reply=message, reply_id=rid,
+                          failures=0, retry_after=0)]
         for m in board.state.of_group(model.MERGE, tid):
             if m.get("status") in ("queued", ""):
                 out.append(Draft(m.id, ev.SetFields({"status": "superseded",
@@ -264,4 +258,4 @@ def fields_of(e: Entity, *names: str) -> dict[str, Any]:
 
 __all__ = ["SessionDetail", "detail", "current", "task_of", "report_done", "report_block",
            "comment", "reply", "request_stop", "of_task", "resource", "holder_id", "branch_for",
-           "worktree_for", "log_path", "session_dir", "LIVE", "ENDED", "FAILED"]
+           "log_path", "LIVE", "ENDED", "FAILED"]

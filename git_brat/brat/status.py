@@ -198,7 +198,7 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     merged = task is not None and task.get("status") == "merged"
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
                           iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
-                          conversation, log if os.path.exists(log) else "", e.get("reason", ""),
+                          conversation, log if log and os.path.exists(log) else "", e.get("reason", ""),
                           [] if merged else lost, merged)
 
 

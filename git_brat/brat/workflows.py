@@ -10,6 +10,7 @@ import msgspec
 import yaml
 
 from git_brat.brat import board as model
+from git_brat.brat.tasks import task_drafts
 from git_brat.grite.model import events as ev
 from git_brat.errors import NotFound, UsageError
 from git_brat.files import atomic_write
@@ -559,7 +560,7 @@ def run(g: Grite, wf: Workflow, given: dict[str, str], dry_run: bool = False) ->
     drafts = [Draft(cid, ev.Create(model.CONVOY, {"title": p.title, "body": p.body,
                                                   "workflow": wf.name, "vars": p.vars}))]
     for t in p.tasks:
-        drafts += model.task_drafts(ids[t.step], cid, t.title, t.body, [ids[n] for n in t.needs],
+        drafts += task_drafts(ids[t.step], cid, t.title, t.body, [ids[n] for n in t.needs],
                                     t.priority, t.paths, step=t.step)
         drafts += [Draft(ids[t.step], ev.AddTo("labels", label)) for label in t.labels]
     if not dry_run:

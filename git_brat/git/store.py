@@ -109,10 +109,6 @@ class Store:
         """Local, rebuildable grite data; in the common dir so every worktree shares it."""
         return os.path.join(self.common_dir, "grite")
 
-    @property
-    def brat_dir(self) -> str:
-        return os.path.join(self.common_dir, "brat")
-
     def toplevel(self) -> str | None:
         """The work tree of the current checkout (None in a bare repository)."""
         if self._toplevel is None and not self.bare:

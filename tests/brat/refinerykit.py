@@ -95,14 +95,14 @@ __all__ = ["commit_on", "request", "configure", "refine", "outcomes", "check_run
 
 def quick_requests(repo, cid: str, specs: list[tuple[str, dict, int]]) -> list[str]:
     """Many hand-made requests through the library (one process): [(title, files, priority)]."""
-    from git_brat.brat import board as model
+    from git_brat.brat import board as model, tasks
     g = model.open_grite(str(repo))
     out = []
     for title, files, prio in specs:
-        tid = model.create_task(g, cid, title, priority=prio)
+        tid = tasks.create_task(g, cid, title, priority=prio)
         commit_on(repo, f"brat/{tid}", files, title)
-        model.update_task(g, tid, "running")
-        model.update_task(g, tid, "needs-review")
+        tasks.update_task(g, tid, "running")
+        tasks.update_task(g, tid, "needs-review")
         out.append(tid)
     return out
 

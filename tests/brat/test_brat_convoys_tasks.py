@@ -196,11 +196,11 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(brepo, args, code, expec
 
 
 def test_ids_are_typed_as_unique_prefixes_and_an_ambiguous_one_is_refused(brepo):
-    from git_brat.brat import board as model
+    from git_brat.brat import board as model, tasks
     cid = convoy(brepo, "Prefixes")
     g = model.open_grite(str(brepo))
     ids = ["abcd1" + "0" * 27, "abcd2" + "0" * 27]
-    g.append([d for tid in ids for d in model.task_drafts(tid, cid, f"t {tid[4]}", "", [], 2, [])],
+    g.append([d for tid in ids for d in tasks.task_drafts(tid, cid, f"t {tid[4]}", "", [], 2, [])],
              "test: two tasks sharing a prefix")
     tip = wal_tip(brepo)
     code, msg = fail(brepo, "task", "update", "abcd", "--status", "running")

@@ -19,13 +19,13 @@ def _long_ago(monkeypatch, work):
 
 def _settled_convoy(g, monkeypatch, title: str) -> tuple[str, str]:
     """A convoy whose one task merged a year ago: (convoy, task)."""
-    from git_brat.brat import board as model
+    from git_brat.brat import tasks
 
     def work():
-        cid = model.create_convoy(g, title)
-        tid = model.create_task(g, cid, f"{title} task")
+        cid = tasks.create_convoy(g, title)
+        tid = tasks.create_task(g, cid, f"{title} task")
         for status in ("running", "needs-review", "merging", "merged"):
-            model.update_task(g, tid, status=status)
+            tasks.update_task(g, tid, status=status)
         return cid, tid
     return _long_ago(monkeypatch, work)
 
@@ -54,12 +54,12 @@ def test_work_merged_long_ago_leaves_status_and_lists_but_not_show_or_all(brepo,
 
 def test_the_board_reads_only_the_active_work(brepo, monkeypatch):
     """What status and the witness scan: the hot rows, not the history (counted in the cache)."""
-    from git_brat.brat import board as model
+    from git_brat.brat import board as model, tasks
     g = model.open_grite(str(brepo))
     for i in range(6):
         _settled_convoy(g, monkeypatch, f"Old {i}")
-    convoy = model.create_convoy(g, "Now")
-    live = model.create_task(g, convoy, "Now task")
+    convoy = tasks.create_convoy(g, "Now")
+    live = tasks.create_task(g, convoy, "Now task")
     g = model.open_grite(str(brepo))
     board = model.board(g)
     assert set(board.tasks) == {live} and set(board.convoys) == {convoy}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from git_brat.brat import board as model
+from git_brat.brat import tasks
 from git_brat.brat.cli.common import board, open_grite, shorts, task_rows
 from git_brat.clikit import emit, json_option, table, when
 
@@ -25,7 +26,7 @@ def convoy():
 def create(title, body, as_json):
     """Create an empty convoy and print its id."""
     g = open_grite()
-    cid = model.create_convoy(g, title, body)
+    cid = tasks.create_convoy(g, title, body)
     if as_json:
         b = board(g)
         emit(True, b.convoy_detail(b.convoys[cid]), lambda: None)

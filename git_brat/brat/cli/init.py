@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import click
-import msgspec
 
 from git_brat.brat import config
+from git_brat.brat import init as setup
 from git_brat.clikit import emit, json_option, warn
-from git_brat.errors import UsageError
-from git_brat.files import atomic_write
 from git_brat.grite.repo import Grite
-
-
-class BratInit(msgspec.Struct):
-    grite: Any                 # what `git grite init` reported (replica, actor, hooks, refspecs)
-    config: str                # path of the config file
-    config_created: bool
 
 
 @click.command()
@@ -30,29 +19,15 @@ def init(hub, as_json):
 
     Idempotent: an existing config is kept (and validated), never overwritten.
     """
-    from git_brat.grite import init as setup
     g = Grite.open(require_init=False)
     if hub:
-        from git_brat.brat.refinery.hub import init_hub
-        res = init_hub(g)
+        res = setup.hub(g)
         emit(as_json, res, lambda: f"hub ready: post-receive runs the refinery on pushed brat/* "
                                    f"branches; config {res.config}"
                                    + ("" if res.config_created else " (kept)"))
         return
-    top = g.store.toplevel()
-    if g.store.bare or not top:
-        raise UsageError("git brat init needs a work tree (this repository is bare): "
-                         "run it in a checkout; the config lives in .brat/config.toml there")
-    path = config.path_in(top)
-    exists = os.path.exists(path)
-    if exists:
-        config.load(top)   # a bad config stops init before anything is written
-    else:
-        text = config.text_for(g.store)
-    result = setup.init(g)
-    if not exists:
-        atomic_write(path, text.encode())
-    out = BratInit(result, config.CONFIG_PATH, not exists)
+    out = setup.init(g)
+    result = out.grite
 
     def human():
         actor = f"{result.actor_name} ({result.actor[:8]})"
@@ -64,7 +39,7 @@ def init(hub, as_json):
         if getattr(result, "remotes", None):
             lines.append(f"syncing through: {', '.join(result.remotes)}")
         lines.append(f"wrote {config.CONFIG_PATH} (every setting with its default; commit it to "
-                     f"share them)" if not exists else f"kept {config.CONFIG_PATH}")
+                     f"share them)" if out.config_created else f"kept {config.CONFIG_PATH}")
         return "\n".join(lines)
     emit(as_json, out, human)
     for w in getattr(result, "warnings", ()):

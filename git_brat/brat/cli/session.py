@@ -9,6 +9,7 @@ import click
 
 from git_brat import process
 from git_brat.brat.engines import runner
+from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat.cli.common import board, open_grite, shorts
 from git_brat.clikit import emit, json_option, table, when
@@ -81,7 +82,7 @@ def log(session_id, follow, lines):
     """The session's output (setup, engine), as written to .git/brat/sessions/<id>.log."""
     g = open_grite()
     e = ss.find(g, session_id)
-    path = ss.log_path(g, e.id)
+    path = layout.session_log(g.store, e.id)
     if not os.path.exists(path):
         raise NotFound(f"session {e.id[:7]} has no log on this machine ({path}); it ran on "
                        f"{e.get('host', '?')}")

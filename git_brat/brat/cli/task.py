@@ -6,6 +6,7 @@ import click
 
 from git_brat.brat import sessions
 from git_brat.brat import board as model
+from git_brat.brat import tasks
 from git_brat.brat.cli.common import board, needs_text, open_grite, shorts, task_rows
 from git_brat.brat.cli.common import state as cli_state
 from git_brat.clikit import emit, json_option, table, when
@@ -75,7 +76,7 @@ def task():
 def create(title, convoy_id, body, needs, priority, paths, as_json):
     """Create a queued task and print its id."""
     g = open_grite()
-    tid = model.create_task(g, convoy_id, title, body, list(needs), priority, list(paths))
+    tid = tasks.create_task(g, convoy_id, title, body, list(needs), priority, list(paths))
     _done(g, tid, as_json, tid)
 
 
@@ -154,7 +155,7 @@ def block(task_id, message, as_json):
     g = open_grite()
     tid, sess = _here(g, task_id)
     if sess is None:
-        model.update_task(g, tid, "blocked", reason=message)
+        tasks.update_task(g, tid, "blocked", reason=message)
     else:
         sessions.report_block(g, sess, message)
     _done(g, tid, as_json, f"{tid[:7]}: blocked")
@@ -187,7 +188,7 @@ def reply(task_id, message, as_json):
 def update(task_id, status, force, reason, title, body, priority, as_json):
     """Change a task in one event: its status (validated), title, body or priority."""
     g = open_grite()
-    u = model.update_task(g, task_id, status, force, reason, title, body, priority)
+    u = tasks.update_task(g, task_id, status, force, reason, title, body, priority)
     msg = (f"{u.id[:7]}: {u.from_status} -> {u.to_status}" + (" (forced)" if u.forced else "")
            if status else f"updated {u.id[:7]}")
     _done(g, u.id, as_json, msg)
@@ -218,7 +219,7 @@ def dep():
 def dep_add(task_id, others, as_json):
     """TASK needs each --on task merged first. A cycle is refused."""
     g = open_grite()
-    tid, targets = model.dep_add(g, task_id, list(others))
+    tid, targets = tasks.dep_add(g, task_id, list(others))
     emit(as_json, {"task": tid, "needs": targets},
          lambda: f"{tid[:7]} needs {', '.join(t[:7] for t in targets)}")
 
@@ -231,7 +232,7 @@ def dep_add(task_id, others, as_json):
 def dep_remove(task_id, others, as_json):
     """Drop needs from TASK."""
     g = open_grite()
-    tid, targets = model.dep_remove(g, task_id, list(others))
+    tid, targets = tasks.dep_remove(g, task_id, list(others))
     emit(as_json, {"task": tid, "removed": targets},
          lambda: f"{tid[:7]} no longer needs {', '.join(t[:7] for t in targets)}")
 

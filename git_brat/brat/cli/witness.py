@@ -66,7 +66,7 @@ def run(once, engine, max_sessions, timeout, lease_ttl, convoy_id, detach, as_js
                             ("--convoy", convoy_id)):
             if value is not None:
                 args += [flag, str(value)]
-        pf = daemon.detach(g.store.brat_dir, "witness", args, os.getcwd())
+        pf = daemon.detach(g.store, "witness", args, os.getcwd())
         emit(as_json, pf, lambda: f"witness running in the background (pid {pf.pid}); log: {pf.log}")
         return
     w.say = (lambda _l: None) if as_json else (lambda line: click.echo(line, err=True))
@@ -80,7 +80,7 @@ def run(once, engine, max_sessions, timeout, lease_ttl, convoy_id, detach, as_js
         if view is not None:
             view.clear()
         if os.environ.get("BRAT_DETACHED") == "witness":
-            daemon.forget(g.store.brat_dir, "witness")
+            daemon.forget(g.store, "witness")
     emit(as_json, result, lambda: _summary_text(result))
     if result.interrupted and w.stopping == "interrupted":
         sys.exit(130)
@@ -132,7 +132,7 @@ class WitnessStatus(msgspec.Struct):
 def status_(as_json):
     """Whether a detached witness runs here, and the live sessions."""
     g = open_grite()
-    pf = daemon.read(g.store.brat_dir, "witness")
+    pf = daemon.read(g.store, "witness")
     b = board(g)
     live = b.sessions()
     out = WitnessStatus(pf is not None, pf.pid if pf else None,
@@ -155,7 +155,7 @@ def status_(as_json):
 def stop(timeout, as_json):
     """Stop the detached witness: its sessions are stopped and recorded, their tasks re-queued."""
     g = open_grite()
-    pf = daemon.stop(g.store.brat_dir, "witness", timeout)
+    pf = daemon.stop(g.store, "witness", timeout)
     emit(as_json, {"stopped": True, "pid": pf.pid}, lambda: f"witness (pid {pf.pid}) stopped")
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 import msgspec
 
 from git_brat import process
+from git_brat.brat import layout
 from git_brat.brat.demo import project as demo_project
 
 DELAY = 20.0        # seconds the demo agents pause mid-edit in the run that gets crashed
@@ -185,8 +186,9 @@ class Demo:
                                          for s in editing))
 
     def _log(self, sid: str) -> str:
+        from git_brat.git.store import Store
         try:
-            with open(os.path.join(self.repo, ".git", "brat", "sessions", f"{sid}.log")) as f:
+            with open(layout.session_log(Store.discover(self.repo), sid)) as f:
                 return f.read()
         except OSError:
             return ""

@@ -12,6 +12,8 @@ import msgspec
 from git_brat import process
 from git_brat.brat import engines
 from git_brat.brat import board as model
+from git_brat.brat import layout
+from git_brat.brat import tasks
 from git_brat.brat.engines import runner
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.context import EXCHANGE, exchanges, prompt, work_tree_status
@@ -174,14 +176,14 @@ def stop(g: Grite) -> str:
 
 def run_dir(g: Grite) -> tuple[int, str]:
     """The next free .git/brat/mayor/<n>/ of this clone (made atomically)."""
-    base = os.path.join(g.store.brat_dir, "mayor")
+    base = layout.mayor(g.store)
     os.makedirs(base, exist_ok=True)
     used = [int(n) for n in os.listdir(base) if n.isdigit()]
     n = max(used, default=0) + 1
     while True:
         try:
-            os.mkdir(os.path.join(base, str(n)))
-            return n, os.path.join(base, str(n))
+            os.mkdir(layout.mayor_exchange(g.store, n))
+            return n, layout.mayor_exchange(g.store, n)
         except FileExistsError:
             n += 1
 
@@ -213,7 +215,7 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     inv = engines.invocation(p, text, top, sdir, resume_id=resume_id, session_uuid=session_uuid)
     run = runner.run_once(p, inv, top, os.path.join(sdir, "engine.log"), dict(os.environ),
                           cfg.mayor.timeout)
-    raw = os.path.join(os.path.dirname(sdir), f"{n}.txt")
+    raw = layout.mayor_answer(g.store, n)
     atomic_write(raw, run.output.encode())
     where = shown_path(g, raw)
     tail = f"; the answer is in {where}; nothing was created"
@@ -318,7 +320,7 @@ def create(g: Grite, ans: Answer) -> AskResult:
         fields.update(workflow=ans.workflow, vars=ans.vars)
     drafts.append(Draft(convoy, ev.Create(model.CONVOY, fields)))
     for t in ans.tasks:
-        drafts += model.task_drafts(ids[t.key], convoy, t.title, t.body,
+        drafts += tasks.task_drafts(ids[t.key], convoy, t.title, t.body,
                                     [ids[k] for k in t.needs], t.priority, t.paths,
                                     step=t.key)
         t.id = ids[t.key]

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from git_brat.brat import config
+from git_brat.brat import config, layout
 from git_brat.grite.sync import shims as hooks
 from git_brat.errors import UsageError
 from git_brat.files import atomic_write
@@ -22,7 +22,7 @@ class HubInit(msgspec.Struct):
 
 
 def config_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "config.toml")
+    return layout.hub_config(g.store)
 
 
 def init_hub(g: Grite) -> HubInit:

@@ -10,8 +10,11 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import layout
+from git_brat.brat.refinery import plan
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
+from git_brat.brat.tasks import Updated
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.check import kill, run_check
 from git_brat.brat.refinery.outcomes import Outcome, Outcomes
@@ -40,16 +43,12 @@ class PassReport(msgspec.Struct):
     note: str = ""
 
 
-def brat_dir(g: Grite) -> str:
-    return g.store.brat_dir
-
-
 def worktree_path(g: Grite) -> str:
-    return os.path.join(brat_dir(g), "refinery")
+    return layout.refinery_worktree(g.store)
 
 
 def merge_log(g: Grite, mid: str) -> str:
-    return os.path.join(brat_dir(g), "merges", f"{mid}.log")
+    return layout.merge_log(g.store, mid)
 
 
 class Refinery(Outcomes):
@@ -83,7 +82,7 @@ class Refinery(Outcomes):
         self._renewed = time.monotonic()
 
     def check_pid_path(self) -> str:
-        return os.path.join(brat_dir(self.g), "refinery.check")
+        return layout.refinery_check(self.g.store)
 
     def kill_orphaned_check(self) -> None:
         """The check a killed refinery left running (its own process group) is stopped."""
@@ -128,15 +127,8 @@ class Refinery(Outcomes):
             locks.append_fenced(self.g, self.resource, drafts,
                                 f"brat: refinery.request {len(fresh)} merge request(s)",
                                 holder_id=self.holder)
-        now = process.now_ms()
-        due = []
         merges = {e.id: e for e in self.g.state(refresh=True).of_kind(model.MERGE)}
-        for r in reqs:
-            m = merges.get(r.merge)
-            if m is not None and m.get("status") == "error" and m.get("next_attempt_at", 0) > now:
-                continue
-            due.append(r)
-        return due
+        return plan.due(reqs, merges, process.now_ms())
 
     def recover(self) -> None:
         """Merges a refinery left half done (it was killed): back to the queue, or failed
@@ -164,10 +156,9 @@ class Refinery(Outcomes):
         self.recover()
         tried: set[str] = set()
         for _ in range(1000):   # bounded: every batch removes its requests from the queue
-            due = [r for r in self.queue() if r.merge not in tried]
-            if not due:
+            batch = plan.next_batch(self.queue(), tried, self.rc.batch)
+            if not batch:
                 break
-            batch = due[:self.rc.batch]
             tried.update(r.merge for r in batch)
             self.report.batches += 1
             self.process(batch)
@@ -330,11 +321,10 @@ class Refinery(Outcomes):
                 return tip, reqs, []
         if len(reqs) == 1:
             return base, [], [(reqs[0], out)]
-        half = (len(reqs) + 1) // 2
-        left, right = reqs[:half], reqs[half:]
+        left, right = plan.halves(reqs)
         tip_l, good_l, bad_l = self.bisect(base, left)
-        # The whole batch failed and the left half passed: the right half holds the failure.
-        tip_r, good_r, bad_r = self.bisect(tip_l, right, failed=None if bad_l else out)
+        tip_r, good_r, bad_r = self.bisect(tip_l, right,
+                                           failed=plan.right_half_result(bool(bad_l), out))
         return tip_r, good_l + good_r, bad_l + bad_r
 
     def first_tip(self) -> str:
@@ -440,7 +430,7 @@ class Refinery(Outcomes):
             kill(self._check)
 
 
-def retry(g: Grite, ref: str) -> model.Updated:
+def retry(g: Grite, ref: str) -> Updated:
     """A blocked or failed task whose branch a human fixed goes straight back to review, its
     merge attempts counted afresh (one event, validated at the tip, recorded as forced)."""
     tid = g.resolve(ref, model.TASK).id
@@ -454,7 +444,7 @@ def retry(g: Grite, ref: str) -> model.Updated:
                       reason="retried by hand: back to the merge queue",
                       skip_if_not=("blocked", "failed"))], "retry")
     e = g.resolve(tid, model.TASK)
-    return model.Updated(tid, st, model.status_of(e), True, e.fields["status"][3])
+    return Updated(tid, st, model.status_of(e), True, e.fields["status"][3])
 
 
 __all__ = ["Refinery", "PassReport", "Outcome", "Stopped", "retry", "worktree_path", "merge_log"]

@@ -11,6 +11,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import tasks
 from git_brat.brat.config import Config
 from git_brat.brat.board import MERGE, Board, status_of
 from git_brat.grite.model import events as ev
@@ -165,12 +166,7 @@ def write(g: Grite, moves: list[Move], what: str, resource: str | None = None,
             if fields_at_tip:
                 fields.update(fields_at_tip(board, m))
             if m.to is not None and m.to != old:
-                model.check_transition(board, m.task, old, m.to, m.force)
-                fields.update({"status": m.to, "status_from": old})
-                if m.force:
-                    fields["forced"] = True
-                if m.reason:
-                    fields["reason"] = m.reason
+                fields = tasks.move_fields(board, m.task, m.to, m.reason, force=m.force, **fields)
             if fields:
                 out.append(Draft(m.task, ev.SetFields(fields)))
             if m.merge and m.merge_fields:

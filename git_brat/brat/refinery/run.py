@@ -10,7 +10,7 @@ from datetime import datetime
 import msgspec
 
 from git_brat import process
-from git_brat.brat import daemon
+from git_brat.brat import daemon, layout
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
@@ -24,11 +24,11 @@ POLL = 5.0
 
 
 def log_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "refinery.log")
+    return layout.role_log(g.store, "refinery")
 
 
 def running_pid(g: Grite) -> int | None:
-    return daemon.running_pid(g.store.brat_dir, "refinery")
+    return daemon.running_pid(g.store, "refinery")
 
 
 class RunReport(msgspec.Struct):
@@ -38,7 +38,7 @@ class RunReport(msgspec.Struct):
 
 
 def kick_path(g: Grite) -> str:
-    return os.path.join(g.store.brat_dir, "refinery.kick")
+    return layout.refinery_kick(g.store)
 
 
 def _kicked_since(g: Grite, t: float) -> bool:
@@ -67,7 +67,7 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
             ref.acquire()
         except locks.LeaseHeld as exc:
             if quiet_if_busy:
-                os.makedirs(g.store.brat_dir, exist_ok=True)
+                layout.ensure_root(g.store)
                 with open(kick_path(g), "w") as f:
                     f.write(f"{os.getpid()}\n")
                 report.busy = exc.message
@@ -82,7 +82,7 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
 
 def _passes(g: Grite, ref: Refinery, report: RunReport, once: bool,
             max_passes: int | None) -> None:
-    daemon.write_own(g.store.brat_dir, "refinery", log=log_path(g))
+    daemon.write_own(g.store, "refinery", log=log_path(g))
 
     def on_term(_sig, _frm):
         ref.kill_check()
@@ -105,7 +105,7 @@ def _passes(g: Grite, ref: Refinery, report: RunReport, once: bool,
         signal.signal(signal.SIGTERM, old)
         ref.cleanup()
         ref.release()
-        daemon.forget(g.store.brat_dir, "refinery")
+        daemon.forget(g.store, "refinery")
 
 
 def detach(g: Grite, args: list[str]) -> int:
@@ -134,7 +134,7 @@ class StopResult(msgspec.Struct):
 def stop(g: Grite, wait: float = 30.0) -> StopResult:
     if running_pid(g) is None:
         return StopResult(False, None)
-    return StopResult(True, daemon.stop(g.store.brat_dir, "refinery", wait).pid)
+    return StopResult(True, daemon.stop(g.store, "refinery", wait).pid)
 
 
 # -- the status view ------------------------------------------------------------------------
