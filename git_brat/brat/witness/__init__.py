@@ -25,6 +25,7 @@ from git_brat.brat.config import Config
 from git_brat.brat.engines import Invocation, Preset
 from git_brat.brat.board import MERGE, SESSION, Board, status_of
 from git_brat.grite.model import events as ev
+from git_brat.git import worktree as git_worktree
 from git_brat.grite import locks
 from git_brat.errors import Conflict, GriteError, NotFound, UsageError
 from git_brat.grite.issues import summary
@@ -135,10 +136,10 @@ def agent_env(g: Grite, preset: Preset, sid: str, tid: str, worktree: str) -> di
     Some engines' shells never read ~/.gitconfig, so the identity travels in the environment:
     the agent as author, the actor it works for as committer.
     """
-    from git_brat.git.store import _clean_env
+    from git_brat.git.run import environment
     actor = g.identity.actor
     bin_dir = _shim_dir(g)
-    env = _clean_env()
+    env = environment("checkout")
     env.update({
         "BRAT_SESSION": sid, "BRAT_TASK": tid, "BRAT_WORKTREE": worktree,
         "GRITE_HOLDER": ss.holder_id(sid),
@@ -479,7 +480,7 @@ class Witness:
             last_failure=task.get("last_failure", "") if task.get("failures", 0) else "",
             notes=notes[-10:], reply=reply,
             resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
-            commits=self.g.store.count_commits(live.base, live.branch) if resumed_branch else 0)
+            commits=self.g.store.objects.count(live.base, live.branch) if resumed_branch else 0)
         text = prompt.continuation(pin) if resume_id else prompt.build(pin)
         with open(os.path.join(sdir, "prompt.txt"), "w", encoding="utf-8") as f:
             f.write(text)
@@ -505,33 +506,31 @@ class Witness:
     def _worktree(self, live: _Live) -> bool:
         """Make (or reuse) the task's work tree; True when it continues an existing branch."""
         store, path = self.g.store, live.worktree
-        target = store.branch_tip(live.target) or store.resolve_commit(live.target) or \
-            store.resolve_commit("HEAD")
+        target = store.refs.branch_tip(live.target) or store.objects.rev(live.target) or \
+            store.objects.rev("HEAD")
         if target is None:
             raise UsageError(f"the target branch {live.target} does not exist and HEAD has no "
                              f"commit: set refinery.target_branch")
-        existing = store.branch_tip(live.branch)
+        existing = store.refs.branch_tip(live.branch)
         here = os.path.realpath(path)
-        trees = {os.path.realpath(p): b for p, b in store.worktrees().items()} \
-            if os.path.exists(path) else {}
+        trees = {os.path.realpath(w["worktree"]): w.get("branch", "").removeprefix("refs/heads/")
+                 for w in git_worktree.listing(store.common_dir)} if os.path.exists(path) else {}
         if here in trees:
             if trees[here] == live.branch:
                 salvage(store, path, f"work left in {live.branch}'s work tree", live.env or
                         agent_env(self.g, self.preset, live.sid, live.tid, path),
                         self.preset.scratch)
             else:
-                store.worktree_remove(path)
+                git_worktree.remove(store.common_dir, path)
                 trees.pop(here)
         elif os.path.exists(path):
             # Not a work tree git knows: keep its files aside rather than delete anything.
             os.replace(path, f"{path}.stale-{int(time.time())}")
         if here not in trees:
-            if existing:
-                store.worktree_add(path, live.branch, None)
-            else:
-                store.worktree_add(path, live.branch, target)
-        live.base = (store.merge_base(target, live.branch) or target) if existing else target
-        live.start_head = store.branch_tip(live.branch) or target
+            git_worktree.add(store.toplevel() or store.git_dir, path, branch=live.branch,
+                             start=None if existing else target, hooks=True)
+        live.base = (store.objects.merge_base(target, live.branch) or target) if existing else target
+        live.start_head = store.refs.branch_tip(live.branch) or target
         return bool(existing)
 
     def _engine_job(self, live: "_Live") -> bool:
@@ -701,8 +700,8 @@ class Witness:
             except GriteError as exc:
                 kept_all = False   # keep the work tree: its files are the only copy
                 _log_line(live.log, f"could not commit what the agent left: {exc.message}")
-        head = store.branch_tip(live.branch) or ""
-        commits = store.count_commits(live.target, head) if head else 0
+        head = store.refs.branch_tip(live.branch) or ""
+        commits = store.objects.count(live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
@@ -789,7 +788,7 @@ class Witness:
             except (GriteError, OSError) as exc:
                 _log_line(live.log, f"could not start the refinery: {exc}")
         if kept_all and live.worktree and os.path.isdir(live.worktree):
-            store.worktree_remove(live.worktree)
+            git_worktree.remove(store.common_dir, live.worktree)
         _log_line(live.log, f"ended: {outcome['status']}: {outcome['reason']}")
         end = SessionEnd(live.sid, live.tid, live.title, outcome["status"], outcome["reason"],
                          outcome["task"], rc, commits, seconds)
@@ -853,7 +852,7 @@ def salvage(store, worktree: str, what: str, env: dict, skip: list[str] = ()) ->
     """Commit whatever an agent left uncommitted, so no work is lost; its sha, or None."""
     if not os.path.isdir(worktree):
         return None
-    return store.commit_all(worktree, f"brat: {what}", env, skip)
+    return git_worktree.commit_all(worktree, f"brat: {what}", env, skip)
 
 
 # -- crash recovery ------------------------------------------------------------------
@@ -933,7 +932,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
         cur = b.state.entities.get(s.id)
         if cur is None or cur.get("status") not in ss.LIVE:
             return []
-        head = g.store.branch_tip(branch) if branch else None
+        head = g.store.refs.branch_tip(branch) if branch else None
         out = [Draft(s.id, ev.SetFields({
             "status": "crashed", "reason": why, "ended_at": process.now_ms(), "salvaged": salvaged,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,
