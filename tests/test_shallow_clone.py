@@ -297,7 +297,7 @@ def test_a_first_fetch_adopts_the_snapshot_while_the_logs_arrive(tmp_path):
     (c / ".git" / "grite" / "cache").mkdir(parents=True)
     assert snapshot._early == {}
     assert first_fetch.first_fetch(store, "origin", sync.refspec("origin"), sync.transport_env(),
-                               sync.net_timeout()).returncode == 0
+                                   sync.net_timeout()).ok
     [(commit, early)] = snapshot._early.items()
     early.thread.join()
     assert isinstance(early.outcome[0], snapdb.Adopted) and os.path.exists(early.path)
