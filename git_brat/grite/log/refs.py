@@ -1,7 +1,8 @@
 """The layout of grite's refs, on this clone and on the remotes it syncs through.
 
-Which refs hold event logs, what each remote's fetch refspec is, where a replica's log is
-published, and how git is run for transport (never prompting, never re-entering our hooks).
+Which refs hold event logs (and their tips), what each remote's fetch refspec is, where a
+replica's log is published, how a log commit holds its events blob, where grite keeps its local
+data, and how git is run for transport (never prompting, never re-entering our hooks).
 """
 
 from __future__ import annotations
