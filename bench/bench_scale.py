@@ -46,7 +46,7 @@ def history(repo: Path, entities: int) -> int:
     from git_brat.grite.repo import Grite
     g = Grite.open(str(repo))
     actor, replica = g.identity.actor.id, g.identity.replica.id
-    parent = g.store.read_ref(b"refs/grite/wal").decode()
+    parent = g.store.refs.read(b"refs/grite/wal").decode()
     lines, leases, lamport, commits, count = [], [], 1000, 0, 0
 
     def commit(drafts):

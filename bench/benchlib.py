@@ -73,7 +73,7 @@ def write_log_fast(repo: Path, batches: list[list]) -> None:
     from git_brat.grite.repo import Grite
     g = Grite.open(str(repo))
     ident = g.identity
-    parent = g.store.read_ref(b"refs/grite/wal").decode()
+    parent = g.store.refs.read(b"refs/grite/wal").decode()
     lines = []
     lamport = 1000
     for i, drafts in enumerate(batches):

@@ -257,11 +257,11 @@ def test_a_cold_part_that_fails_its_checks_is_refused_and_the_clone_says_to_deep
     snap = snapshot.read(store, snapshot.own_ref(_replica(hub.writer)))
     packed, frames = snapshot.pack(b"not a database " * 5000)
     author, when = b"Forger <forger@example.com>", int(time.time())
-    bad = store.write_tree_commit({snapshot.COLD_DB: packed}, [], "forged", author, when)
+    bad = store.objects.write_tree_commit({snapshot.COLD_DB: packed}, [], "forged", author, when)
     meta = msgspec.structs.replace(snap.meta, cold=msgspec.structs.replace(
         snap.meta.cold, commit=bad.decode(), frames=frames))
-    hot = store.read_large_blob(snap.commit.encode(), snapshot.STATE_DB)
-    forged = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta),
+    hot = store.objects.read_large_blob(snap.commit.encode(), snapshot.STATE_DB)
+    forged = store.objects.write_tree_commit({b"meta": msgspec.msgpack.encode(meta),
                                       snapshot.STATE_DB: hot},
                                      [c.encode() for c in snap.meta.covers] + [bad], "forged",
                                      author, when).decode()

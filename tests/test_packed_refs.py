@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from helpers import git, grite, grite_json
 from git_brat.git.store import Store
 from git_brat.git.packedrefs import PackedRefs
+from git_brat.grite.log.refs import log_tips
 
 _SEGMENT = st.text(alphabet="abgrw-/.", min_size=1, max_size=6)
 _NAMES = st.lists(st.builds(lambda a, b: f"refs/{a}/{b}".encode(), _SEGMENT, _SEGMENT),
@@ -56,7 +57,7 @@ def test_grite_reads_and_appends_to_its_log_after_git_pack_refs(grepo):
     assert grite_json(grepo, "lock", "release", "task:abc", "--holder", "alice")["state"] == "released"
     listed = dict(line.split(" ", 1)[::-1] for line in git(
         grepo, "for-each-ref", "--format=%(objectname) %(refname)", "refs/grite/").splitlines())
-    assert Store.discover(str(grepo)).log_tips() == {"refs/grite/wal": listed["refs/grite/wal"]}
+    assert log_tips(Store.discover(str(grepo))) == {"refs/grite/wal": listed["refs/grite/wal"]}
 
 
 def test_a_loose_ref_written_after_gc_wins_over_its_packed_copy(grepo):
@@ -64,7 +65,7 @@ def test_a_loose_ref_written_after_gc_wins_over_its_packed_copy(grepo):
     git(grepo, "pack-refs", "--all")
     grite_json(grepo, "issue", "create", "Two")
     tip = git(grepo, "rev-parse", "refs/grite/wal")
-    assert Store.discover(str(grepo)).log_tips() == {"refs/grite/wal": tip}
+    assert log_tips(Store.discover(str(grepo))) == {"refs/grite/wal": tip}
     assert len(grite_json(grepo, "issue", "list")) == 2
 
 
@@ -77,7 +78,7 @@ def test_a_fetched_lease_whose_name_ends_like_a_log_is_not_read_as_one(grepo):
     for packed in (False, True):
         if packed:
             git(grepo, "pack-refs", "--all")
-        assert list(Store.discover(str(grepo)).log_tips()) == ["refs/grite/wal"]
+        assert list(log_tips(Store.discover(str(grepo)))) == ["refs/grite/wal"]
         assert grite(grepo, "doctor").returncode == 0
 
 
@@ -96,7 +97,7 @@ def test_symbolic_refs_under_remotes_are_followed_as_git_follows_them(grepo):
         store = Store.discover(str(grepo))
         expect = {n: git(grepo, "rev-parse", "--verify", "-q", n) for n in (
             "refs/remotes/origin/HEAD", "refs/remotes/mirror/HEAD", "refs/remotes/mirror/grite/wal")}
-        got = {n.decode(): s.decode() for n, s in store.loose_refs_under(b"refs/remotes/").items()}
+        got = {n.decode(): s.decode() for n, s in store.refs.loose_under(b"refs/remotes/").items()}
         assert {n: got.get(n) for n in expect} == expect
         assert "refs/remotes/gone/HEAD" not in got
-        assert store.log_tips()["refs/remotes/mirror/grite/wal"] == tip
+        assert log_tips(store)["refs/remotes/mirror/grite/wal"] == tip

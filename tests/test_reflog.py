@@ -44,7 +44,7 @@ def test_writers_making_the_same_reflog_directory_at_once_all_move_their_refs(re
             store = Store.discover(str(repo))   # one per thread, as the witness has
             barrier.wait(30)
             try:
-                assert store.cas_ref(name, None, sha, b"grite: lock.acquire")
+                assert store.refs.cas(name, None, sha, b"grite: lock.acquire")
             except Exception as exc:   # noqa: BLE001 - collected, asserted below
                 errors.append(f"{name.decode()}: {type(exc).__name__}: {exc}")
         workers = [threading.Thread(target=write, args=(n,)) for n in names]

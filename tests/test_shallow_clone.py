@@ -20,6 +20,7 @@ from git_brat.grite.cache import snapshot
 from git_brat.grite.cache.projection import CACHE_VERSION, Cache, in_memory
 from git_brat.git.store import Store
 from git_brat.grite.model.state import canonical
+from git_brat.grite.log.refs import grite_dir, log_tips
 
 
 def _hub_with_history(tmp_path):
@@ -60,7 +61,7 @@ def _full_clone(url, path):
 def _grite_cut(repo) -> list[str]:
     """The log commits git holds without their parents (the cut)."""
     store = Store.discover(str(repo))
-    return sorted(shallow.cut(store, store.log_tips().values()))
+    return sorted(shallow.cut(store, log_tips(store).values()))
 
 
 def test_a_fresh_clone_fetches_only_the_events_after_the_snapshot(tmp_path):
@@ -134,14 +135,14 @@ def test_a_snapshot_that_no_longer_explains_the_cut_is_not_used(tmp_path):
     c = clone(url, tmp_path / "c")
     store = Store.discover(str(c))
     state = Cache(store).state()
-    own = store.log_tips()["refs/grite/wal"]   # c's own log: whole, not cut
-    ident = identity.load(store.grite_dir)
+    own = log_tips(store)["refs/grite/wal"]   # c's own log: whole, not cut
+    ident = identity.load(grite_dir(store))
     snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state), [own],
                          CACHE_VERSION)
     partial = snapshot.read(store, snapshot.own_ref(ident.replica.id))
-    assert not snapshot.contained(store, partial, store.log_tips().values())
+    assert not snapshot.contained(store, partial, log_tips(store).values())
     fetched = [s for s in snapshot.listed(store) if s.ref != partial.ref]
-    assert fetched and snapshot.contained(store, fetched[0], store.log_tips().values())
+    assert fetched and snapshot.contained(store, fetched[0], log_tips(store).values())
 
 
 def test_a_cut_clone_follows_the_hub_and_survives_gc_after_the_snapshot_moves(tmp_path):
@@ -191,9 +192,9 @@ def test_a_forged_snapshot_a_clone_was_cut_at_is_caught_once_deepened(tmp_path):
     state = Cache(store).state()
     _value, *stamp = state.entities[early[3]].fields["title"]
     state.entities[early[3]].fields["title"] = ("forged", *stamp)
-    ident = identity.load(store.grite_dir)
+    ident = identity.load(grite_dir(store))
     snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state),
-                         list(store.log_tips().values()), CACHE_VERSION)
+                         list(log_tips(store).values()), CACHE_VERSION)
     grite(a, "sync")
     c = clone(url, tmp_path / "c")
     assert "forged" in grite(c, "issue", "list").out
@@ -296,7 +297,7 @@ def test_a_first_fetch_adopts_the_snapshot_while_the_logs_arrive(tmp_path):
     (c / ".git" / "grite" / "cache").mkdir(parents=True)
     assert snapshot._early == {}
     assert first_fetch.first_fetch(store, "origin", sync.refspec("origin"), sync.transport_env(),
-                               sync.net_timeout()).returncode == 0
+                                   sync.net_timeout()).ok
     [(commit, early)] = snapshot._early.items()
     early.thread.join()
     assert isinstance(early.outcome[0], snapdb.Adopted) and os.path.exists(early.path)

@@ -17,6 +17,7 @@ from git_brat.grite.cache.projection import CACHE_VERSION, Cache, in_memory
 from git_brat.git.store import Store
 from git_brat.grite.log.identity import load
 from git_brat.grite.model.state import State, canonical, replay
+from git_brat.grite.log.refs import grite_dir, log_tips
 from helpers import git, grite, grite_json, incremental, run, status
 from sync_helpers import clone, replica_id, seeded_hub
 from test_replay_crdt import histories
@@ -111,8 +112,8 @@ def test_a_snapshot_covering_events_our_logs_lack_is_not_used(tmp_path, grepo):
 
 def _write_snapshot(repo, state, version=CACHE_VERSION):
     store = Store.discover(str(repo))
-    ident = load(store.grite_dir)
-    tips = list(store.log_tips().values())
+    ident = load(grite_dir(store))
+    tips = list(log_tips(store).values())
     return snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state), tips,
                                 version)
 

@@ -13,6 +13,7 @@ from git_brat.git.store import Store
 from git_brat.grite.issues import check_text, prerequisites, topo
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State, iso
+from git_brat.grite.log.refs import grite_dir
 
 CONVOY, TASK, SESSION, MERGE = "convoy", "task", "session", "merge"
 STATES = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed", "dropped")
@@ -46,7 +47,7 @@ def board(g: Grite, refresh: bool = False) -> "Board":
 def open_grite(cwd: str | None = None) -> Grite:
     """The repository, or a clear "run git brat init" when it has not been set up."""
     store = Store.discover(cwd)
-    if not identity.is_initialized(store.grite_dir):
+    if not identity.is_initialized(grite_dir(store)):
         raise NotARepository("git-brat is not initialised in this repository; run `git brat init`")
     return Grite(store)
 

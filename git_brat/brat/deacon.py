@@ -14,7 +14,8 @@ from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat.config import Config
 from git_brat.grite.model import events as ev
-from git_brat.git import store as gitstore
+from git_brat.git import worktree
+from git_brat.git.run import environment
 from git_brat.grite import locks
 from git_brat.errors import GriteError
 from git_brat.grite.log.wal import Draft
@@ -101,13 +102,13 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
     sessions = _sessions_by_worktree(g.state(), g.cold_before)
     root = os.path.realpath(layout.worktrees(store))
     refinery = os.path.realpath(layout.refinery_worktree(store))
-    for wt in gitstore.worktrees(store):
+    for wt in worktree.listing(store.common_dir):
         path = os.path.realpath(wt.get("worktree", ""))
         if path == refinery:
             if refinery_run.running_pid(g) is not None or _refinery_leased(g, cfg):
                 report.kept.append(Action("worktrees", "kept", path, "the refinery is running"))
             else:
-                gitstore.worktree_remove(store, path)
+                worktree.remove(store.common_dir, path)
                 report.actions.append(Action("worktrees", "pruned", path,
                                              "the refinery's; made again on its next run"))
             continue
@@ -124,7 +125,7 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
         if why:
             report.kept.append(Action("worktrees", "kept", path, why))
             continue
-        gitstore.worktree_remove(store, path)
+        worktree.remove(store.common_dir, path)
         branch = wt.get("branch", "").removeprefix("refs/heads/")
         whose = f"session {s.id[:7]} {s.get('status', '')}" if s is not None else "no session"
         report.actions.append(Action("worktrees", "pruned", path,
@@ -149,13 +150,11 @@ def _why_keep(store, path: str, wt: dict) -> str:
     """Why a worktree must stay: work in it that no branch holds."""
     if not os.path.isdir(path):
         return ""
-    if gitstore.worktree_dirty(path):
+    if worktree.dirty(path):
         return "uncommitted changes"
     head = wt.get("HEAD", "")
     if "branch" not in wt and head:
-        holders = gitstore.wt_git(store.common_dir, ["branch", "--contains", head,
-                                                     "--format=%(refname)"])
-        if not holders.out.strip():
+        if not worktree.branches_containing(store.common_dir, head):
             return f"its commit {head[:12]} is on no branch"
     return ""
 
@@ -284,7 +283,7 @@ def detach(g: Grite, once: bool) -> process.PidFile:
     deacon writes its own pid file as it starts)."""
     return process.detach([*process.launcher("brat"), "deacon", "run", *(["--once"] if once else [])],
                           role="deacon", log=layout.role_log(g.store, "deacon"),
-                          cwd=g.store.toplevel() or g.store.common_dir, env=gitstore.clean_env())
+                          cwd=g.store.toplevel() or g.store.common_dir, env=environment("worktree"))
 
 
 def loop(g: Grite, cfg: Config, passes: int | None = None) -> list[Report]:

@@ -163,7 +163,7 @@ def recovery(g: Grite, board: Board, tasks: set[str] | None,
         if tasks is not None and tid not in tasks:
             continue
         branch = e.get("branch", "")
-        sha = g.store.read_ref(b"refs/heads/" + branch.encode()) if branch else None
+        sha = g.store.refs.read(b"refs/heads/" + branch.encode()) if branch else None
         crashed.append(_crashed(g, e, tid, branch, sha))
         if sha is not None:
             survived.append(SurvivedBranch(branch, tid, sha.decode()))
@@ -193,7 +193,7 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     if not conversation:
         lost.append(f"its conversation: engine {e.get('engine', '?')} gave no id to resume")
     target = e.get("target", "") or "HEAD"
-    commits = g.store.count_commits(target, sha.decode()) if sha is not None else 0
+    commits = g.store.objects.count(target, sha.decode()) if sha is not None else 0
     task = g.state().entities.get(tid)
     merged = task is not None and task.get("status") == "merged"
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),

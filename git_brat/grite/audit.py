@@ -11,6 +11,7 @@ from git_brat.grite.cache.projection import actor_names
 from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import iso
+from git_brat.grite.log.refs import log_tips
 
 
 class AuditEntry(msgspec.Struct):
@@ -61,7 +62,7 @@ def entries(g: Grite, entity: str | None = None) -> list[AuditEntry]:
     state = g.state()
     names = actor_names(state)
     reader = LogReader(g.store)
-    commits = reader.new_commits(g.store.log_tips().values(), ())
+    commits = reader.new_commits(log_tips(g.store).values(), ())
     seen: set[str] = set()
     out = []
     for sha, batch in reader.batches(commits):

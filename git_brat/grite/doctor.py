@@ -12,6 +12,7 @@ from git_brat.errors import DEEPEN_HINT, GriteError
 from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import digest, replay_stream
+from git_brat.grite.log.refs import grite_dir, log_tips
 
 NOTES = ("unknown-ops", "history-cut")   # findings that say how things are, not what is wrong
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
@@ -36,12 +37,12 @@ class Report(msgspec.Struct):
 
 def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) -> Report:
     findings: list[Finding] = []
-    for path, age in g.store.stale_ref_locks(stale_after):
+    for path, age in g.store.refs.stale_locks(stale_after):
         f = Finding("stale-lock", path, f"ref lock left {age:.0f}s ago by a writer that is gone")
         if fix:
             f.fixed = _clear_lock(path, age)
         findings.append(f)
-    for path, age in g.store.stale_object_temps(stale_after):
+    for path, age in g.store.objects.stale_temps(stale_after):
         f = Finding("stale-temp", path, f"half-written object file left {age:.0f}s ago by a "
                     "writer that is gone (`git fsck` calls it a bad object)")
         if fix:
@@ -62,7 +63,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
         from git_brat.grite import repair
         from git_brat.grite.log import identity
         before = _cached_state(g)   # what this clone showed before the damage, if it kept it
-        result = repair.repair(g.store, identity.load_replica(g.store.grite_dir).id)
+        result = repair.repair(g.store, identity.load_replica(grite_dir(g.store)).id)
         for lost in result.lost:
             repaired.append(Finding("lost", lost.commit, lost.detail, True))
         for p in reader.problems:
@@ -145,7 +146,7 @@ def _read_all(g: Grite):
     The events are not kept (a million of them took gigabytes): should the arrival order
     need the canonical replay, the logs are read again instead."""
     from git_brat.grite.log import cut as shallow
-    tips = g.store.log_tips()
+    tips = log_tips(g.store)
     reader = LogReader(g.store)
     cut = shallow.cut(g.store, tips.values())
     base = _base(g, tips, cut) if cut else None
@@ -197,7 +198,7 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
     from git_brat.grite.cache.projection import CACHE_VERSION
     findings = []
     refused = snapshot.rejected(g.store)
-    tips = g.store.log_tips().values()
+    tips = log_tips(g.store).values()
     for snap in snapshot.listed(g.store):
         if snap.meta.version != CACHE_VERSION or snap.commit in refused or \
                 not snapshot.contained(g.store, snap, tips):
@@ -223,7 +224,7 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
         f = Finding("snapshot-mismatch", snap.ref, detail)
         if fix:   # only speed is lost; refused for good, even if a fetch brings it back
             snapshot.reject(g.store, snap.commit)
-            g.store.delete_ref_if(snap.ref.encode(), snap.commit.encode())
+            g.store.refs.delete_if(snap.ref.encode(), snap.commit.encode())
             Cache(g.store).rebuild(full=True)
             f.fixed = True
         findings.append(f)

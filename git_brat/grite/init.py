@@ -10,6 +10,7 @@ from git_brat.grite import sync
 from git_brat.grite.sync.shims import HookChange
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
+from git_brat.grite.log.refs import grite_dir
 
 
 class InitResult(msgspec.Struct):
@@ -36,7 +37,7 @@ def init(g: Grite) -> InitResult:
     shallow.enabled(g.store)   # bad settings stop here, before anything is written
     cold.when(g.store)
     name, email = g.store.user_identity()
-    ident, created = identity.init(g.store.grite_dir, name, email)
+    ident, created = identity.init(grite_dir(g.store), name, email)
     if created:
         record_actor(g, ident.actor)
     inst = sync.install(g.store)

@@ -26,6 +26,7 @@ from git_brat import process
 from git_brat.grite.model import events as ev
 from git_brat.errors import CorruptObject
 from git_brat.git.store import Store
+from git_brat.grite.log.refs import log_tips, read_log_blob, write_log_commit
 
 WAL = b"refs/grite/wal"
 SALVAGE = b"refs/grite/salvage/"   # snapshots that covered lost records, cut loose
@@ -64,13 +65,13 @@ def _survey(store: Store, starts: list[str], recs: dict[str, _Rec | None]) -> No
         if sha in recs:
             continue
         try:
-            c = store.read_commit(sha.encode())
+            c = store.objects.read_commit(sha.encode())
         except CorruptObject:
             recs[sha] = None
             continue
         payload, lamport = None, 0
         try:
-            payload = store.read_log_blob(c)
+            payload = read_log_blob(store, c)
             lamport = ev.decode_batch(payload).lamport
         except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
             payload = None
@@ -135,10 +136,10 @@ def repair(store: Store, replica: str) -> Repair:
     from git_brat.grite.log import attic
     from git_brat.grite.log import cut as shallow
     from git_brat.grite.cache import snapshot
-    tips = {name: sha for name, sha in store.log_tips().items()}
+    tips = {name: sha for name, sha in log_tips(store).items()}
     # Where history was cut, every log would look damaged below the cut and be dropped.
     shallow.refuse_if_cut(store, tips.values(), "repair logs")
-    reflog = store.reflog(WAL)
+    reflog = store.refs.reflog(WAL)
     said = {sha: msg for sha, msg in reflog}   # what the reflog says a commit was
     wal_tip = tips.get(WAL.decode())
     published = [sha for n, sha in tips.items() if n.endswith(f"/grite/replicas/{replica}")]
@@ -199,7 +200,7 @@ def repair(store: Store, replica: str) -> Repair:
         if rec.payload in seen_payloads:
             continue
         seen_payloads.add(rec.payload)
-        new_tip = store.write_log_commit(_as_ours(rec.payload, replica),
+        new_tip = write_log_commit(store, _as_ours(rec.payload, replica),
                                          new_tip.encode() if new_tip else None,
                                          rec.message.strip(), rec.author.encode(),
                                          rec.time).decode()
@@ -210,8 +211,8 @@ def repair(store: Store, replica: str) -> Repair:
     if new_tip != wal_tip:
         if new_tip is None:
             if wal_tip:
-                store.delete_ref_if(WAL, wal_tip.encode())
-        elif not store.cas_ref(WAL, wal_tip.encode() if wal_tip else None, new_tip.encode(),
+                store.refs.delete_if(WAL, wal_tip.encode())
+        elif not store.refs.cas(WAL, wal_tip.encode() if wal_tip else None, new_tip.encode(),
                                b"grite: doctor --fix rebuilt the log from every readable record"):
             from git_brat.errors import Conflict
             raise Conflict("refs/grite/wal moved while doctor repaired it; run `git grite "
@@ -223,23 +224,23 @@ def repair(store: Store, replica: str) -> Repair:
     for name in damaged:
         if name == WAL.decode():
             continue
-        store.delete_ref_if(name.encode(), tips[name].encode())
+        store.refs.delete_if(name.encode(), tips[name].encode())
         dropped.append(name)
         records.append(attic.Rewrite(name, tips[name], None, None, now, True, "damaged"))
     for snap in snaps:
         # Its state may be the only trace of events no log has any more: its content is kept,
         # cut loose from the records git cannot read (used by nothing; there to be looked at).
         try:
-            keep = store.reparent(snap.commit.encode(), f"grite: snapshot {snap.commit} kept "
+            keep = store.objects.reparent(snap.commit.encode(), f"grite: snapshot {snap.commit} kept "
                                   f"by doctor --fix; it covered records that are gone")
-            store.cas_ref(SALVAGE + f"{snap.meta.replica}/{snap.commit}".encode(), None, keep)
+            store.refs.cas(SALVAGE + f"{snap.meta.replica}/{snap.commit}".encode(), None, keep)
         except Exception:   # noqa: BLE001 - its own tree is damaged: nothing to keep
             pass
         snapshot.reject(store, snap.commit)
-        store.delete_ref_if(snap.ref.encode(), snap.commit.encode())
+        store.refs.delete_if(snap.ref.encode(), snap.commit.encode())
         dropped.append(snap.ref)
     if records:
         attic.note(store, records)
-    store.drop_broken_reflog_entries()
+    store.refs.drop_broken_reflog_entries()
     return Repair(damaged, old_tip if new_tip != wal_tip else None,
                   new_tip if new_tip != wal_tip else None, carried, dropped, lost)

@@ -11,6 +11,7 @@ from git_brat.errors import NotFound, UsageError
 from git_brat.git.store import Store
 from git_brat.grite.log.wal import WAL, Appended, Draft, append
 from git_brat.grite.model.state import Entity, State
+from git_brat.grite.log.refs import grite_dir
 
 MIN_PREFIX = 4
 ID_LENGTH = 32   # entity ids are 128-bit hex: anything longer names nothing
@@ -33,13 +34,13 @@ class Grite:
         store = Store.discover(cwd)
         g = cls(store)
         if require_init:
-            identity.load_replica(store.grite_dir)   # raises a clear "run git grite init"
+            identity.load_replica(grite_dir(store))   # raises a clear "run git grite init"
         return g
 
     @property
     def identity(self) -> identity.Identity:
         if self._identity is None:
-            self._identity = identity.load(self.store.grite_dir)
+            self._identity = identity.load(grite_dir(self.store))
         return self._identity
 
     @property

@@ -18,6 +18,7 @@ import msgspec
 from git_brat import process
 from git_brat.brat import layout
 from git_brat.brat.demo import project as demo_project
+from git_brat.git import run as git
 
 DELAY = 20.0        # seconds the demo agents pause mid-edit in the run that gets crashed
 
@@ -62,25 +63,31 @@ class Demo:
 
     # -- running -------------------------------------------------------------------
 
-    def _argv(self, args: tuple[str, ...]) -> list[str]:
-        if args[:1] == ("brat",):   # this very installation, whatever PATH says
-            return [*process.launcher("brat"), *args[1:]]
-        return ["git", *args]
+    def _brat(self, args: tuple[str, ...]) -> list[str]:
+        return [*process.launcher("brat"), *args]   # this very installation, whatever PATH says
 
     def run(self, *args: str, ok: tuple[int, ...] = (0,), env: dict | None = None,
-            show: bool = True) -> subprocess.CompletedProcess:
+            show: bool = True) -> str:
+        """`git <args>` in the demo's repository (`git brat ...` by this installation); its
+        output. DemoFailed with the last line it printed when it exits otherwise than ok."""
         if show:
             self._cmds.append(f"$ git {shlex.join(args)}")
-        proc = subprocess.run(self._argv(args), cwd=self.repo, env={**self.env, **(env or {})},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              stdin=subprocess.DEVNULL, timeout=600)
-        if proc.returncode not in ok:
-            last = (proc.stderr.strip().splitlines() or [""])[-1]
-            raise DemoFailed(f"`git {shlex.join(args)}` exited {proc.returncode}: {last}")
-        return proc
+        full = {**self.env, **(env or {})}
+        if args[:1] == ("brat",):
+            proc = subprocess.run(self._brat(args[1:]), cwd=self.repo, env=full,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=600)
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        else:
+            res = git.run(list(args), cwd=self.repo, env=full, timeout=600)
+            code, out, err = res.code, res.out, res.err
+        if code not in ok:
+            last = (err.strip().splitlines() or [""])[-1]
+            raise DemoFailed(f"`git {shlex.join(args)}` exited {code}: {last}")
+        return out
 
     def json(self, *args: str, **kw):
-        return json.loads(self.run(*args, "--json", **kw).stdout)
+        return json.loads(self.run(*args, "--json", **kw))
 
     def step(self, title: str, result: str) -> None:
         self.steps.append(Step(title, self._cmds, result))
@@ -155,7 +162,7 @@ class Demo:
 
     def _crash(self) -> None:
         """Start the witness with slow agents, then SIGKILL it while they are mid-edit."""
-        argv = self._argv(("brat", "witness", "run", "--once"))
+        argv = self._brat(("witness", "run", "--once"))
         self._cmds.append("$ git brat witness run --once &")
         env = {**self.env, "BRAT_DEMO_DELAY": str(DELAY)}
         w = subprocess.Popen(argv, cwd=self.repo, env=env, stdin=subprocess.DEVNULL,
@@ -208,7 +215,7 @@ class Demo:
         self.step(title, "\n".join(lines) or "nothing was ready")
 
     def _recovery_report(self) -> None:
-        out = self.run("brat", "status").stdout
+        out = self.run("brat", "status")
         rec = out[out.index("RECOVERY"):] if "RECOVERY" in out else out
         self.step("git brat status: what the crash cost, in its recovery report", rec.rstrip())
 
@@ -224,7 +231,7 @@ class Demo:
 
     def _landed(self, convoy: str) -> None:
         c = self.json("brat", "convoy", "show", convoy)
-        out = self.run("brat", "status").stdout
+        out = self.run("brat", "status")
         if c["status"] != "landed":
             raise DemoFailed(f"the convoy is {c['status']}, not landed")
         self.step("The convoy has landed", out.rstrip())

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections import Counter
 
 from git_brat.brat import board as model
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
+from git_brat.git import worktree
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State
 
@@ -24,21 +24,13 @@ def exchanges(conv: Entity) -> list[tuple[dict, int, str, str]]:
 
 
 def work_tree_status(top: str) -> list[str]:
-    try:
-        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=top,
-                              capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return []
-    return proc.stdout.decode("utf-8", "replace").splitlines()
+    return worktree.status(top, timeout=GIT_TIMEOUT)
 
 
 def tracked_files(top: str) -> list[str]:
-    try:
-        proc = subprocess.run(["git", "ls-files", "-z"], cwd=top, capture_output=True,
-                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return []
-    return [f for f in proc.stdout.decode("utf-8", "replace").split("\0") if f]
+    # Shown to the mayor as text: a name that is not UTF-8 is shown with U+FFFD.
+    return [f.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            for f in worktree.tracked(top, timeout=GIT_TIMEOUT)]
 
 
 def layout(files: list[str], limit: int) -> list[str]:

@@ -7,7 +7,7 @@ import time
 from typing import Callable
 
 from git_brat import process
-from git_brat.git import store as gitstore
+from git_brat.git.run import environment
 
 
 def run_check(command: str, cwd: str, timeout: float, log, pid_path: str,
@@ -20,7 +20,7 @@ def run_check(command: str, cwd: str, timeout: float, log, pid_path: str,
     """
     proc = subprocess.Popen(["sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT,
-                            env=gitstore.clean_env({"BRAT_REFINERY": "1"}),
+                            env=environment("worktree", {"BRAT_REFINERY": "1"}),
                             start_new_session=True)
     started(proc)
     process.write_pid_file(pid_path, "check", process.Proc(proc.pid, process.start_time(proc.pid)

@@ -20,7 +20,7 @@ from git_brat.brat.refinery.check import kill, run_check
 from git_brat.brat.refinery.outcomes import Outcome, Outcomes
 from git_brat.brat.refinery.queue import Move, Request
 from git_brat.grite.model import events as ev
-from git_brat.git import store as gitstore
+from git_brat.git import merge, worktree
 from git_brat.grite import locks
 from git_brat.errors import Conflict, GriteError
 from git_brat.grite.repo import Grite
@@ -28,6 +28,8 @@ from git_brat.grite.repo import Grite
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later
 TAIL_LINES, TAIL_CHARS = 40, 4000
 LEASE_TTL = 120.0
+# Who commits a merge when git has no identity of its own (a hub run by a daemon).
+REFINERY_IDENT = ("git-brat refinery", "refinery@git-brat.invalid")
 
 
 class Stopped(Exception):
@@ -191,7 +193,7 @@ class Refinery(Outcomes):
             for redo in range(MAX_REDO + 1):
                 if redo:
                     self.report.redone += 1
-                local = gitstore.rev(self.store, f"refs/heads/{self.target}")
+                local = self.store.objects.rev(f"refs/heads/{self.target}")
                 if local is None:
                     raise GriteError(f"target branch {self.target} does not exist")
                 base = self.base_tip(local)
@@ -255,8 +257,8 @@ class Refinery(Outcomes):
         remote = self.remote()
         if remote is None:
             return local
-        theirs = gitstore.fetch_branch(self.store, remote, self.target, self.settings.timeout)
-        if theirs and theirs != local and gitstore.is_ancestor(self.store, local, theirs):
+        theirs = self.store.remote.fetch_branch(remote, self.target, self.settings.timeout)
+        if theirs and theirs != local and self.store.objects.is_ancestor(local, theirs):
             return theirs
         return local
 
@@ -267,17 +269,17 @@ class Refinery(Outcomes):
                 import shutil
                 shutil.rmtree(path)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            gitstore.worktree_add(self.store, path, tip)
-        gitstore.worktree_reset(path, tip)
+            worktree.add(self.store.common_dir, path, start=tip)
+        worktree.reset(path, tip)
 
     def apply(self, r: Request) -> tuple[bool, list[str]]:
         path, policy = worktree_path(self.g), self.rc.merge_policy
         msg = f"{r.title} (brat task {r.task[:7]})"
         if policy == "squash":
-            return gitstore.apply_squash(path, r.head, msg)
+            return merge.apply_squash(path, r.head, msg, REFINERY_IDENT)
         if policy == "merge":
-            return gitstore.apply_merge(path, r.head, f"Merge {r.branch}: {msg}")
-        return gitstore.apply_rebase(path, r.head)
+            return merge.apply_merge(path, r.head, f"Merge {r.branch}: {msg}", REFINERY_IDENT)
+        return merge.apply_rebase(path, r.head, REFINERY_IDENT)
 
     def stack_all(self, reqs: list[Request], started: int) -> list[Request]:
         """Apply each request onto the worktree in order; conflicting ones leave the batch."""
@@ -297,7 +299,7 @@ class Refinery(Outcomes):
             ok, files = self.apply(r)
             if not ok:
                 bad.append((r, "conflict:" + ", ".join(files)))
-        return gitstore.head_of(worktree_path(self.g)), bad
+        return worktree.head(worktree_path(self.g)), bad
 
     def bisect(self, base: str, reqs: list[Request], failed: str | None = None,
                built: str | None = None) -> tuple[str, list[Request], list[tuple[Request, str]]]:
@@ -328,7 +330,7 @@ class Refinery(Outcomes):
         return tip_r, good_l + good_r, bad_l + bad_r
 
     def first_tip(self) -> str:
-        return gitstore.head_of(worktree_path(self.g))
+        return worktree.head(worktree_path(self.g))
 
     # -- the check ----------------------------------------------------------------------
 
@@ -336,8 +338,8 @@ class Refinery(Outcomes):
         """Run refinery.check in the worktree at tip: (passed, the output's tail)."""
         if not self.rc.check.strip():
             return True, ""
-        if gitstore.head_of(worktree_path(self.g)) != tip:
-            gitstore.worktree_reset(worktree_path(self.g), tip)
+        if worktree.head(worktree_path(self.g)) != tip:
+            worktree.reset(worktree_path(self.g), tip)
         self.report.check_runs += 1
         logs = [merge_log(self.g, r.merge) for r in reqs]
         os.makedirs(os.path.dirname(logs[0]), exist_ok=True)
@@ -384,12 +386,12 @@ class Refinery(Outcomes):
         note, pushed = "", False
         remote = self.remote()
         if remote:
-            ok, why = gitstore.push_branch(self.store, remote, new, self.target,
-                                           self.settings.timeout)
+            ok, why = self.store.remote.push_branch(remote, new, self.target,
+                                                    self.settings.timeout)
             if not ok:
-                theirs = gitstore.fetch_branch(self.store, remote, self.target,
-                                               self.settings.timeout)
-                if theirs is not None and not gitstore.is_ancestor(self.store, theirs, new):
+                theirs = self.store.remote.fetch_branch(remote, self.target,
+                                                        self.settings.timeout)
+                if theirs is not None and not self.store.objects.is_ancestor(theirs, new):
                     return "moved", f"push to {remote} rejected: {why}"
                 note = f"push to {remote} failed ({why}); landed locally"
             else:
@@ -402,28 +404,28 @@ class Refinery(Outcomes):
 
     def _land_locally(self, new: str, local: str) -> tuple[str, str]:
         ref = f"refs/heads/{self.target}"
-        for wt in gitstore.worktrees(self.store):
+        for wt in worktree.listing(self.store.common_dir):
             if wt.get("branch") == ref and "bare" not in wt:
                 process.wait_for_exit(self.wait_pids)   # the git command whose hook started us
-                res = gitstore.ff_checkout(wt["worktree"], new)
+                res = merge.ff_checkout(wt["worktree"], new)
                 if res.ok:
                     return "landed", ""
-                if gitstore.rev(self.store, ref) != local:
+                if self.store.objects.rev(ref) != local:
                     return "moved", f"{self.target} moved"
                 files = [ln.strip() for ln in res.err.splitlines() if ln.startswith("\t")]
-                why = f"local changes to {', '.join(files)} collide" if files else res.error()
+                why = f"local changes to {', '.join(files)} collide" if files else res.error_line()
                 return "waiting", (f"{self.target} is checked out at {wt['worktree']} and git "
                                    f"refuses to fast-forward it: {why}; commit or stash "
                                    f"those changes, then run the refinery again")
-        if self.store.cas_ref(ref.encode(), local.encode(), new.encode(),
-                              f"brat refinery: {self.target} -> {new[:12]}".encode()):
+        if self.store.refs.cas(ref.encode(), local.encode(), new.encode(),
+                               f"brat refinery: {self.target} -> {new[:12]}".encode()):
             return "landed", ""
         return "moved", f"{self.target} moved"
 
     def cleanup(self) -> None:
         """A hub's worktree is temporary; a checkout keeps its own for the next pass."""
         if self.store.bare and os.path.exists(worktree_path(self.g)):
-            gitstore.worktree_remove(self.store, worktree_path(self.g))
+            worktree.remove(self.store.common_dir, worktree_path(self.g))
 
     def kill_check(self) -> None:
         if self._check is not None and self._check.poll() is None:

@@ -15,7 +15,6 @@ from git_brat.brat import tasks
 from git_brat.brat.config import Config
 from git_brat.brat.board import MERGE, Board, status_of
 from git_brat.grite.model import events as ev
-from git_brat.git import store as gitstore
 from git_brat.grite import locks
 from git_brat.git.store import Store
 from git_brat.grite.log.wal import Draft
@@ -50,7 +49,7 @@ def task_branch(tid: str) -> str:
 
 def lease_name(store: Store, remote: str) -> str:
     """`refinery:<repo>`: the same name on a hub and on every clone of it."""
-    url = gitstore.remote_url(store, remote) if not store.bare else None
+    url = store.config_get(f"remote.{remote}.url") if not store.bare else None
     if url:
         base = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
     else:
@@ -64,10 +63,10 @@ def lease_name(store: Store, remote: str) -> str:
 
 def find_branch(store: Store, branch: str) -> tuple[str, str] | None:
     """(ref, sha) of a task branch: the local branch, else a remote's copy of it."""
-    sha = store.read_ref(f"refs/heads/{branch}".encode())
+    sha = store.refs.read(f"refs/heads/{branch}".encode())
     if sha:
         return f"refs/heads/{branch}", sha.decode()
-    for name, sha in sorted(store.refs_under(b"refs/remotes/").items()):
+    for name, sha in sorted(store.refs.under(b"refs/remotes/").items()):
         n = name.decode()
         if n.count("/") >= 3 and n.split("/", 3)[3] == branch:
             return n, sha.decode()
@@ -99,7 +98,7 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
     now = now if now is not None else process.now_ms()
     merges = open_merges(board.state)
     target = cfg.refinery.target_branch
-    tip = target_tip or gitstore.rev(g.store, f"refs/heads/{target}")
+    tip = target_tip or g.store.objects.rev(f"refs/heads/{target}")
     out, order = [], {}
     for t in board.tasks.values():
         if status_of(t) != "needs-review":
@@ -110,7 +109,7 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
         if found is None:
             continue
         ref, head = found
-        base = (m.get("base") if m else None) or (gitstore.merge_base(g.store, tip, head)
+        base = (m.get("base") if m else None) or (g.store.objects.merge_base(tip, head)
                                                 if tip else "") or ""
         since = int(m.get("queued_at", m.created_at)) if m else t.updated_at
         prio = t.get("priority", model.DEFAULT_PRIORITY)

@@ -15,7 +15,7 @@ from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.refinery.passes import PassReport, Refinery, Stopped, merge_log
-from git_brat.git import store as gitstore
+from git_brat.git.run import environment
 from git_brat.grite import locks
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import iso
@@ -114,7 +114,7 @@ def detach(g: Grite, args: list[str]) -> int:
     return process.detach([*process.launcher("brat"), "refinery", "run", *args],
                           role="refinery", log=log_path(g),
                           cwd=g.store.toplevel() or g.store.common_dir,
-                          env=gitstore.clean_env()).pid
+                          env=environment("worktree")).pid
 
 
 def kick(g: Grite, cfg: Config) -> int | None:

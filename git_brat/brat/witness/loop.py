@@ -13,6 +13,7 @@ from typing import Callable
 import msgspec
 
 from git_brat import process
+from git_brat.git import worktree as git_worktree
 from git_brat.brat import board as model
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -507,8 +508,8 @@ class Witness:
             except GriteError as exc:
                 kept_all = False   # keep the work tree: its files are the only copy
                 log_line(live.log, f"could not commit what the agent left: {exc.message}")
-        head = store.branch_tip(live.branch) or ""
-        commits = store.count_commits(live.target, head) if head else 0
+        head = store.refs.branch_tip(live.branch) or ""
+        commits = store.objects.count(live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
@@ -563,7 +564,7 @@ class Witness:
             except (GriteError, OSError) as exc:
                 log_line(live.log, f"could not start the refinery: {exc}")
         if kept_all and live.worktree and os.path.isdir(live.worktree):
-            store.worktree_remove(live.worktree)
+            git_worktree.remove(store.common_dir, live.worktree)
         log_line(live.log, f"ended: {outcome['status']}: {outcome['reason']}")
         end = SessionEnd(live.sid, live.tid, live.title, outcome["status"], outcome["reason"],
                          outcome["task"], rc, commits, seconds)

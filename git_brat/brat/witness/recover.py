@@ -113,7 +113,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
         cur = b.state.entities.get(s.id)
         if cur is None or cur.get("status") not in ss.LIVE:
             return []
-        head = g.store.branch_tip(branch) if branch else None
+        head = g.store.refs.branch_tip(branch) if branch else None
         out = [Draft(s.id, ev.SetFields({
             "status": "crashed", "reason": why, "ended_at": process.now_ms(), "salvaged": salvaged,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,

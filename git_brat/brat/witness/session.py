@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from git_brat import process
+from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
@@ -78,10 +79,10 @@ def agent_env(g: Grite, preset: Preset, sid: str, tid: str, worktree: str) -> di
     Some engines' shells never read ~/.gitconfig, so the identity travels in the environment:
     the agent as author, the actor it works for as committer.
     """
-    from git_brat.git.store import _clean_env
+    from git_brat.git.run import environment
     actor = g.identity.actor
     bin_dir = _shim_dir(g)
-    env = _clean_env()
+    env = environment("checkout")
     env.update({
         "BRAT_SESSION": sid, "BRAT_TASK": tid, "BRAT_WORKTREE": worktree,
         "GRITE_HOLDER": ss.holder_id(sid),
@@ -124,7 +125,7 @@ def salvage(store, worktree: str, what: str, env: dict, skip: list[str] = ()) ->
     """Commit whatever an agent left uncommitted, so no work is lost; its sha, or None."""
     if not os.path.isdir(worktree):
         return None
-    return store.commit_all(worktree, f"brat: {what}", env, skip)
+    return git_worktree.commit_all(worktree, f"brat: {what}", env, skip)
 
 
 def prompt_of(g: Grite, live: LiveSession) -> str:
@@ -165,7 +166,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
         last_failure=task.get("last_failure", "") if task.get("failures", 0) else "",
         notes=notes[-10:], reply=reply,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
-        commits=g.store.count_commits(live.base, live.branch) if resumed_branch else 0)
+        commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0)
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
     with open(layout.session_prompt(g.store, live.sid), "w", encoding="utf-8") as f:
         f.write(text)
@@ -191,33 +192,31 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
 def make_worktree(g: Grite, live: LiveSession) -> bool:
     """Make (or reuse) the task's work tree; True when it continues an existing branch."""
     store, path = g.store, live.worktree
-    target = store.branch_tip(live.target) or store.resolve_commit(live.target) or \
-        store.resolve_commit("HEAD")
+    target = store.refs.branch_tip(live.target) or store.objects.rev(live.target) or \
+        store.objects.rev("HEAD")
     if target is None:
         raise UsageError(f"the target branch {live.target} does not exist and HEAD has no "
                          f"commit: set refinery.target_branch")
-    existing = store.branch_tip(live.branch)
+    existing = store.refs.branch_tip(live.branch)
     here = os.path.realpath(path)
-    trees = {os.path.realpath(p): b for p, b in store.worktrees().items()} \
-        if os.path.exists(path) else {}
+    trees = {os.path.realpath(w["worktree"]): w.get("branch", "").removeprefix("refs/heads/")
+             for w in git_worktree.listing(store.common_dir)} if os.path.exists(path) else {}
     if here in trees:
         if trees[here] == live.branch:
             salvage(store, path, f"work left in {live.branch}'s work tree", live.env or
                     agent_env(g, live.preset, live.sid, live.tid, path),
                     live.preset.scratch)
         else:
-            store.worktree_remove(path)
+            git_worktree.remove(store.common_dir, path)
             trees.pop(here)
     elif os.path.exists(path):
         # Not a work tree git knows: keep its files aside rather than delete anything.
         os.replace(path, f"{path}.stale-{int(time.time())}")
     if here not in trees:
-        if existing:
-            store.worktree_add(path, live.branch, None)
-        else:
-            store.worktree_add(path, live.branch, target)
-    live.base = (store.merge_base(target, live.branch) or target) if existing else target
-    live.start_head = store.branch_tip(live.branch) or target
+        git_worktree.add(store.toplevel() or store.git_dir, path, branch=live.branch,
+                         start=None if existing else target, hooks=True)
+    live.base = (store.objects.merge_base(target, live.branch) or target) if existing else target
+    live.start_head = store.refs.branch_tip(live.branch) or target
     return bool(existing)
 
 

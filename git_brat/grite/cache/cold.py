@@ -7,7 +7,7 @@ A clone cut at a snapshot adopts the snapshot's hot rows and is ready; the settl
 
 from __future__ import annotations
 
-from git_brat.git.store import Store, git_error
+from git_brat.git.store import Store
 
 SETTING = "grite.fetchCold"
 WHEN = ("background", "now", "when-needed")   # its values; the first is the default
@@ -32,15 +32,15 @@ def fetch(store: Store, commit: str, remote: str) -> str | None:
     from git_brat.grite.cache import snapshot
     from git_brat.grite.log.refs import net_timeout, synced_remotes, transport_env
     entry = snapshot.COLD_DB.decode()
-    if store.has_entry(commit, entry):
+    if store.objects.has_entry(commit, entry):
         return None
     remotes = [r for r in dict.fromkeys([remote, *synced_remotes(store)]) if r]
     why = "no synced remote to fetch it from"
     for r in remotes:
         # By id: it is a parent of the remote's snapshot commit, so no ref names it (protocol
         # v2 serves any object the remote has; git 2.18 and later speak it).
-        proc = store.fetch(r, [commit], transport_env(), net_timeout(), keep_pack=True)
-        if proc.returncode == 0 and store.has_entry(commit, entry):
+        proc = store.remote.fetch(r, [commit], transport_env(), net_timeout(), keep_pack=True)
+        if proc.ok and store.objects.has_entry(commit, entry):
             return None
-        why = f"{r}: {git_error(proc)}" if proc.returncode else f"{r} sent no such commit"
+        why = f"{r}: {proc.error_line()}" if not proc.ok else f"{r} sent no such commit"
     return why

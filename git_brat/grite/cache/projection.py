@@ -23,6 +23,7 @@ from git_brat.git.store import Store
 from git_brat.grite.log.wal import LogReader, LogUnreadable, Problem
 from git_brat.grite.model.issueview import IssueView, decode_stored, issue_view, join_stored
 from git_brat.grite.model.state import State, no_gc, replay_stream
+from git_brat.grite.log.refs import grite_dir, log_tips
 
 if TYPE_CHECKING:
     from git_brat.grite.cache import snapshot
@@ -64,7 +65,7 @@ class Cache:
 
     def __init__(self, store: Store):
         self.store = store
-        self.dir = os.path.join(store.grite_dir, "cache")
+        self.dir = os.path.join(grite_dir(store), "cache")
         self.path = os.path.join(self.dir, DB)
         self.problems: list[Problem] = []
         self.rebuilt = False   # True when this call replayed every log from scratch
@@ -190,7 +191,7 @@ class Cache:
         conn = self._db()
         if conn is not None:
             meta = self._meta_of(conn)
-            if meta is not None and meta.frontier == self.store.log_tips() and \
+            if meta is not None and meta.frontier == log_tips(self.store) and \
                     _enough(meta, hot_before):
                 self._answered(meta)
                 self._stored = True
@@ -236,7 +237,7 @@ class Cache:
         """
         path = self._path(f"list-{state_filter}-{cold_before}.json")
         meta = self._hint()
-        if meta is not None and meta.frontier == self.store.log_tips():
+        if meta is not None and meta.frontier == log_tips(self.store):
             try:
                 with open(path, "rb") as f:
                     data = f.read()
@@ -266,7 +267,7 @@ class Cache:
     def rebuild(self, full: bool = False) -> State:
         """Rewrite the cache from the logs: from the best snapshot on, or (full) every event."""
         with self._locked():
-            return self._update(None, None, self.store.log_tips(), full)[1]
+            return self._update(None, None, log_tips(self.store), full)[1]
 
     def snapshot_if_due(self, settings: snapshot.Settings) -> snapshot.Snapshot | None:
         """Write this replica's snapshot if grite.snapshotEvery events came since the last one."""
@@ -288,7 +289,7 @@ class Cache:
         """Events in this replica's current snapshot (0 if none usable)."""
         from git_brat.grite.log import identity
         from git_brat.grite.cache import snapshot
-        rid = identity.load_replica(self.store.grite_dir).id
+        rid = identity.load_replica(grite_dir(self.store)).id
         own = snapshot.read(self.store, snapshot.own_ref(rid))
         return own.meta.events if own is not None and own.meta.version == CACHE_VERSION else 0
 
@@ -306,7 +307,7 @@ class Cache:
                              f"now would leave their events out for good (see `git grite doctor`; "
                              f"once repaired, `git grite rebuild`)")
         covers = sorted(set(self.frontier.values()))
-        rid = identity.load_replica(self.store.grite_dir).id
+        rid = identity.load_replica(grite_dir(self.store)).id
         ours = snapshot.read(self.store, snapshot.own_ref(rid))
         if ours and ours.meta.covers == covers and ours.meta.version == CACHE_VERSION:
             return ours, False
@@ -360,7 +361,7 @@ class Cache:
         """Under the lock: meta and state at the current frontier, extending the cache if needed
         (and taking in its snapshot's cold part, unless hot_before says it is not needed)."""
         from git_brat.grite.cache import db as cachedb
-        tips = self.store.log_tips()
+        tips = log_tips(self.store)
         conn = self._db()
         meta = self._meta_of(conn, fresh=True) if conn is not None else None   # caught up meanwhile?
         state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
@@ -625,7 +626,7 @@ class Cache:
         import sqlite3
         from git_brat.grite.log import identity
         from git_brat.grite.cache import snapshot
-        ident = identity.load(self.store.grite_dir)
+        ident = identity.load(grite_dir(self.store))
         args = (self.store, ident.replica.id, ident.git_author)
         before = cold_cutoff(self.store)
         if not self.read_only and os.path.exists(self.path):

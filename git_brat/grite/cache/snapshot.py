@@ -22,6 +22,7 @@ from git_brat.errors import CorruptObject, GriteError
 from git_brat.files import atomic_write
 from git_brat.git.store import Store
 from git_brat.grite.model.state import EncodedState, State
+from git_brat.grite.log.refs import grite_dir
 
 PREFIX = b"refs/grite/snapshots/"
 REMOTE_INFIX = b"/grite/snapshots/"
@@ -95,11 +96,11 @@ def settings(store: Store) -> Settings:
 
 def read(store: Store, ref: bytes, sha: bytes | None = None) -> Snapshot | None:
     """The snapshot a ref points at, or None if there is none or its meta is unreadable."""
-    sha = sha or store.read_ref(ref)
+    sha = sha or store.refs.read(ref)
     if sha is None:
         return None
     try:
-        meta = msgspec.msgpack.decode(store.read_record(sha, b"meta")[0], type=SnapshotMeta)
+        meta = msgspec.msgpack.decode(store.objects.read_record(sha, b"meta")[0], type=SnapshotMeta)
     except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
         return None
     return Snapshot(ref.decode(), sha.decode(), meta)
@@ -107,8 +108,8 @@ def read(store: Store, ref: bytes, sha: bytes | None = None) -> Snapshot | None:
 
 def listed(store: Store) -> list[Snapshot]:
     """Every snapshot we have (ours, and fetched ones), most events first; unreadable ones skipped."""
-    refs = store.refs_under(PREFIX)
-    refs.update({n: s for n, s in store.refs_under(b"refs/remotes/").items() if REMOTE_INFIX in n})
+    refs = store.refs.under(PREFIX)
+    refs.update({n: s for n, s in store.refs.under(b"refs/remotes/").items() if REMOTE_INFIX in n})
     found = [snap for name, sha in sorted(refs.items()) if (snap := read(store, name, sha))]
     found.sort(key=lambda s: (-s.meta.events, s.ref))
     return found
@@ -229,7 +230,7 @@ def adopt_cold(store: Store, snap: Snapshot, path: str) -> bool:
 def temp_path(store: Store) -> str:
     """A new file's name: beside the cache if that can be written (one filesystem), else $TMPDIR."""
     import tempfile
-    for where in (os.path.join(store.grite_dir, "cache"), None):
+    for where in (os.path.join(grite_dir(store), "cache"), None):
         try:
             fd, path = tempfile.mkstemp(prefix="snapshot-", suffix=".db", dir=where)
         except OSError:
@@ -254,14 +255,14 @@ def contained(store: Store, snap: Snapshot, tips) -> bool:
     tips = list(tips)
     # A first fetch asks, then the cache again: what our tips reach (where no deepen moved the
     # cut) only grows, so a yes stays a yes.
-    key = (store.common_dir, snap.commit, frozenset(tips), tuple(store.shallow_commits()))
+    key = (store.common_dir, snap.commit, frozenset(tips), tuple(store.remote.shallow_commits()))
     if key in _contained:
         return True
     try:
         boundary = shallow.cut(store, tips)
         cut_at = {p for absent in boundary.values() for p in absent}
         here = [c for c in covers if c not in cut_at]
-        if not all(store.is_commit(c) for c in here) or store.unreachable(here, tips):
+        if not all(store.objects.is_commit(c) for c in here) or store.objects.unreachable(here, tips):
             return False
         if boundary and not shallow.explained(store, boundary, covers):
             return False
@@ -407,7 +408,7 @@ def _unpack_blob(store: Store, commit: bytes, entry: bytes, frames: list[int], p
     """Inflate a commit's zstd file entry (in frames of the sizes given, on every core) at
     path; False if it is not what they say. Raise CorruptObject if it cannot be read."""
     import zstandard
-    packed = store.read_large_blob(commit, entry)
+    packed = store.objects.read_large_blob(commit, entry)
     if frames and (sum(frames) != len(packed) or len(frames) > MAX_FRAMES):
         return False
     try:
@@ -459,9 +460,9 @@ def _state_bytes(store: Store, commit: bytes) -> bytes:
     """The msgpack of a snapshot's state: `state.z` (zlib: git then moves and hashes a third of
     the bytes), or `state` as snapshots were first written."""
     try:
-        return zlib.decompress(store.read_record(commit, STATE_Z)[0])
+        return zlib.decompress(store.objects.read_record(commit, STATE_Z)[0])
     except CorruptObject:
-        return store.read_record(commit, b"state")[0]
+        return store.objects.read_record(commit, b"state")[0]
 
 
 def write(store: Store, replica_id: str, author: bytes, events: int, entities: int, path: str,
@@ -478,7 +479,7 @@ def write(store: Store, replica_id: str, author: bytes, events: int, entities: i
         cold_path, rows, before = cold
         with open(cold_path, "rb") as f:
             packed, frames = pack(f.read())
-        part = store.write_tree_commit({COLD_DB: packed}, [],
+        part = store.objects.write_tree_commit({COLD_DB: packed}, [],
                                        f"grite: a snapshot's cold part, {rows} settled entities",
                                        author, when)
         meta.cold = ColdPart(part.decode(), rows, before, frames)
@@ -486,11 +487,11 @@ def write(store: Store, replica_id: str, author: bytes, events: int, entities: i
     message = f"grite: snapshot of {meta.events} events, {meta.entities} entities"
     with open(path, "rb") as f:
         packed, meta.frames = pack(f.read())
-    commit = store.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), STATE_DB: packed},
+    commit = store.objects.write_tree_commit({b"meta": msgspec.msgpack.encode(meta), STATE_DB: packed},
                                      parents, message, author, when)
     ref = own_ref(replica_id)
-    old = store.read_ref(ref)
-    if not store.cas_ref(ref, old, commit, b"grite: snapshot"):
+    old = store.refs.read(ref)
+    if not store.refs.cas(ref, old, commit, b"grite: snapshot"):
         return None
     return Snapshot(ref.decode(), commit.decode(), meta)
 
@@ -542,7 +543,7 @@ def write_state(store: Store, replica_id: str, author: bytes, state: State, cove
 
 
 def _rejected_path(store: Store) -> str:
-    return os.path.join(store.grite_dir, "snapshots-rejected")
+    return os.path.join(grite_dir(store), "snapshots-rejected")
 
 
 def rejected(store: Store) -> set[str]:

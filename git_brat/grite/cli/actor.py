@@ -8,6 +8,7 @@ from git_brat.clikit import emit, json_option, table, when
 from git_brat.grite.cli.common import open_grite
 from git_brat.grite.log import identity
 from git_brat.grite.model.state import iso
+from git_brat.grite.log.refs import grite_dir
 
 
 @click.group()
@@ -20,7 +21,7 @@ def actor():
 def list_(as_json):
     """Actors known to this clone (the current one is marked *)."""
     g = open_grite()
-    actors = identity.list_actors(g.store.grite_dir)
+    actors = identity.list_actors(grite_dir(g.store))
     current = g.identity.actor.id
     rows = [[("* " if a.id == current else "  ") + a.id, a.name, a.email] for a in actors]
     emit(as_json, [dict(**_as_dict(a), current=a.id == current) for a in actors],
@@ -33,7 +34,7 @@ def list_(as_json):
 def show(actor_ref, as_json):
     """Show an actor (default: the current one)."""
     g = open_grite()
-    a = identity.find_actor(g.store.grite_dir, actor_ref) if actor_ref else g.identity.actor
+    a = identity.find_actor(grite_dir(g.store), actor_ref) if actor_ref else g.identity.actor
     emit(as_json, _as_dict(a), lambda: f"id:       {a.id}\nname:     {a.name}\nemail:    {a.email}\n"
          f"replica:  {a.replica}\ncreated:  {when(iso(a.created_at))}")
 
@@ -47,10 +48,10 @@ def new(name, email, use_it, as_json):
     """Create a new actor (for example one per agent)."""
     from git_brat.grite.init import record_actor
     g = open_grite()
-    a = identity.new_actor(g.store.grite_dir, name, email or f"{name.strip()}@localhost")
+    a = identity.new_actor(grite_dir(g.store), name, email or f"{name.strip()}@localhost")
     record_actor(g, a)
     if use_it:
-        identity.use_actor(g.store.grite_dir, a.id)
+        identity.use_actor(grite_dir(g.store), a.id)
     emit(as_json, _as_dict(a), lambda: a.id)
 
 
@@ -60,8 +61,8 @@ def new(name, email, use_it, as_json):
 def use(actor_ref, as_json):
     """Make ACTOR (id, id prefix or name) the current actor of this clone."""
     g = open_grite()
-    a = identity.find_actor(g.store.grite_dir, actor_ref)
-    identity.use_actor(g.store.grite_dir, a.id)
+    a = identity.find_actor(grite_dir(g.store), actor_ref)
+    identity.use_actor(grite_dir(g.store), a.id)
     emit(as_json, _as_dict(a), lambda: f"now acting as {a.name} ({a.id})")
 
 

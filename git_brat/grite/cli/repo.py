@@ -9,6 +9,7 @@ import click
 from git_brat.clikit import ProgressLine, emit, json_option, printable, warn, when
 from git_brat.errors import DEEPEN_HINT
 from git_brat.grite.cli.common import open_grite, report_problems
+from git_brat.grite.log.refs import log_tips
 
 
 @click.command()
@@ -40,7 +41,7 @@ def log(entity, limit, as_json):
     entries = audit.entries(g, ent_id)
     report_problems(g)
     from git_brat.grite.log import cut as shallow
-    if shallow.cut(g.store, g.store.log_tips().values()):
+    if shallow.cut(g.store, log_tips(g.store).values()):
         warn("this clone was made from a snapshot: events before it are not in its logs, so "
              f"they are not listed ({DEEPEN_HINT})")
     if limit:

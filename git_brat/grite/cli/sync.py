@@ -9,6 +9,7 @@ import click
 from git_brat.clikit import emit, json_option, warn
 from git_brat.grite import sync as sy
 from git_brat.grite.cli.common import open_grite
+from git_brat.grite.log.refs import log_tips
 
 
 def _short(sha: str | None) -> str:
@@ -127,7 +128,7 @@ def deepen(as_json):
     from git_brat.errors import GriteError
     g = open_grite()
     tried = sy.deepen(g)
-    left = len(shallow.cut(g.store, g.store.log_tips().values()))
+    left = len(shallow.cut(g.store, log_tips(g.store).values()))
     if left:
         why = "; ".join(f"{r}: {e}" for r, e in tried if e) or "no synced remote holds it"
         raise GriteError(f"{left} log(s) still start from a snapshot ({why}); nothing was lost, "

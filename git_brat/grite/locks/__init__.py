@@ -18,6 +18,7 @@ from git_brat.errors import (Conflict, CorruptObject, GriteError, NotFound, RefL
 from git_brat.grite.locks.memo import Memo, PackedLive, Seen
 from git_brat.grite.log.wal import Appended, Draft, lock_timeout
 from git_brat.grite.model.state import iso
+from git_brat.grite.log.refs import grite_dir
 
 if TYPE_CHECKING:
     from git_brat.git.store import Store
@@ -294,7 +295,7 @@ def committed_locks_table(store: "Store") -> dict:
     config; `git brat config` validates the rest.)
     """
     import tomllib
-    data = store.committed_file(BRAT_CONFIG)
+    data = store.objects.committed_file(BRAT_CONFIG)
     if data is None:
         return {}
     try:
@@ -354,7 +355,7 @@ _decoder = msgspec.json.Decoder(Lease)
 
 
 def read_lease(store: "Store", sha: bytes) -> Lease:
-    data, _parents = store.read_record(sha, ENTRY)
+    data, _parents = store.objects.read_record(sha, ENTRY)
     try:
         return _decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -363,17 +364,17 @@ def read_lease(store: "Store", sha: bytes) -> Lease:
 
 def current(g: "Grite", resource: str) -> Lease | None:
     """The lease record this clone has for resource (the local ref or the remote's mirror)."""
-    sha = g.store.read_ref(ref_for(resource))
+    sha = g.store.refs.read(ref_for(resource))
     return read_lease(g.store, sha) if sha else None
 
 
 def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:
     """The lease's audit trail, newest first (follows the commit chain of its ref)."""
     out: list[Lease] = []
-    sha = g.store.read_ref(ref_for(resource))
+    sha = g.store.refs.read(ref_for(resource))
     while sha and len(out) < limit:
         out.append(read_lease(g.store, sha))
-        _data, parents = g.store.read_record(sha, ENTRY)
+        _data, parents = g.store.objects.read_record(sha, ENTRY)
         sha = parents[0] if parents else None
     return out
 
@@ -497,7 +498,7 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
     attempt = 0
     while True:
         attempt += 1
-        old = store.read_ref(ref)
+        old = store.refs.read(ref)
         prev = read_lease(store, old) if old else None
         now = now_ms()
         plan = decide(prev, now, "")
@@ -505,7 +506,7 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
             return _unchanged(resource, prev, now, st, ref)
         commit = _write(g, plan, old)
         try:
-            won = store.cas_ref(ref, old, commit, message=_message(plan).encode())
+            won = store.refs.cas(ref, old, commit, message=_message(plan).encode())
         except RefLocked:
             if time.monotonic() > deadline:
                 raise
@@ -526,7 +527,7 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
     """
     store, remote = g.store, st.remote
     deadline = time.monotonic() + lock_timeout()
-    expected = base = store.read_ref(ref)
+    expected = base = store.refs.read(ref)
     fresh = False
     while True:
         prev = read_lease(store, base) if base else None
@@ -544,9 +545,9 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
             fresh = True
             continue
         commit = _write(g, plan, base)
-        mirrored = store.read_ref(ref)
+        mirrored = store.refs.read(ref)
         try:
-            won, reason = store.push_lease(remote, commit, ref, expected, st.timeout)
+            won, reason = store.remote.push_lease(remote, commit, ref, expected, st.timeout)
         except RemoteUnreachable as exc:
             if not fresh:
                 raise   # nothing heard from the remote yet: _apply may decide locally
@@ -575,31 +576,31 @@ def _refresh(store: "Store", remote: str, ref: bytes, st: Settings) -> tuple[byt
     made the caller decide the lease locally, while the remote held it for another clone.)
     """
     for _ in range(5):
-        sha = store.ls_remote(remote, [ref.decode()], st.timeout).get(ref)
+        sha = store.remote.ls_remote(remote, [ref.decode()], st.timeout).get(ref)
         if sha is None:
-            return None, store.read_ref(ref)
-        if not store.has_object(sha):
+            return None, store.refs.read(ref)
+        if not store.objects.has_object(sha):
             try:
-                store.fetch_objects(remote, [ref.decode()], st.timeout)
+                store.remote.fetch_objects(remote, [ref.decode()], st.timeout)
             except RemoteUnreachable as exc:
                 raise RemoteFailed(remote, f"the fetch of {ref.decode()}", exc.detail) from exc
-            if not store.has_object(sha):
+            if not store.objects.has_object(sha):
                 continue   # it moved between ls-remote and fetch: look again
-        _mirror(store, ref, store.read_ref(ref), sha)
+        _mirror(store, ref, store.refs.read(ref), sha)
         return sha, sha
     raise Conflict(f"the lease {ref.decode()} kept moving on {remote}; try again")
 
 
 def refresh_all(store: "Store", st: Settings) -> None:
     """Mirror every lease ref of the remote into the local refs (the remote is the truth)."""
-    refs = {n: s for n, s in store.ls_remote(st.remote, [LOCKS.decode() + "*"], st.timeout).items()
+    refs = {n: s for n, s in store.remote.ls_remote(st.remote, [LOCKS.decode() + "*"], st.timeout).items()
             if n.startswith(LOCKS)}
-    missing = [n.decode() for n, s in refs.items() if not store.has_object(s)]
+    missing = [n.decode() for n, s in refs.items() if not store.objects.has_object(s)]
     if missing:
-        store.fetch_objects(st.remote, missing, st.timeout)
+        store.remote.fetch_objects(st.remote, missing, st.timeout)
     for name, sha in refs.items():
-        if store.has_object(sha):
-            _mirror(store, name, store.read_ref(name), sha)
+        if store.objects.has_object(sha):
+            _mirror(store, name, store.refs.read(name), sha)
 
 
 def _mirror(store: "Store", ref: bytes, old: bytes | None, new: bytes, why: str = "") -> None:
@@ -608,7 +609,7 @@ def _mirror(store: "Store", ref: bytes, old: bytes | None, new: bytes, why: str 
     if old == new:
         return
     try:
-        store.cas_ref(ref, old, new, message=(why or "grite: lock mirror").encode())
+        store.refs.cas(ref, old, new, message=(why or "grite: lock mirror").encode())
     except RefLocked:
         pass
 
@@ -621,7 +622,7 @@ def _message(plan: _Plan) -> str:
 
 def _write(g, plan: _Plan, parent: bytes | None) -> bytes:
     payload = msgspec.json.encode(plan.lease)
-    return g.store.write_record_commit(ENTRY, payload, parent, _message(plan), g.identity.git_author,
+    return g.store.objects.write_record_commit(ENTRY, payload, parent, _message(plan), g.identity.git_author,
                                        plan.lease.written_at // 1000)
 
 
@@ -703,7 +704,7 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
             note = f"could not read the leases of {st.remote} ({exc.detail}); showing this " \
                    f"clone's records"
     now, leases, problems = now_ms(), [], []
-    memo = Memo(os.path.join(store.grite_dir, "cache")) if not released else None
+    memo = Memo(os.path.join(grite_dir(store), "cache")) if not released else None
     known = _known_records(store) if released else _unreleased_records(store, memo)
     seen = memo.seen([sha for shas in known.values() for sha in shas]) if memo else {}
     new: dict[bytes, Seen] = {}
@@ -738,7 +739,7 @@ def _learn(store: "Store", shas: list[bytes], seen: dict[bytes, Seen],
     unknown = [s for s in dict.fromkeys(shas) if s not in seen and s not in new]
     if len(unknown) < 32:
         return   # read one by one where needed: cheaper than starting git
-    for sha, data in store.cat_log_blobs([s.decode() for s in unknown], entry=ENTRY.decode()):
+    for sha, data in store.catfile.cat_blobs([s.decode() for s in unknown], ENTRY.decode()):
         try:
             lease = _decoder.decode(data) if data is not None else None
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -769,9 +770,9 @@ def _known_records(store: "Store") -> dict[bytes, list[bytes]]:
     without them a released lease would still look held here.
     """
     out: dict[bytes, list[bytes]] = {}
-    for name, sha in store.refs_under(LOCKS).items():
+    for name, sha in store.refs.under(LOCKS).items():
         out.setdefault(name, []).append(sha)
-    for name, sha in store.refs_under(b"refs/remotes/").items():
+    for name, sha in store.refs.under(b"refs/remotes/").items():
         local = _local_name(name)
         if local:
             out.setdefault(local, []).append(sha)
@@ -790,12 +791,12 @@ def _unreleased_records(store: "Store", memo: Memo) -> dict[bytes, list[bytes]]:
     """_known_records for the locks that may not be released: every loose lock ref (recent
     changes) and the packed ones a summary of the packed-refs file names (computed once per
     file: after `git gc` it holds a year of released leases)."""
-    packed = store.packed_refs()
+    packed = store.refs.packed()
     live = memo.packed_live(packed.key)
     if live is None:
         live = _summarize_packed(store, packed, memo)
-    loose = store.loose_refs_under(LOCKS)
-    loose_remote = {n: s for n, s in store.loose_refs_under(b"refs/remotes/").items()
+    loose = store.refs.loose_under(LOCKS)
+    loose_remote = {n: s for n, s in store.refs.loose_under(b"refs/remotes/").items()
                     if _local_name(n)}
     remotes = set(live.remotes) | {n.partition(b"/grite/locks/")[0] for n in loose_remote}
     names = set(live.names) | set(loose) | {_local_name(n) for n in loose_remote}

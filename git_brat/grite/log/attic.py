@@ -16,7 +16,9 @@ import msgspec
 from git_brat import process
 from git_brat.errors import CorruptObject
 from git_brat.files import FileLock, atomic_write
-from git_brat.git.store import ZERO, Store, is_log_ref
+from git_brat.git.refs import ZERO
+from git_brat.git.store import Store
+from git_brat.grite.log.refs import grite_dir, is_log_ref
 
 ATTIC = "refs/grite/attic/"
 
@@ -49,7 +51,7 @@ def attic_ref(ref: str, old: str) -> str:
 def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) -> list[Rewrite]:
     """Keep every seen (ref, sha) that no current tip reaches; return the rewrites found.
 
-    `tips` is the current frontier (store.log_tips()); attic refs created here are added to it.
+    `tips` is the current frontier (log_tips(store)); attic refs created here are added to it.
     """
     pending: dict[str, str] = {}   # old sha -> a ref that had it
     for ref, old in seen:
@@ -70,16 +72,16 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
         return []
     # Judged without this clone's relay copies (local refs/grite/replicas/*): they keep the
     # events anyway, but a remote that rewound a log must still be reported.
-    lost = store.unreachable(pending, [sha for r, sha in tips.items()
+    lost = store.objects.unreachable(pending, [sha for r, sha in tips.items()
                                        if not r.startswith("refs/grite/replicas/")])
     found = []
     now = process.now_ms()
     for old in sorted(lost):
         ref = pending[old]
         kept = None
-        if store.has_object(old.encode()):
+        if store.objects.has_object(old.encode()):
             kept = attic_ref(ref, old)
-            store.cas_ref(kept.encode(), None, old.encode(), b"grite: keep a rewritten log's old tip")
+            store.refs.cas(kept.encode(), None, old.encode(), b"grite: keep a rewritten log's old tip")
             tips[kept] = old
         new = tips.get(ref)
         found.append(Rewrite(ref, old, new, kept, now, acknowledged=new is None,
@@ -93,7 +95,7 @@ def _appended_to(store: Store, old: str, new: str | None) -> bool:
     if not new:
         return False
     try:
-        return old.encode() in store.read_commit(new.encode()).parents
+        return old.encode() in store.objects.read_commit(new.encode()).parents
     except CorruptObject:
         return False
 
@@ -101,7 +103,7 @@ def _appended_to(store: Store, old: str, new: str | None) -> bool:
 # -- the record doctor reports from --------------------------------------------------
 
 def _path(store: Store) -> str:
-    return os.path.join(store.grite_dir, "rewrites.json")
+    return os.path.join(grite_dir(store), "rewrites.json")
 
 
 def load(store: Store) -> list[Rewrite]:
@@ -113,7 +115,7 @@ def load(store: Store) -> list[Rewrite]:
 
 
 def _record(store: Store, new: list[Rewrite], acknowledge: bool = False) -> list[Rewrite]:
-    os.makedirs(store.grite_dir, exist_ok=True)
+    os.makedirs(grite_dir(store), exist_ok=True)
     with FileLock(_path(store) + ".lock", timeout=10):
         records = load(store)
         known = {(r.ref, r.old) for r in records}
@@ -136,7 +138,7 @@ def rewrites(store: Store, acknowledge: bool = False) -> list[Rewrite]:
     recorded = {r.attic for r in records if r.attic}
     extra = [Rewrite(_origin(name), sha, None, name, 0)   # reason unknown: assume the worst
              for name, sha in ((n.decode(), s.decode())
-                               for n, s in store.refs_under(ATTIC.encode()).items())
+                               for n, s in store.refs.under(ATTIC.encode()).items())
              if name not in recorded]
     if extra or (acknowledge and any(not r.acknowledged for r in records)):
         records = _record(store, extra, acknowledge)

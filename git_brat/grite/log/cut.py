@@ -15,6 +15,7 @@ from typing import Iterable
 
 from git_brat.errors import DEEPEN_HINT, HistoryCut
 from git_brat.git.store import Store
+from git_brat.grite.log.refs import events_blob
 
 SETTING = "grite.shallowClone"
 SNAPSHOTS = "refs/grite/snapshots/"
@@ -29,21 +30,21 @@ def cut(store: Store, tips: Iterable[str]) -> dict[str, list[str]]:
     Empty unless the repository is shallow; a shallow clone of the user's branches (or a
     snapshot commit fetched with depth 1) is not a cut in any log.
     """
-    entries = store.shallow_commits()
+    entries = store.remote.shallow_commits()
     if not entries:
         return {}
     missing = {}
     for sha in entries:
-        if store.events_blob(sha) is None:
+        if events_blob(store, sha) is None:
             continue   # not a log commit (a branch's boundary, a snapshot), or not here
         # git walks no further, whatever objects happen to be here (a clone from a local path
         # copies them all): each parent counts as absent.
-        parents = store.read_commit(sha.encode()).parents
+        parents = store.objects.read_commit(sha.encode()).parents
         if parents:
             missing[sha] = [p.decode() for p in parents]
     if not missing:
         return {}
-    unreached = store.unreachable(missing, tips)
+    unreached = store.objects.unreachable(missing, tips)
     return {b: ps for b, ps in missing.items() if b not in unreached}
 
 
@@ -58,8 +59,8 @@ def explained(store: Store, boundary: dict[str, list[str]], covers: list[str]) -
     if not rest:
         return True
     cut_at = {p for absent in boundary.values() for p in absent}
-    present = [c for c in covers if c not in cut_at and store.has_object(c.encode())]
-    return bool(present) and not store.unreachable(rest, present)
+    present = [c for c in covers if c not in cut_at and store.objects.has_object(c.encode())]
+    return bool(present) and not store.objects.unreachable(rest, present)
 
 
 def refuse_if_cut(store: Store, tips: Iterable[str], doing: str, why: str = "",

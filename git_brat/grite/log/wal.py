@@ -12,8 +12,10 @@ import msgspec
 from git_brat import process
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked
-from git_brat.git.store import LogCommit, Store
+from git_brat.git.objects import CommitInfo
+from git_brat.git.store import Store
 from git_brat.grite.log.identity import Identity
+from git_brat.grite.log.refs import events_blob, read_log_blob, write_log_commit
 
 WAL = b"refs/grite/wal"
 # Fewer new commits than this are read in-process; more go through one `git cat-file --batch`.
@@ -73,8 +75,8 @@ def head_lamport(store: Store, tip: bytes | None) -> int:
     if tip is None:
         return 0
     try:
-        commit = store.read_commit(tip)
-        return ev.decode_head(store.read_log_blob(commit)).lamport
+        commit = store.objects.read_commit(tip)
+        return ev.decode_head(read_log_blob(store, commit)).lamport
     except (CorruptObject, msgspec.DecodeError, msgspec.ValidationError):
         return 0
 
@@ -92,7 +94,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
     attempt = 0
     while True:
         attempt += 1
-        tip = store.read_ref(ref)
+        tip = store.refs.read(ref)
         drafts = build(tip)
         if not drafts:   # the change is already there: a no-op writes nothing
             return Appended("", [])
@@ -103,11 +105,11 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         payload = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, ident.replica.id,
                                            base + len(events), events))
         message = summary(events)
-        commit = store.write_log_commit(payload, tip, message, ident.git_author, now_ms // 1000)
+        commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000)
         _pause_before_ref_update()
         try:
-            if store.cas_ref(ref, tip, commit, message=message.encode()):
-                store.confirm_written(commit)   # a gc --prune=now meanwhile must not lose it
+            if store.refs.cas(ref, tip, commit, message=message.encode()):
+                store.objects.confirm_written(commit)   # a gc --prune=now meanwhile must not lose it
                 return Appended(commit.decode(), events)
         except RefLocked:
             if time.monotonic() > deadline:
@@ -131,7 +133,7 @@ class LogReader:
         """Commits reachable from tips but not from known_tips, oldest first."""
         tips, known = list(tips), list(known_tips)
         try:
-            return self.store.rev_list(tips, known)
+            return self.store.catfile.rev_list(tips, known)
         except GriteError:
             return self._walk(tips, set(known))
 
@@ -146,7 +148,7 @@ class LogReader:
                 continue
             seen.add(sha)
             try:
-                commit = self.store.read_commit(sha.encode())
+                commit = self.store.objects.read_commit(sha.encode())
             except CorruptObject as exc:
                 self.problems.append(Problem(sha, f"commit unreadable ({exc.detail}); "
                                                   "earlier history of this log cannot be reached"))
@@ -159,7 +161,7 @@ class LogReader:
     def batches(self, commits: list[str]) -> Iterator[tuple[str, ev.Batch]]:
         """Decoded batches for commits (in the given order); corrupt ones are skipped."""
         if len(commits) >= _BATCH_READ_THRESHOLD:
-            blobs: Iterable[tuple[str, bytes | None]] = self.store.cat_log_blobs(commits)
+            blobs: Iterable[tuple[str, bytes | None]] = self.store.catfile.cat_blobs(commits, "events")
         else:
             blobs = (self._read_one(c) for c in commits)
         return self._decoded(blobs)
@@ -173,7 +175,7 @@ class LogReader:
         """
         decode = ev.decode_batch
         try:
-            for blobs in self.store.stream_event_blobs(list(tips)):
+            for blobs in self.store.catfile.stream_blobs(list(tips), "events"):
                 yield [decode(b) for b in blobs]
         except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise LogUnreadable(str(exc)) from exc
@@ -194,14 +196,14 @@ class LogReader:
                 self._note(sha, f"events blob does not decode ({exc})")
 
     def _read_one(self, sha: str) -> tuple[str, bytes | None]:
-        return sha, self.store.events_blob(sha)
+        return sha, events_blob(self.store, sha)
 
     def _note(self, sha: str, detail: str) -> None:
         if not any(p.sha == sha for p in self.problems):
             self.problems.append(Problem(sha, detail))
 
-    def commit_info(self, sha: str) -> LogCommit | None:
+    def commit_info(self, sha: str) -> CommitInfo | None:
         try:
-            return self.store.read_commit(sha.encode())
+            return self.store.objects.read_commit(sha.encode())
         except CorruptObject:
             return None

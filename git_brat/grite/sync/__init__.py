@@ -21,13 +21,15 @@ from git_brat.grite.log import identity
 from git_brat.grite.cache import snapshot
 from git_brat.errors import GriteError, NotFound, UsageError
 from git_brat.files import atomic_write
-from git_brat.git.store import Store, git_error, is_log_ref
-from git_brat.grite.log.refs import (SKIP_HOOKS_ENV, STAMP_PATTERNS, WAL, is_synced, net_timeout,
-                                     refspec, replica_ref, synced_remotes, transport_env)
+from git_brat.git.run import Result
+from git_brat.git.store import Store
+from git_brat.grite.log.refs import (SKIP_HOOKS_ENV, STAMP_PATTERNS, WAL, events_blob, grite_dir,
+                                     is_log_ref, is_synced, log_tips, net_timeout, refspec,
+                                     replica_ref, synced_remotes, transport_env)
 from git_brat.grite.repo import Grite
 
 def _sync_dir(store: Store) -> str:
-    return os.path.join(store.grite_dir, "sync")
+    return os.path.join(grite_dir(store), "sync")
 
 
 # -- install / uninstall --------------------------------------------------------------
@@ -271,7 +273,7 @@ _REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
 def _log_owner(store: Store, sha: str) -> str | None:
     """The replica that wrote a log's tip batch (a peer's wal fetched straight from it)."""
     from git_brat.grite.model import events as ev
-    data = store.events_blob(sha)
+    data = events_blob(store, sha)
     try:
         return ev.decode_head(data).replica if data is not None else None
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -286,8 +288,8 @@ def relay_known(store: Store) -> list[RefMove]:
     commit that has its current tip in its history, so a remote that rewinds a log cannot
     make us relay less, and a relay is never a forced update.
     """
-    own = identity.load_replica(store.grite_dir).id
-    tips = store.log_tips()
+    own = identity.load_replica(grite_dir(store)).id
+    tips = log_tips(store)
     want: dict[str, set[str]] = {}
     for name, sha in tips.items():
         if not name.startswith("refs/remotes/"):
@@ -305,7 +307,7 @@ def relay_known(store: Store) -> list[RefMove]:
         ref = REPLICAS + owner
         cur = first = tips.get(ref)
         for sha in sorted(shas):   # (one already in cur's history is no fast-forward either)
-            if sha != cur and (cur is None or store.is_ancestor(cur, sha)) and store.cas_ref(
+            if sha != cur and (cur is None or store.objects.is_ancestor(cur, sha)) and store.refs.cas(
                     ref.encode(), cur.encode() if cur else None, sha.encode(),
                     b"grite: relay a fetched log"):
                 cur = sha
@@ -329,16 +331,16 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     last = _read_stamp(store)
     known = len(attic.load(store))
     relay_known(store)
-    tips = store.log_tips()
+    tips = log_tips(store)
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     # (Only what the default views need: a fresh clone's snapshot's cold part may follow.)
     g.state(refresh=True, hot_before=g.cold_before)
     if warm_list:
         g.cache.issue_list_json("open", g.cold_before)
-    stamp = store.ref_lines(STAMP_PATTERNS)
+    stamp = store.refs.lines(STAMP_PATTERNS)
     atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
     base = before if before is not None else last
-    remote = {r: s for r, s in store.log_tips().items() if r.startswith("refs/remotes/")}
+    remote = {r: s for r, s in log_tips(store).items() if r.startswith("refs/remotes/")}
     names = sorted({r for r in base if r.startswith("refs/remotes/")} | set(remote))
     moved = [RefMove(r, base.get(r), remote.get(r)) for r in names if base.get(r) != remote.get(r)]
     return ImportResult(moved, attic.load(store)[known:])
@@ -349,7 +351,7 @@ def keep_seen(store: Store) -> list[attic.Rewrite]:
     from git_brat.grite.cache.projection import Cache
     meta = Cache(store)._read_meta()
     seen = [*_read_stamp(store).items(), *(meta.frontier.items() if meta else ())]
-    return attic.keep(store, seen, store.log_tips())
+    return attic.keep(store, seen, log_tips(store))
 
 
 # -- publication ----------------------------------------------------------------------
@@ -387,10 +389,10 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     extended, and only this replica moves it. A refusal is reported, not a failure.
     """
     store = g.store
-    rid = identity.load_replica(store.grite_dir).id   # not the actor: GRITE_ACTOR is irrelevant here
+    rid = identity.load_replica(grite_dir(store)).id   # not the actor: GRITE_ACTOR is irrelevant here
     ref = replica_ref(rid)
-    wal = store.read_ref(WAL.encode())
-    tracked = store.read_ref(f"refs/remotes/{remote}/grite/replicas/{rid}".encode())
+    wal = store.refs.read(WAL.encode())
+    tracked = store.refs.read(f"refs/remotes/{remote}/grite/replicas/{rid}".encode())
     old = tracked.decode() if tracked else None
     if wal is None:
         return Publication(remote, ref, old, old, "nothing")
@@ -401,10 +403,10 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
     specs = ([f"{WAL}:{ref}"] if own_due else []) + [f"{r}:{r}" for r in relays]
     pub = Publication(remote, ref, old or wal_s, wal_s, "up-to-date")
     if specs:
-        proc = store.push(dest or remote, specs, transport_env(), net_timeout())
+        proc = store.remote.push(dest or remote, specs, transport_env(), net_timeout())
         failed = _failed_refs(proc)
-        if proc.returncode != 0 and not failed:   # nothing was pushed at all
-            return Publication(remote, ref, old, old, "failed", git_error(proc))
+        if not proc.ok and not failed:   # nothing was pushed at all
+            return Publication(remote, ref, old, old, "failed", proc.error_line())
         if own_due:
             if ref in failed:
                 return Publication(remote, ref, old, old, "failed", failed[ref])
@@ -436,12 +438,12 @@ def _relays_due(store: Store, rid: str, remote: str, dest: str | None,
             "false", "no", "off", "0"):
         return {}
     due = {}
-    for name, sha in store.refs_under(REPLICAS.encode()).items():
+    for name, sha in store.refs.under(REPLICAS.encode()).items():
         ref, sha = name.decode(), sha.decode()
         owner = ref[len(REPLICAS):]
         if owner == rid:
             continue
-        tracked = store.read_ref(f"refs/remotes/{remote}/grite/replicas/{owner}".encode())
+        tracked = store.refs.read(f"refs/remotes/{remote}/grite/replicas/{owner}".encode())
         if tracked == sha.encode() or (dest is not None and published.get(f"{dest} {ref}") == sha):
             continue
         due[ref] = sha
@@ -463,19 +465,19 @@ def _publish_snapshot(g: Grite, rid: str, remote: str, dest: str | None, wal: st
     if ours is None:
         return None
     key = f"{dest} snapshot"
-    if store.read_ref(f"refs/remotes/{remote}/grite/snapshots/{rid}".encode()) == \
+    if store.refs.read(f"refs/remotes/{remote}/grite/snapshots/{rid}".encode()) == \
             ours.commit.encode() or (dest is not None and _load_published(store).get(key) == ours.commit):
         return None
-    remote_logs = [sha for name, sha in store.log_tips().items()
+    remote_logs = [sha for name, sha in log_tips(store).items()
                    if name.startswith(f"refs/remotes/{remote}/grite/")]
-    if store.unreachable(ours.meta.covers, [wal, *remote_logs]):
+    if store.objects.unreachable(ours.meta.covers, [wal, *remote_logs]):
         return None   # it covers logs this remote does not have
     # The commit that was checked, not whatever the ref holds by now (another process may
     # have written a newer snapshot that covers more).
-    proc = store.push(dest or remote, [f"+{ours.commit}:{ours.ref}"], transport_env(),
+    proc = store.remote.push(dest or remote, [f"+{ours.commit}:{ours.ref}"], transport_env(),
                       net_timeout())
-    if proc.returncode != 0:
-        return _failed_refs(proc).get(ours.ref) or git_error(proc)
+    if not proc.ok:
+        return _failed_refs(proc).get(ours.ref) or proc.error_line()
     _remember(store, dest, ours.commit, key)
     return None
 
@@ -489,7 +491,7 @@ def _remember(store: Store, dest: str | None, sha: str, key: str | None = None) 
     atomic_write(_published_path(store), msgspec.json.encode(published))
 
 
-def _failed_refs(proc: subprocess.CompletedProcess) -> dict[str, str]:
+def _failed_refs(proc: Result) -> dict[str, str]:
     """Remote ref -> reason, for each ref `git push --porcelain` reports rejected."""
     failed = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
@@ -529,12 +531,12 @@ def sync(g: Grite, remote: str | None = None, push: bool = True) -> SyncResult:
             raise UsageError("no remote is set up for grite sync (add one with `git remote add "
                              "NAME URL`, then `git grite remote add-sync NAME`)")
     events_before = g.state().event_count
-    before = store.log_tips()
+    before = log_tips(store)
     results = []
     for r in targets:
-        proc = store.fetch(r, [refspec(r)], transport_env(), net_timeout())
-        results.append(RemoteSync(r, proc.returncode == 0,
-                                  None if proc.returncode == 0 else git_error(proc)))
+        proc = store.remote.fetch(r, [refspec(r)], transport_env(), net_timeout())
+        results.append(RemoteSync(r, proc.ok,
+                                  None if proc.ok else proc.error_line()))
     imported = import_logs(g, before=before)
     events = g.state().event_count - events_before
     if push:
@@ -563,8 +565,8 @@ def fetch_new(g: Grite, remotes: list[str]) -> list[tuple[str, str | None]]:
         if not _has_fetched(g.store, r):   # a first fetch: cut at a snapshot when it can be
             proc = first_fetch.first_fetch(g.store, r, refspec(r), transport_env(), net_timeout())
         if proc is None:
-            proc = g.store.fetch(r, [refspec(r)], transport_env(), net_timeout())
-        out.append((r, None if proc.returncode == 0 else git_error(proc)))
+            proc = g.store.remote.fetch(r, [refspec(r)], transport_env(), net_timeout())
+        out.append((r, None if proc.ok else proc.error_line()))
     if remotes:
         import_logs(g)
         try:
@@ -577,7 +579,7 @@ def fetch_new(g: Grite, remotes: list[str]) -> list[tuple[str, str | None]]:
 def _has_fetched(store: Store, remote: str) -> bool:
     """Whether any grite ref of this remote was fetched before."""
     prefix = f"refs/remotes/{remote}/grite/".encode()
-    return bool(store.refs_under(prefix))
+    return bool(store.refs.under(prefix))
 
 
 def deepen(g: Grite) -> list[tuple[str, str | None]]:
@@ -586,10 +588,10 @@ def deepen(g: Grite) -> list[tuple[str, str | None]]:
     from git_brat.grite.sync.first_fetch import deepen_from
     out = []
     for r in synced_remotes(g.store):
-        if not shallow.cut(g.store, g.store.log_tips().values()):
+        if not shallow.cut(g.store, log_tips(g.store).values()):
             break
         proc = deepen_from(g.store, r, refspec(r), transport_env(), net_timeout())
-        out.append((r, None if proc.returncode == 0 else git_error(proc)))
+        out.append((r, None if proc.ok else proc.error_line()))
     import_logs(g)
     return out
 
@@ -620,7 +622,7 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
     if os.environ.get(SKIP_HOOKS_ENV):
         return None
     store = Store.discover()
-    if not identity.is_initialized(store.grite_dir):
+    if not identity.is_initialized(grite_dir(store)):
         return None
     g = Grite(store)
     if name in ("reference-transaction", "post-merge", "post-rewrite"):
@@ -668,10 +670,10 @@ def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
     hit = next((r for ref in moved for r in remotes if ref.startswith(f"refs/remotes/{r}/")), None)
     if hit is None:
         return None
-    before = store.log_tips()
-    proc = store.fetch(hit, [refspec(hit)], transport_env(), net_timeout())
-    if proc.returncode != 0:
-        raise GriteError(f"could not fetch grite state from {hit}: {git_error(proc)} "
+    before = log_tips(store)
+    proc = store.remote.fetch(hit, [refspec(hit)], transport_env(), net_timeout())
+    if not proc.ok:
+        raise GriteError(f"could not fetch grite state from {hit}: {proc.error_line()} "
                          f"(`git grite sync {hit}` retries)")
     found = [r for r in import_logs(g, before=before).rewrites if r.kind == "rewrite"]
     if found:

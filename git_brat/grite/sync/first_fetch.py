@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 
 from git_brat import process
-from git_brat.git.store import Store, is_log_ref
+from git_brat.git.run import environment
+from git_brat.git.store import Store
 from git_brat.grite.cache import cold
 from git_brat.grite.log.cut import SNAPSHOTS, enabled
+from git_brat.grite.log.refs import grite_dir, is_log_ref, log_tips
 
 LOG = "cold.log"   # under .git/grite/: what the background fetch said
 PID = "cold.pid"   # under .git/grite/: the background fetch's process, while it runs
@@ -31,7 +33,7 @@ def first_fetch(store: Store, remote: str, refspec: str, env: dict, timeout: flo
         return None
     try:
         advertised = {n.decode(): s.decode() for n, s in
-                      store.ls_remote(remote, ["refs/grite/*"], timeout).items()}
+                      store.remote.ls_remote(remote, ["refs/grite/*"], timeout).items()}
     except RemoteUnreachable:
         return None   # the plain fetch then says what is wrong
     names = sorted(n for n in advertised if n.startswith(SNAPSHOTS))
@@ -41,9 +43,9 @@ def first_fetch(store: Store, remote: str, refspec: str, env: dict, timeout: flo
     def track(name: str) -> str:
         return f"refs/remotes/{remote}/{name[len('refs/'):]}"
 
-    got = store.fetch(remote, [f"+{n}:{track(n)}" for n in names], env, timeout,
-                      options=["--depth=1"], keep_pack=True)
-    if got.returncode != 0:
+    got = store.remote.fetch(remote, [f"+{n}:{track(n)}" for n in names], env, timeout,
+                             options=["--depth=1"], keep_pack=True)
+    if not got.ok:
         return None
     refused = snapshot.rejected(store)
     usable = [(snap, n) for n in names
@@ -56,14 +58,14 @@ def first_fetch(store: Store, remote: str, refspec: str, env: dict, timeout: flo
     snapshot.prepare(store, chosen)   # while the logs arrive (best() takes it if it is still best)
     covers = set(chosen.meta.covers)
     quiet = [n for n, sha in advertised.items() if sha in covers and is_log_ref(n)]
-    if quiet and store.fetch(remote, [f"+{n}:{track(n)}" for n in quiet], env, timeout,
-                             options=["--depth=1"]).returncode != 0:
+    if quiet and not store.remote.fetch(remote, [f"+{n}:{track(n)}" for n in quiet], env,
+                                        timeout, options=["--depth=1"]).ok:
         return None
-    proc = store.fetch(remote, [refspec, f"^{SNAPSHOTS}*"], env, timeout,
-                       options=[f"--shallow-exclude={name}"])
-    if proc.returncode != 0:
+    proc = store.remote.fetch(remote, [refspec, f"^{SNAPSHOTS}*"], env, timeout,
+                              options=[f"--shallow-exclude={name}"])
+    if not proc.ok:
         return None
-    if not snapshot.contained(store, chosen, store.log_tips().values()):
+    if not snapshot.contained(store, chosen, log_tips(store).values()):
         # The remote's snapshot moved between our fetches, so the cut is not where the one we
         # hold ends: take the whole history rather than leave a gap.
         return deepen_from(store, remote, refspec, env, timeout)
@@ -72,7 +74,8 @@ def first_fetch(store: Store, remote: str, refspec: str, env: dict, timeout: flo
 
 def deepen_from(store: Store, remote: str, refspec: str, env: dict, timeout: float):
     """Fetch the whole history of a remote's grite refs (git deepens every shallow ref)."""
-    return store.fetch(remote, [refspec], env, timeout, options=["--unshallow"], keep_pack=True)
+    return store.remote.fetch(remote, [refspec], env, timeout, options=["--unshallow"],
+                              keep_pack=True)
 
 
 def after_first_fetch(g) -> None:
@@ -88,19 +91,18 @@ def after_first_fetch(g) -> None:
 def start_in_background(store: Store) -> int | None:
     """Start `git grite fetch-cold --quiet` detached (its pid file is .git/grite/cold.pid until
     it ends; what it said in cold.log); None if it could not be started."""
-    from git_brat.git.store import clean_env
     try:
         return process.detach([*process.launcher("grite"), "fetch-cold", "--quiet", "--pid-file"],
-                              role="fetch-cold", log=os.path.join(store.grite_dir, LOG),
+                              role="fetch-cold", log=os.path.join(grite_dir(store), LOG),
                               pid_file=pid_path(store), cwd=store.toplevel() or store.git_dir,
-                              env=clean_env({"GIT_DIR": store.git_dir}),
+                              env=environment("worktree", {"GIT_DIR": store.git_dir}),
                               shown=["git", "grite", "fetch-cold", "--quiet"]).pid
     except OSError:
         return None
 
 
 def pid_path(store: Store) -> str:
-    return os.path.join(store.grite_dir, PID)
+    return os.path.join(grite_dir(store), PID)
 
 
 def hold_pid_file(store: Store) -> None:

@@ -1,0 +1,211 @@
+"""Streams of objects out of git: rev-list walks and `git cat-file --batch`, with their parsers."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import threading
+from typing import Callable, Generator, Iterable, Iterator
+
+from git_brat.errors import GriteError
+from git_brat.git import run as git
+
+
+class CatFile:
+    """Many objects of one repository at once. has_object(sha) says whether an object is
+    here; read_entry(commit, entry) reads one commit's tree entry in-process (None if it is
+    unreadable): the careful path for the record a stream stopped at."""
+
+    def __init__(self, git_dir: str, has_object: Callable[[bytes], bool],
+                 read_entry: Callable[[str, str], bytes | None]):
+        self.git_dir = git_dir
+        self._has = has_object
+        self._read = read_entry
+
+    def rev_list(self, include: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
+        """Commits reachable from include but not exclude, oldest first (git rev-list)."""
+        include = list(include)
+        if not include:
+            return []
+        exclude = [e for e in exclude if self._has(e.encode())]
+        # Ids only after --end-of-options (never read as options), excludes as ^id.
+        res = git.run(["--git-dir", self.git_dir, "rev-list", "--reverse", "--topo-order",
+                       "--end-of-options", *include, *(f"^{e}" for e in exclude)], check=True)
+        line = res.complaint()
+        if line:
+            raise GriteError(f"git rev-list could not read everything: {line}")
+        return res.out.split()
+
+    def cat_blobs(self, commits: list[str], entry: str
+                  ) -> Iterator[tuple[str, memoryview | bytes | None]]:
+        """(commit, its `entry` blob's bytes or None if unreadable) for many record commits (log
+        batches, lease records) via cat-file --batch.
+
+        Streams: blobs are yielded while git is still producing the rest, so decoding and
+        replay in this process overlap with git's work on the other core. A damaged object
+        makes cat-file exit; a fresh one reads the rest, so it costs only its own record.
+        """
+        start, stuck = 0, 0
+        while start < len(commits):
+            if stuck >= 8:   # git keeps dying at once (not one bad object): read in-process
+                for c in commits[start:]:
+                    yield c, self._read(c, entry)
+                return
+            answered = yield from self._cat_some(commits[start:], entry)
+            if start + answered < len(commits):   # the record git stopped at: try it here
+                yield commits[start + answered], self._read(commits[start + answered], entry)
+            stuck = stuck + 1 if answered == 0 else 0
+            start += answered + 1
+
+    def _cat_some(self, commits: list[str], entry: str
+                  ) -> Generator[tuple[str, memoryview | None], None, int]:
+        """One cat-file for as many of commits as it answers; returns how many that was."""
+        proc = subprocess.Popen(git.argv(["cat-file", "--batch=%(objecttype) %(objectsize)"],
+                                         self.git_dir),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+
+        def feed() -> None:
+            try:
+                proc.stdin.write("".join(f"{c}:{entry}\n" for c in commits).encode())
+                proc.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            return (yield from _parse_batch_output(proc.stdout, commits))
+        finally:   # also when the consumer stops early: never leave git running
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            feeder.join()
+
+    def stream_blobs(self, tips: list[str], entry: str) -> Iterator[list[memoryview]]:
+        """The `entry` blob of every commit reachable from tips, in chunks as git produces them.
+
+        `git rev-list --objects --filter=object:type=blob | git cat-file --batch`, no Python in
+        between: the walk names the blobs itself, so git never resolves `<commit>:<entry>`
+        through a tree per commit (twice as fast), and this process decodes while git reads.
+        Blobs come without their commit and in no useful order. Raises GriteError, after
+        yielding what it could, if git failed, an object is missing, or a tree holds anything
+        but `entry`: the caller then takes the careful, per-commit path, which can name what
+        is broken.
+        """
+        if not tips:
+            return
+        # rev-list's complaints go to a file: a pipe nobody reads until the end could fill
+        # up (a badly damaged repository) and stall the whole pipeline.
+        with tempfile.TemporaryFile() as errors:
+            walk = subprocess.Popen(git.argv(["rev-list", "--objects", "--filter=object:type=blob",
+                                              "--filter-provided-objects", "--end-of-options",
+                                              *tips], self.git_dir),
+                                    stdout=subprocess.PIPE, stderr=errors)
+            cat = subprocess.Popen(git.argv(["cat-file", "--batch=%(objectsize) %(rest)"],
+                                            self.git_dir),
+                                   stdin=walk.stdout, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+            walk.stdout.close()   # cat-file now owns the pipe; it ends when rev-list does
+            complete = False
+            try:
+                yield from _blob_chunks(cat.stdout, entry.encode())
+                complete = True
+            finally:
+                cat.stdout.close()
+                for proc in (cat, walk):
+                    if proc.poll() is None:
+                        proc.kill()   # the consumer stopped early, or an object was missing
+                    proc.wait()
+                errors.seek(0)
+                err = errors.read().decode("utf-8", "replace").strip()
+        # With a commit-graph, rev-list says "error: Could not read <sha>" for a missing
+        # commit and still exits 0, having listed less: its word alone is not enough.
+        if not complete or walk.returncode != 0 or cat.returncode != 0 or git.complaint(err):
+            raise GriteError(f"git could not read every log object: "
+                             f"{err.splitlines()[-1] if err else 'an object is missing'}")
+
+
+def _parse_batch_output(out, commits: list[str]) -> Generator[tuple[str, memoryview | None],
+                                                               None, int]:
+    """Parse `git cat-file --batch='%(objecttype) %(objectsize)'` output as it arrives.
+
+    Record i belongs to commits[i]. Reads large immutable chunks and yields zero-copy views
+    into them (decoders take any buffer), so per-record cost stays a few attribute lookups.
+    Returns how many records were complete before the output ended.
+    """
+    data, pos = b"", 0
+
+    def more(need: int = 0) -> bool:
+        """Append at least `need` more bytes (or one chunk) after pos; False at end of output."""
+        nonlocal data, pos
+        chunk = out.read(need) if need > (1 << 20) else out.read1(1 << 20)
+        if not chunk:
+            return False
+        data, pos = data[pos:] + chunk, 0
+        return True
+
+    for n, c in enumerate(commits):
+        eol = data.find(b"\n", pos)
+        while eol < 0:
+            if not more():
+                return n
+            eol = data.find(b"\n", pos)
+        header = data[pos:eol]
+        pos = eol + 1
+        if header.endswith((b" missing", b" ambiguous")):   # no content follows
+            yield c, None
+            continue
+        kind, _, size_text = header.partition(b" ")
+        if not size_text.isdigit():
+            return n   # not a header git writes: stop; the caller restarts after this record
+        size = int(size_text)
+        while len(data) - pos < size + 1:
+            if not more(size + 1 - (len(data) - pos)):
+                return n   # cut short: git died inside this object
+        # `<commit>:events` that is a tree (or anything but a blob) is unreadable as a batch,
+        # but its content is still there to step over.
+        yield c, memoryview(data)[pos:pos + size] if kind == b"blob" else None
+        pos += size + 1
+    return len(commits)
+
+
+def _blob_chunks(out, entry: bytes) -> Iterator[list[memoryview]]:
+    """Parse `git cat-file --batch='%(objectsize) %(rest)'` output (rest: the blob's path in
+    its tree) into lists of zero-copy blob views, one list per read from the pipe.
+
+    Raises GriteError at a header that is not "<size> <entry>" ("<id> missing", or a tree
+    entry that is not the blob wanted).
+    """
+    data, pos = b"", 0
+    while True:
+        chunk = out.read1(1 << 20)
+        if not chunk:
+            return
+        data, pos = data[pos:] + chunk, 0
+        view, views, find, n = memoryview(data), [], data.find, len(data)
+        while True:
+            eol = find(b"\n", pos)
+            if eol < 0:
+                break
+            header = data[pos:eol]
+            size, _, name = header.partition(b" ")
+            if name != entry or not size.isdigit():
+                if views:
+                    yield views
+                raise GriteError(f"git cat-file: {header.decode('utf-8', 'replace')}")
+            end = eol + 1 + int(size)
+            if end >= n:   # this blob (or its newline) is still in the pipe
+                if end - pos > (1 << 20):   # a blob bigger than a chunk: read the rest at once
+                    rest = out.read(end + 1 - n)
+                    data, n = data + rest, n + len(rest)
+                    view, find = memoryview(data), data.find
+                    if end >= n:
+                        break
+                else:
+                    break
+            views.append(view[eol + 1:end])
+            pos = end + 1
+        if views:
+            yield views

@@ -1,0 +1,141 @@
+"""Work trees: the one API the witness, the refinery and the deacon use to make, read and clean them.
+
+`where` is a directory git is run in to reach the repository (its git dir, common dir or a
+work tree of it); `path` is a work tree. Commands run without the caller's GIT_DIR & co, so a
+role started from a hook never writes to the wrong repository, and, unless said otherwise,
+with no hook at all: these trees are the roles' own, and nothing may wait on a person.
+"""
+
+from __future__ import annotations
+
+import os
+
+from git_brat.git import run as git
+
+TIMEOUT = 600.0   # seconds any one work-tree command may take
+
+
+def _git(cwd: str, args: list[str], *, check: bool = False, hooks: bool = False,
+         env: dict | None = None, timeout: float | None = TIMEOUT) -> git.Result:
+    base = git.environment("checkout" if hooks else "worktree", env)
+    return git.run(git.argv(args, hooks=hooks), cwd=cwd, env=base, timeout=timeout, check=check)
+
+
+def add(where: str, path: str, *, branch: str | None = None, start: str | None = None,
+        hooks: bool = False) -> None:
+    """A linked work tree at path: on `branch` (made from `start` when given, else the branch
+    that exists), or detached at the commit `start` (forced over a stale registration).
+
+    hooks: run the user's hooks as `git worktree add` by hand would (an agent's work tree is
+    the user's to prepare); the detached trees of the roles run none."""
+    if branch is None:
+        _git(where, ["worktree", "prune"])
+        _git(where, ["worktree", "add", "--detach", "--force", "--end-of-options", path, start],
+             check=True)
+        return
+    args = ["-b", branch, "--end-of-options", path, start] if start else \
+        ["--end-of-options", path, branch]
+    _git(where, ["worktree", "add", "--quiet", *args], check=True, hooks=hooks)
+
+
+def remove(where: str, path: str) -> bool:
+    """Remove a linked work tree, forced (its work is committed or not wanted); the branch stays."""
+    res = _git(where, ["worktree", "remove", "--force", "--force", "--end-of-options", path])
+    _git(where, ["worktree", "prune"])
+    return res.ok
+
+
+def listing(where: str) -> list[dict[str, str]]:
+    """`git worktree list --porcelain`: [{"worktree": path, "HEAD": sha, "branch": ref}, ...]
+    ("branch" absent when detached; "bare", "detached", "locked" as git says)."""
+    res = _git(where, ["worktree", "list", "--porcelain"], check=True)
+    out, cur = [], {}
+    for line in res.out.splitlines():
+        if not line.strip():
+            if cur:
+                out.append(cur)
+            cur = {}
+            continue
+        key, _, value = line.partition(" ")
+        cur[key] = value or "true"
+    if cur:
+        out.append(cur)
+    return out
+
+
+def branches_containing(where: str, commit: str) -> list[str]:
+    """The branches whose history holds commit, as git lists them: full ref names, and
+    "(HEAD detached at …)" when a detached HEAD holds it."""
+    res = _git(where, ["branch", "--format=%(refname)", "--contains", commit])
+    return [ln.strip() for ln in res.out.splitlines() if ln.strip()] if res.ok else []
+
+
+def head(path: str) -> str:
+    """The commit the work tree at path has checked out."""
+    return _git(path, ["rev-parse", "HEAD"], check=True).out.strip()
+
+
+def dirty(path: str) -> bool:
+    """Uncommitted changes or untracked files in a work tree (ignored files do not count)."""
+    res = _git(path, ["status", "--porcelain", "--untracked-files=normal"])
+    return not res.ok or bool(res.out.strip())
+
+
+def status(top: str, timeout: float | None = TIMEOUT) -> list[str]:
+    """`git status --porcelain` lines of the user's checkout, untracked files listed one by one
+    (none if git fails or takes longer than timeout)."""
+    res = git.run(["status", "--porcelain", "--untracked-files=all"], cwd=top, timeout=timeout)
+    return res.out.splitlines() if res.ok else []
+
+
+def tracked(top: str, paths: list[str] | None = None, timeout: float | None = TIMEOUT) -> list[str]:
+    """The files git tracks in the user's checkout at top (of paths, when given)."""
+    spec = ["--", *paths] if paths is not None else []
+    res = git.run(["ls-files", "-z", *spec], cwd=top, timeout=timeout)
+    return [p for p in res.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+def reset(path: str, commit: str) -> None:
+    """Detach the work tree at commit, every change and untracked file gone (not ignored ones)."""
+    gd = _private_git_dir(path)
+    for marker, args in (("MERGE_HEAD", ["merge", "--abort"]),
+                         ("rebase-merge", ["rebase", "--abort"]),
+                         ("rebase-apply", ["rebase", "--abort"]),
+                         ("CHERRY_PICK_HEAD", ["cherry-pick", "--abort"])):
+        if gd is None or os.path.exists(os.path.join(gd, marker)):
+            _git(path, args)   # left over from a killed run
+    # (checkout takes no --end-of-options in git 2.39: commit is a sha the caller read)
+    _git(path, ["checkout", "-q", "--detach", "-f", commit], check=True)
+    _git(path, ["clean", "-q", "-ffd"], check=True)
+
+
+def commit_all(path: str, message: str, env: dict, skip: list[str] = ()) -> str | None:
+    """Commit everything uncommitted in the work tree at path, but paths matching `skip`
+    (globs at the top), with env added (who commits) and the user's hooks as usual but
+    pre-commit's (--no-verify); the new sha, or None."""
+    spec = [".", *(f":(exclude,glob){g}" for p in skip
+                   for g in (p.rstrip("/"), p.rstrip("/") + "/**"))] if skip else []
+
+    def tree_git(args: list[str], check: bool = True) -> git.Result:
+        return _git(path, args, check=check, hooks=True, env=env, timeout=None)
+
+    st = tree_git(["status", "--porcelain", "--untracked-files=all", "--", *spec])
+    if not st.stdout.strip():
+        return None   # the common case: the agent committed its work itself
+    tree_git(["add", "-A", "--", *spec])
+    if tree_git(["diff", "--cached", "--quiet"], check=False).ok:
+        return None   # only ignored or unchanged files
+    tree_git(["commit", "-q", "--no-verify", "-m", message])
+    return tree_git(["rev-parse", "HEAD"]).out.strip()
+
+
+def _private_git_dir(path: str) -> str | None:
+    """The private git dir of a linked work tree (what its `.git` file points at)."""
+    try:
+        with open(os.path.join(path, ".git")) as f:
+            line = f.read().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir: "):
+        return None
+    return os.path.normpath(os.path.join(path, line[8:]))
