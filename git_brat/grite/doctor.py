@@ -8,6 +8,7 @@ import time
 import msgspec
 
 from git_brat.grite.cache.projection import Cache
+from git_brat.grite.model import kinds
 from git_brat.errors import DEEPEN_HINT, GriteError
 from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
@@ -120,7 +121,7 @@ def _changed_entities(before, after) -> list[tuple[str, str]]:
                        for k, vals in ent.sets.items()), sorted(ent.comments))
     out = []
     for eid, old in sorted(before.entities.items()):
-        if not old.created or old.kind == "actor":
+        if not old.created or old.kind == kinds.ACTOR:
             continue
         new = after.entities.get(eid)
         if new is None or not new.created:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from git_brat.grite.model import events as ev
+from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite import sync
 from git_brat.grite.sync.shims import HookChange
@@ -25,8 +26,8 @@ class InitResult(msgspec.Struct):
 
 def record_actor(g: Grite, actor: identity.Actor) -> None:
     """Declare an actor in the log so every replica can show its name."""
-    g.append([Draft(actor.id, ev.Create("actor", {"name": actor.name, "email": actor.email,
-                                                   "replica": actor.replica}))],
+    g.append([Draft(actor.id, ev.Create(kinds.ACTOR, {"name": actor.name, "email": actor.email,
+                                                         "replica": actor.replica}))],
              f"grite: actor.create {actor.id[:7]} \"{actor.name}\"")
 
 

@@ -22,6 +22,7 @@ from git_brat.git.store import Store
 from git_brat.grite.cache.cachefile import (CACHE_VERSION, UNWRITABLE, CacheFile, ColdPending,
                                             Meta)
 from git_brat.grite.log.wal import LogReader, LogUnreadable, Problem
+from git_brat.grite.model.kinds import ACTOR, ISSUE, settled
 from git_brat.grite.model.issueview import IssueView, decode_stored, issue_view, join_stored
 from git_brat.grite.model.state import State, no_gc, replay_stream
 
@@ -71,7 +72,7 @@ class Cache(CacheFile):
         if stored is not None:
             return decode_stored(stored, actor_names(state))
         names = actor_names(state)
-        ents = state.of_kind("issue", ("closed",), cold_before)
+        ents = state.of_kind(ISSUE, settled(ISSUE), cold_before)
         return sorted((issue_view(e, names) for e in ents), key=lambda v: (v.created_at, v.id))
 
     def _stored_views(self, cold_before: int) -> tuple[State, list[bytes] | None]:
@@ -81,8 +82,9 @@ class Cache(CacheFile):
         state = self.state(hot_before=cold_before)
         conn = self._conn
         if self._stored and conn is not None:
-            where, args = ("AND NOT (status = 'closed' AND updated < ?)", (cold_before,)) \
-                if cold_before else ("", ())
+            done = settled(ISSUE)
+            where, args = (f"AND NOT (status IN ({','.join('?' * len(done))}) AND updated < ?)",
+                           (*done, cold_before)) if cold_before else ("", ())
             try:
                 views = cachedb.issue_views(conn, where, args)
                 if all(v is not None for v in views):
@@ -466,7 +468,7 @@ def cold_cutoff(store: Store, now_ms: int | None = None) -> int:
 
 def actor_names(state: State) -> dict[str, str]:
     """Actor id -> display name, from actor entities recorded in the log."""
-    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind("actor")}
+    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind(ACTOR)}
 
 
 def _merge_problems(old: list[Problem], new: list[Problem]) -> list[Problem]:
