@@ -33,8 +33,8 @@ def record_actor(g: Grite, actor: identity.Actor) -> None:
 
 def init(g: Grite) -> InitResult:
     from git_brat.grite.cache import cold
-    from git_brat.grite.log import cut as shallow
-    shallow.enabled(g.store)   # bad settings stop here, before anything is written
+    from git_brat.grite.log import cut
+    cut.enabled(g.store)   # bad settings stop here, before anything is written
     cold.when(g.store)
     name, email = g.store.user_identity()
     ident, created = identity.init(g.store.grite_dir, name, email)

@@ -283,7 +283,7 @@ class Cache(CacheFile):
         import sqlite3
         from git_brat.grite.cache import db as cachedb
         from git_brat.grite.cache import cold
-        from git_brat.grite.log import cut as shallow
+        from git_brat.grite.log import cut
         from git_brat.grite.cache import snapshot
         snap = snapshot.read(self.store, b"", pending.snapshot.encode())
         if self._conn is None or self.read_only:
@@ -292,7 +292,7 @@ class Cache(CacheFile):
             raise _ReplayInstead(" (the snapshot this cache started from is gone or refused)")
         why = cold.fetch(self.store, snap.meta.cold.commit, pending.remote)
         if why is not None:
-            if not shallow.cut(self.store, tips.values()):   # (deepened since: replay it all)
+            if not cut.cut(self.store, tips.values()):   # (deepened since: replay it all)
                 raise _ReplayInstead(f" (the snapshot's cold part cannot be fetched: {why})")
             raise ColdUnavailable(
                 f"this clone has the recent part of the snapshot it was made from; its "
@@ -399,8 +399,8 @@ class Cache(CacheFile):
         return snapshot.write_state(*args, in_memory(state), covers, CACHE_VERSION, before)
 
     def _full(self, reader: LogReader, tips: dict[str, str], why: str = "") -> State:
-        from git_brat.grite.log import cut as shallow
-        shallow.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
+        from git_brat.grite.log import cut
+        cut.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
         self.rebuilt = True
         try:
             return replay_stream(reader.all_batches(tips.values()), self.progress)

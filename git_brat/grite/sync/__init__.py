@@ -120,11 +120,11 @@ def _has_fetched(store: Store, remote: str) -> bool:
 
 def deepen(g: Grite) -> list[tuple[str, str | None]]:
     """Fetch the history a clone cut at a snapshot left on its remotes: [(remote, error|None)]."""
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log import cut
     from git_brat.grite.sync.first_fetch import deepen_from
     out = []
     for r in synced_remotes(g.store):
-        if not shallow.cut(g.store, g.store.log_tips().values()):
+        if not cut.cut(g.store, g.store.log_tips().values()):
             break
         proc = deepen_from(g.store, r, refspec(r), transport_env(), net_timeout())
         out.append((r, None if proc.returncode == 0 else git_error(proc)))
@@ -135,9 +135,9 @@ def deepen(g: Grite) -> list[tuple[str, str | None]]:
 def add_sync(g: Grite, remote: str) -> AddSyncResult:
     """Set up one remote (added after init): refspec, hooks, and a first fetch of its grite state."""
     from git_brat.grite.cache import cold
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log import cut
     check_remote(g.store, remote)
-    shallow.enabled(g.store)   # bad settings stop here, before anything is written
+    cut.enabled(g.store)   # bad settings stop here, before anything is written
     cold.when(g.store)
     inst = install(g.store, [remote])
     added = remote in inst.added
