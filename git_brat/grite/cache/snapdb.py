@@ -1,5 +1,4 @@
-"""A snapshot's state as an SQLite file: the cache's tables, copied out by its writer and checked
-by whoever adopts it.
+"""A snapshot's state as an SQLite file: the cache's tables, copied out by a writer, checked on adoption.
 
 Importing a snapshot is then putting a file in place and building two indexes: no entity is
 encoded, no row is built in Python (at a million events that was 4 of a clone's 6 seconds).

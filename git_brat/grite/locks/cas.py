@@ -1,4 +1,4 @@
-"""The compare-and-swap engine: a decision applied to a lease ref, locally or through a remote; acquire, renew, release."""
+"""The compare-and-swap engine applying lease decisions, here or on a remote; acquire, renew, release."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lease records and the pure decisions on them: names, holders, records, previous record in -> next record out."""
+"""Lease records and their pure decisions: names, holders, records; previous record in, next out."""
 
 from __future__ import annotations
 

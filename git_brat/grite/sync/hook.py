@@ -1,4 +1,8 @@
-"""What the hook shims run inside git: import after a fetch or merge, publish before a push; the parent git's argv."""
+"""What the hook shims run inside git: import after a fetch or merge, publish before a push.
+
+The parent git's command line (read from /proc, else ps) tells a fetch given refspecs and a
+dry-run push apart.
+"""
 
 from __future__ import annotations
 
