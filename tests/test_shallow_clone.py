@@ -14,7 +14,7 @@ from sync_helpers import clone, replica_id, seeded_hub
 
 
 from git_brat.grite.log import identity
-from git_brat.grite.log import cut as shallow
+from git_brat.grite.log import cut
 from git_brat.grite.sync import first_fetch
 from git_brat.grite.cache import snapshot
 from git_brat.grite.cache.projection import CACHE_VERSION, Cache, in_memory
@@ -61,7 +61,7 @@ def _full_clone(url, path):
 def _grite_cut(repo) -> list[str]:
     """The log commits git holds without their parents (the cut)."""
     store = Store.discover(str(repo))
-    return sorted(shallow.cut(store, log_tips(store).values()))
+    return sorted(cut.cut(store, log_tips(store).values()))
 
 
 def test_a_fresh_clone_fetches_only_the_events_after_the_snapshot(tmp_path):

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import msgspec
 
+from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
 from git_brat.errors import Conflict, NotARepository, UsageError
@@ -15,7 +16,7 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State, iso
 from git_brat.grite.log.refs import grite_dir
 
-CONVOY, TASK, SESSION, MERGE = "convoy", "task", "session", "merge"
+CONVOY, TASK, SESSION, MERGE = kinds.CONVOY, kinds.TASK, kinds.SESSION, kinds.MERGE
 STATES = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed", "dropped")
 # The state machine: where each state may go without --force.
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -29,10 +30,11 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     "dropped": ("queued",),
 }
 IN_FLIGHT = ("running", "needs-review", "merging")
-FINISHED = ("merged", "dropped")
-# Settled statuses of sessions and merge requests: cold once older than grite.coldAfterDays.
-SESSION_ENDED = ("done", "failed", "timed-out", "blocked", "stopped", "crashed", "ended")
-MERGE_DONE = ("merged", "failed", "requeued", "conflict", "blocked", "dropped", "superseded")
+# Settled statuses of tasks, sessions and merge requests (grite's kinds table): cold once
+# older than grite.coldAfterDays.
+FINISHED = kinds.settled(TASK)
+SESSION_ENDED = kinds.settled(SESSION)
+MERGE_DONE = kinds.settled(MERGE)
 NOT_SETTLED = 1 << 62   # a cold_before that leaves out every settled entity, however new
 CONVOY_STATES = ("active", "landed", "failed", "stalled")
 DEFAULT_PRIORITY = 2

@@ -8,6 +8,7 @@ import time
 import msgspec
 
 from git_brat.grite.cache.projection import Cache
+from git_brat.grite.model import kinds
 from git_brat.errors import DEEPEN_HINT, GriteError
 from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
@@ -121,7 +122,7 @@ def _changed_entities(before, after) -> list[tuple[str, str]]:
                        for k, vals in ent.sets.items()), sorted(ent.comments))
     out = []
     for eid, old in sorted(before.entities.items()):
-        if not old.created or old.kind == "actor":
+        if not old.created or old.kind == kinds.ACTOR:
             continue
         new = after.entities.get(eid)
         if new is None or not new.created:
@@ -145,22 +146,22 @@ def _read_all(g: Grite):
 
     The events are not kept (a million of them took gigabytes): should the arrival order
     need the canonical replay, the logs are read again instead."""
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log import cut
     tips = log_tips(g.store)
     reader = LogReader(g.store)
-    cut = shallow.cut(g.store, tips.values())
-    base = _base(g, tips, cut) if cut else None
+    boundary = cut.cut(g.store, tips.values())
+    base = _base(g, tips, boundary) if boundary else None
     commits = reader.new_commits(tips.values(), base[0].meta.covers if base else ())
     count = [0]
     truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
                           reread=lambda: _events(g.store, commits),
                           start=base[1] if base else None)
-    return tips, reader, commits, truth, count[0], cut
+    return tips, reader, commits, truth, count[0], boundary
 
 
 def _base(g: Grite, tips: dict[str, str], cut: dict[str, list[str]]):
     """In a clone cut at a snapshot: the snapshot the logs are checked from, and its state."""
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log.cut import refuse_if_cut
     from git_brat.grite.cache import snapshot
     from git_brat.grite.cache.projection import CACHE_VERSION
     if cut:
@@ -170,8 +171,8 @@ def _base(g: Grite, tips: dict[str, str], cut: dict[str, list[str]]):
             pass   # checked without it: no snapshot is usable then, and that is said
     base = snapshot.best_state(g.store, tips, CACHE_VERSION)
     if base is None:
-        shallow.refuse_if_cut(g.store, tips.values(), "check the logs",
-                              " and no usable snapshot here covers what came before", cut)
+        refuse_if_cut(g.store, tips.values(), "check the logs",
+                      " and no usable snapshot here covers what came before", cut)
     return base
 
 

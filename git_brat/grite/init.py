@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from git_brat.grite.model import events as ev
+from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite import sync
 from git_brat.grite.sync.shims import HookChange
@@ -26,15 +27,15 @@ class InitResult(msgspec.Struct):
 
 def record_actor(g: Grite, actor: identity.Actor) -> None:
     """Declare an actor in the log so every replica can show its name."""
-    g.append([Draft(actor.id, ev.Create("actor", {"name": actor.name, "email": actor.email,
-                                                   "replica": actor.replica}))],
+    g.append([Draft(actor.id, ev.Create(kinds.ACTOR, {"name": actor.name, "email": actor.email,
+                                                         "replica": actor.replica}))],
              f"grite: actor.create {actor.id[:7]} \"{actor.name}\"")
 
 
 def init(g: Grite) -> InitResult:
     from git_brat.grite.cache import cold
-    from git_brat.grite.log import cut as shallow
-    shallow.enabled(g.store)   # bad settings stop here, before anything is written
+    from git_brat.grite.log import cut
+    cut.enabled(g.store)   # bad settings stop here, before anything is written
     cold.when(g.store)
     name, email = g.store.user_identity()
     ident, created = identity.init(grite_dir(g.store), name, email)

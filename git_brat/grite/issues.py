@@ -7,6 +7,7 @@ from datetime import datetime
 import msgspec
 
 from git_brat.grite.model import events as ev
+from git_brat.grite.model import kinds
 from git_brat.grite.cache.projection import actor_names
 from git_brat.grite.model.issueview import IssueView, issue_view
 from git_brat.errors import Conflict, NotFound, UsageError
@@ -14,7 +15,7 @@ from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State, iso
 
-KIND = "issue"
+KIND = kinds.ISSUE
 DEP_TYPES = ("depends_on", "blocks", "related_to")
 STATES = ("open", "closed")
 

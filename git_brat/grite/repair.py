@@ -134,11 +134,11 @@ def repair(store: Store, replica: str) -> Repair:
     ancestor whenever the damage came after it, and the next push is a fast-forward.
     """
     from git_brat.grite.log import attic
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log import cut
     from git_brat.grite.cache import snapshot
     tips = {name: sha for name, sha in log_tips(store).items()}
     # Where history was cut, every log would look damaged below the cut and be dropped.
-    shallow.refuse_if_cut(store, tips.values(), "repair logs")
+    cut.refuse_if_cut(store, tips.values(), "repair logs")
     reflog = store.refs.reflog(WAL)
     said = {sha: msg for sha, msg in reflog}   # what the reflog says a commit was
     wal_tip = tips.get(WAL.decode())

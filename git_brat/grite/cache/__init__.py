@@ -1,2 +1,4 @@
-"""The projection of the logs, disposable (delete it: the same answers, only slower): the cache's
-SQLite file, snapshots committed to refs and their settled (cold) part."""
+"""The projection of the logs: the cache's SQLite file, snapshots in refs, their settled (cold) part.
+
+Disposable: delete it and every answer is the same, only slower.
+"""

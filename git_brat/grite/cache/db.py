@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import msgspec
 
 from git_brat.grite.model import issueview
+from git_brat.grite.model.kinds import ACTOR, ISSUE
 from git_brat.grite.model.state import Entity, Rejection, State, group_of, status_of
 
 TABLES = ("CREATE TABLE IF NOT EXISTS {db}.meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID",
@@ -305,10 +306,10 @@ def write_changes(conn: sqlite3.Connection, state: State, touched: set[str], met
     kv = [r for name in SPACES for r in getattr(state, name).flush_rows()]
     with transaction(conn):
         if _renamed(conn, changed):   # views written before they held ids hold names
-            changed = state.of_kind("issue")
+            changed = state.of_kind(ISSUE)
         _upsert(conn, rows, kv)
         conn.executemany("UPDATE entity SET view=? WHERE id=?", [
-            (issueview.stored(e), e.id) for e in changed if e.created and e.kind == "issue"])
+            (issueview.stored(e), e.id) for e in changed if e.created and e.kind == ISSUE])
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (meta,))
 
 
@@ -328,7 +329,7 @@ def _renamed(conn: sqlite3.Connection, changed: list[Entity]) -> bool:
     """Whether an actor the file already held a name for is named otherwise now (read before
     the new rows are written). An actor's first record renames nobody: views hold its id."""
     for ent in changed:
-        if ent.kind != "actor":
+        if ent.kind != ACTOR:
             continue
         row = conn.execute("SELECT body FROM entity WHERE id=?", (ent.id,)).fetchone()
         old = _entity.decode(row[0]).get("name") if row is not None else None
@@ -441,7 +442,7 @@ def _insert_all(conn: sqlite3.Connection, state: State, meta: bytes,
         held = bodies.get(e.id)
         return memoryview(held) if held is not None and e.id not in changed else _encode(e)
     # Each row written once, its view with it (an UPDATE after the INSERT wrote it twice).
-    rows = ((e.id, *columns(e), body(e), issueview.stored(e) if e.created and e.kind == "issue" else None)
+    rows = ((e.id, *columns(e), body(e), issueview.stored(e) if e.created and e.kind == ISSUE else None)
             for e in state.entities.values())
     kv = [(name, k, _encode(v)) for name in SPACES for k, v in getattr(state, name).items()]
     # A few hundred MB in one go: the indexes built once at the end, not kept row by row,
@@ -502,7 +503,7 @@ def listed_cold(conn: sqlite3.Connection | None, ids) -> bool:
 def issue_views(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[bytes]:
     """Pre-encoded issue views, oldest first."""
     return [v for (v,) in conn.execute(
-        f"SELECT view FROM entity WHERE kind='issue' {where} ORDER BY created, id", args)]
+        f"SELECT view FROM entity WHERE kind=? {where} ORDER BY created, id", (ISSUE, *args))]
 
 
 def remove(path: str) -> None:

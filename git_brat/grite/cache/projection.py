@@ -1,15 +1,14 @@
 """Materialized view keyed by the frontier (tips read); disposable: deleting it changes no answer.
 
-Under .git/grite/cache/: `state.db`, an SQLite file (see cachedb) holding one row per entity and
-a meta row naming the frontier it was projected at, updated in place, in one transaction, for just
-the entities a batch touched; `meta`, a copy of that row written after each commit (a hint for
-the cheapest reads, never trusted for more); and `list-*.json`, `issue list --json` answers
-stamped with the generation they came from. Writers hold a file lock; readers take none.
+The cache's answers: the projection at the current frontier, kept in the file of cachefile.py (one
+row per entity, updated in place, in one transaction, for just the entities a batch touched) and
+`list-*.json` beside it, `issue list --json` answers stamped with the generation they came from.
+A cache with no usable file starts from the best snapshot, and takes in that snapshot's settled
+(cold) part when an answer needs it. Writers hold a file lock; readers take none.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import TYPE_CHECKING
 
@@ -18,9 +17,12 @@ import msgspec
 from git_brat import process
 from git_brat.grite.log import attic
 from git_brat.errors import GriteError
-from git_brat.files import FileLock, atomic_write, ensure_dir
+from git_brat.files import ensure_dir
 from git_brat.git.store import Store
+from git_brat.grite.cache.cachefile import (CACHE_VERSION, UNWRITABLE, CacheFile, ColdPending,
+                                            Meta)
 from git_brat.grite.log.wal import LogReader, LogUnreadable, Problem
+from git_brat.grite.model.kinds import ACTOR, ISSUE, settled
 from git_brat.grite.model.issueview import IssueView, decode_stored, issue_view, join_stored
 from git_brat.grite.model.state import State, no_gc, replay_stream
 from git_brat.grite.log.refs import grite_dir, log_tips
@@ -28,156 +30,22 @@ from git_brat.grite.log.refs import grite_dir, log_tips
 if TYPE_CHECKING:
     from git_brat.grite.cache import snapshot
 
-# 2: entities decoded lazily, kinds index; 3: dep_sources index; 4: snapshot_events;
-# 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
-# 7: an SQLite file, a row per entity; 8: snapshots hold settled rows apart, and a cache
-# may wait for them. Snapshots carry it too: bump it whenever the same events would give a
-# different State.
-CACHE_VERSION = 8
-DB = "state.db"
+__all__ = ["CACHE_VERSION", "Cache", "ColdPending", "ColdUnavailable", "Meta", "actor_names",
+           "cold_cutoff", "in_memory"]
+
 DEFAULT_COLD_DAYS = 30   # grite.coldAfterDays: closed issues untouched this long leave the lists
 DAY_MS = 86_400_000
 
 
-class ColdPending(msgspec.Struct):
-    """The rows this cache still lacks: the cold part of the snapshot it started from (its
-    ids are listed in the file, see cachedb.COLD). Only answers that leave out what is settled
-    and unchanged since `before` are given without them (see Cache.state)."""
-    snapshot: str        # the snapshot commit (here); its meta names the part's commit
-    rows: int
-    before: int          # ms
-    remote: str = ""     # the remote it came from ("": ours, or any synced remote)
-
-
-class Meta(msgspec.Struct):
-    version: int
-    generation: str
-    frontier: dict[str, str]
-    max_lamport: int
-    event_count: int = 0
-    problems: list[Problem] = []
-    snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
-    cold: ColdPending | None = None
-
-
-class Cache:
+class Cache(CacheFile):
     """Loads the projection for the current frontier, reading only what changed since last time."""
 
     def __init__(self, store: Store):
-        self.store = store
-        self.dir = os.path.join(grite_dir(store), "cache")
-        self.path = os.path.join(self.dir, DB)
-        self.problems: list[Problem] = []
+        super().__init__(store)
         self.rebuilt = False   # True when this call replayed every log from scratch
         self.progress = None   # told the events replayed so far during a full replay (a TTY line)
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.from_snapshot_events = 0                          # and how many events that gave it
-        self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
-        self.generation = ""                  # the cache generation the last answer came from
-        # True once the cache directory could not be written (a read-only .git, a full disk):
-        # answers are then computed in memory and nothing is written.
-        self.read_only = False
-        self._conn = None
-        self._stored = False   # the last state() answer is the file's, unchanged in memory
-
-    def _path(self, name: str) -> str:
-        return os.path.join(self.dir, name)
-
-    # -- the file ----------------------------------------------------------------
-
-    def _db(self, create: bool = False):
-        """The open cache file, or None when there is none usable here (answers from memory).
-
-        Only a writer holding the lock makes the file (create): readers open one that exists.
-        """
-        from git_brat.grite.cache import db as cachedb
-        if self._conn is not None:
-            return self._conn
-        if not create and not os.path.exists(self.path):
-            return None
-        if not self.read_only:
-            try:
-                ensure_dir(self.dir)
-                self._conn = cachedb.connect(self.path)
-                return self._conn
-            except cachedb.Unusable as exc:
-                if exc.damaged:   # replaced, never trusted
-                    cachedb.remove(self.path)
-                    try:
-                        self._conn = cachedb.connect(self.path)
-                        return self._conn
-                    except cachedb.Unusable:
-                        pass
-                self.read_only = True
-            except OSError as exc:
-                if exc.errno not in _UNWRITABLE:
-                    raise
-                self.read_only = True
-        if os.path.exists(self.path):
-            try:
-                self._conn = cachedb.connect(self.path, read_only=True)
-            except cachedb.Unusable:
-                return None
-        return self._conn
-
-    def _unusable(self) -> None:
-        """The file failed mid-use (deleted, damaged, unwritable): serve from memory from now on."""
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:   # noqa: BLE001 - closing a broken handle must not fail the answer
-                pass
-        self._conn, self.read_only = None, True
-
-    def _meta_of(self, conn, fresh: bool = False) -> Meta | None:
-        """The file's meta row; fresh: end the open read (a new one starts with this query)."""
-        import sqlite3
-        from git_brat.grite.cache import db as cachedb
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if not fresh:
-                conn.execute("BEGIN")   # one generation for every row this answer reads
-            raw = cachedb.read_meta(conn)
-        except sqlite3.Error:
-            self._unusable()
-            return None
-        try:
-            meta = msgspec.msgpack.decode(raw, type=Meta) if raw else None
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
-        return meta if meta is not None and meta.version == CACHE_VERSION else None
-
-    def _read_meta(self) -> Meta | None:
-        """The frontier the file was projected at (None: no usable cache)."""
-        conn = self._db()
-        return self._meta_of(conn, fresh=True) if conn is not None else None
-
-    def stored(self) -> tuple[Meta, State] | None:
-        """What the file holds, at whatever frontier it was projected (None: no usable cache)."""
-        from git_brat.grite.cache import db as cachedb
-        conn = self._db()
-        meta = self._meta_of(conn) if conn is not None else None
-        if meta is None or self._conn is None:
-            return None
-        return meta, cachedb.open_state(conn, meta.max_lamport, meta.event_count)
-
-    def _hint(self) -> Meta | None:
-        """The copy of meta beside the file: cheap, and trusted only as far as stamps match."""
-        try:
-            with open(self._path("meta"), "rb") as f:
-                meta = msgspec.msgpack.decode(f.read(), type=Meta)
-            return meta if meta.version == CACHE_VERSION else None
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            return None
-
-    def _answered(self, meta: Meta) -> None:
-        self.problems, self.frontier, self.generation = meta.problems, meta.frontier, meta.generation
-
-    def seen_lamport(self) -> int:
-        """Highest Lamport clock the cache has seen, without loading the state (cheap)."""
-        meta = self._hint()
-        return meta.max_lamport if meta else 0
 
     # -- answers -------------------------------------------------------------------
 
@@ -199,18 +67,13 @@ class Cache:
         with self._locked():
             return self._current(hot_before)[1]
 
-    def cold_pending(self) -> ColdPending | None:
-        """What of its snapshot this cache still lacks (cheap: the hint beside the file)."""
-        meta = self._hint()
-        return meta.cold if meta is not None else None
-
     def issues(self, cold_before: int = 0) -> list[IssueView]:
         """Every issue's list view, oldest first; closed ones untouched since cold_before left out."""
         state, stored = self._stored_views(cold_before)
         if stored is not None:
             return decode_stored(stored, actor_names(state))
         names = actor_names(state)
-        ents = state.of_kind("issue", ("closed",), cold_before)
+        ents = state.of_kind(ISSUE, settled(ISSUE), cold_before)
         return sorted((issue_view(e, names) for e in ents), key=lambda v: (v.created_at, v.id))
 
     def _stored_views(self, cold_before: int) -> tuple[State, list[bytes] | None]:
@@ -220,8 +83,9 @@ class Cache:
         state = self.state(hot_before=cold_before)
         conn = self._conn
         if self._stored and conn is not None:
-            where, args = ("AND NOT (status = 'closed' AND updated < ?)", (cold_before,)) \
-                if cold_before else ("", ())
+            done = settled(ISSUE)
+            where, args = (f"AND NOT (status IN ({','.join('?' * len(done))}) AND updated < ?)",
+                           (*done, cold_before)) if cold_before else ("", ())
             try:
                 views = cachedb.issue_views(conn, where, args)
                 if all(v is not None for v in views):
@@ -318,44 +182,7 @@ class Cache:
             raise GriteError("another process moved this replica's snapshot meanwhile; try again")
         return snap, True
 
-    # -- writing -------------------------------------------------------------------
-
-    def _locked(self):
-        """The writers' lock; a null context when the cache cannot be written (read-only)."""
-        import contextlib
-        if self.read_only:
-            return contextlib.nullcontext()
-        for _attempt in range(5):
-            try:
-                ensure_dir(self.dir)
-                lock = _lock(self._path("lock"))
-                lock.acquire()
-            except FileNotFoundError:   # the directory was deleted meanwhile: make it again
-                continue
-            except OSError as exc:
-                if exc.errno in _UNWRITABLE:
-                    self.read_only = True
-                    return contextlib.nullcontext()
-                raise
-            return _Held(lock)
-        self.read_only = True   # deleted over and over while we looked: serve from memory
-        return contextlib.nullcontext()
-
-    def _write(self, name: str, data: bytes) -> None:
-        """Replace one file beside the cache; losing the directory or write access only costs speed."""
-        if self.read_only:
-            return
-        for _attempt in range(2):
-            try:
-                atomic_write(self._path(name), data)
-                return
-            except FileNotFoundError:   # deleted while we wrote: atomic_write makes it again
-                continue
-            except OSError as exc:
-                if exc.errno not in _UNWRITABLE:
-                    raise
-                break
-        self.read_only = True
+    # -- projecting ---------------------------------------------------------------
 
     def _current(self, hot_before: int = 0) -> tuple[Meta, State]:
         """Under the lock: meta and state at the current frontier, extending the cache if needed
@@ -387,7 +214,7 @@ class Cache:
             try:
                 attic.keep(self.store, prior.frontier.items(), tips)
             except OSError as exc:   # a read-only repository: nothing can be kept, or lost
-                if exc.errno not in _UNWRITABLE:
+                if exc.errno not in UNWRITABLE:
                     raise
         reader = LogReader(self.store)
         touched: set[str] | None = None
@@ -457,7 +284,7 @@ class Cache:
         import sqlite3
         from git_brat.grite.cache import db as cachedb
         from git_brat.grite.cache import cold
-        from git_brat.grite.log import cut as shallow
+        from git_brat.grite.log import cut
         from git_brat.grite.cache import snapshot
         snap = snapshot.read(self.store, b"", pending.snapshot.encode())
         if self._conn is None or self.read_only:
@@ -466,7 +293,7 @@ class Cache:
             raise _ReplayInstead(" (the snapshot this cache started from is gone or refused)")
         why = cold.fetch(self.store, snap.meta.cold.commit, pending.remote)
         if why is not None:
-            if not shallow.cut(self.store, tips.values()):   # (deepened since: replay it all)
+            if not cut.cut(self.store, tips.values()):   # (deepened since: replay it all)
                 raise _ReplayInstead(f" (the snapshot's cold part cannot be fetched: {why})")
             raise ColdUnavailable(
                 f"this clone has the recent part of the snapshot it was made from; its "
@@ -487,60 +314,6 @@ class Cache:
             raise _ReplayInstead(" (the snapshot's cold part failed its checks)")
         self._write("meta", raw)
         return cachedb.open_state(self._conn, meta.max_lamport, meta.event_count)
-
-    def _store(self, meta: Meta, state: State, touched: set[str] | None) -> None:
-        """Write what changed (touched: those entities; None: everything) and meta, in one go."""
-        import sqlite3
-        from git_brat.grite.cache import db as cachedb
-        self._stored = False
-        raw = msgspec.msgpack.encode(meta)
-        if self._conn is None and not self.read_only and touched is None and \
-                self._create(state, raw):
-            self._write("meta", raw)
-            return
-        conn = None if self.read_only else self._db(create=True)
-        if conn is None or self.read_only:
-            return
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if touched is not None and cachedb.is_stored(state):
-                cachedb.write_changes(conn, state, touched, raw)
-            else:
-                cachedb.write_all(conn, state, raw)
-        except sqlite3.Error:
-            self._unusable()
-            return
-        self._stored = cachedb.is_stored(state)
-        self._write("meta", raw)
-
-    def _create(self, state: State, raw: bytes) -> bool:
-        """Write the cache file whole where there is none (under the lock); whether it was."""
-        from git_brat.grite.cache import db as cachedb
-        return self._put(lambda: cachedb.create(self.path, state, raw))
-
-    def _put(self, make) -> bool:
-        """self._conn = make(), the new cache file it puts in place; whether that was done or
-        cannot be (then answers come from memory): False if another file appeared meanwhile."""
-        import sqlite3
-        from git_brat.grite.cache import db as cachedb
-        if os.path.exists(self.path):
-            return False
-        try:
-            ensure_dir(self.dir)
-            self._conn = make()
-        except FileExistsError:   # made meanwhile by a version that lets readers make it
-            return False
-        except (sqlite3.Error, cachedb.Unusable, FileNotFoundError):
-            # (the directory deleted while it was written: this answer comes from memory)
-            self._unusable()
-            return True
-        except OSError as exc:
-            if exc.errno not in _UNWRITABLE:
-                raise
-            self.read_only = True
-            return True
-        return True
 
     def _adopt_snapshot(self, tips: dict[str, str]):
         """The best snapshot made this cache's content, at the frontier of the tips it covers:
@@ -587,19 +360,6 @@ class Cache:
         finally:
             cachedb.remove(tmp)
 
-    def _store_meta(self, meta: Meta) -> None:
-        """Record meta again (a snapshot was written after the rows were)."""
-        import sqlite3
-        if self._conn is None:
-            return
-        raw = msgspec.msgpack.encode(meta)
-        try:
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (raw,))
-        except sqlite3.Error:
-            self._unusable()
-            return
-        self._write("meta", raw)
-
     def _extend(self, reader: LogReader, state: State, tips: dict[str, str],
                 batches) -> tuple[State, set[str] | None]:
         """Apply the batches past the frontier: (state, touched entity ids, None if replayed)."""
@@ -640,8 +400,8 @@ class Cache:
         return snapshot.write_state(*args, in_memory(state), covers, CACHE_VERSION, before)
 
     def _full(self, reader: LogReader, tips: dict[str, str], why: str = "") -> State:
-        from git_brat.grite.log import cut as shallow
-        shallow.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
+        from git_brat.grite.log import cut
+        cut.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
         self.rebuilt = True
         try:
             return replay_stream(reader.all_batches(tips.values()), self.progress)
@@ -674,31 +434,6 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-_UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
-
-
-class _Held:
-    """Context manager releasing an already acquired lock."""
-
-    def __init__(self, lock):
-        self.lock = lock
-
-    def __enter__(self):
-        return self.lock
-
-    def __exit__(self, *exc):
-        try:
-            self.lock.release()
-        except OSError:
-            pass
-        return False
-
-
-def _lock(path: str) -> FileLock:
-    """Exclusive lock on the cache (polling, so a wedged holder gives an error, not a hang)."""
-    return FileLock(path, timeout=60)
 
 
 class ColdUnavailable(GriteError):
@@ -734,7 +469,7 @@ def cold_cutoff(store: Store, now_ms: int | None = None) -> int:
 
 def actor_names(state: State) -> dict[str, str]:
     """Actor id -> display name, from actor entities recorded in the log."""
-    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind("actor")}
+    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind(ACTOR)}
 
 
 def _merge_problems(old: list[Problem], new: list[Problem]) -> list[Problem]:

@@ -1,5 +1,4 @@
-"""A snapshot's state as an SQLite file: the cache's tables, copied out by its writer and checked
-by whoever adopts it.
+"""A snapshot's state as an SQLite file: the cache's tables, copied out by a writer, checked on adoption.
 
 Importing a snapshot is then putting a file in place and building two indexes: no entity is
 encoded, no row is built in Python (at a million events that was 4 of a clone's 6 seconds).
@@ -21,7 +20,8 @@ import msgspec
 from git_brat import package_path
 from git_brat.grite.cache import db as cachedb
 from git_brat.grite.model import issueview
-from git_brat.grite.model.state import SETTLED, Entity, no_gc
+from git_brat.grite.model.kinds import ACTOR, ISSUE, KINDS
+from git_brat.grite.model.state import Entity, no_gc
 
 # The file being adopted is ours alone until it is put in place, so SQLite may read it mapped:
 # pages come straight from the OS's cache instead of being copied into SQLite's own (at a
@@ -110,12 +110,15 @@ def export(src: str, path: str, generation: str | None, cold_path: str | None = 
 
 
 def cold_condition(before: int) -> tuple[str, tuple]:
-    """SQL over the entity table: rows a snapshot moves to its cold part (settled, unchanged
-    since before; an issue only if closed, exactly what `issue list` leaves out; never an
-    actor: every list names them)."""
-    marks = ",".join("?" * len(SETTLED))
-    return (f"updated < ? AND (kind = 'issue' AND status = 'closed' OR "
-            f"kind NOT IN ('issue', 'actor') AND status IN ({marks}))", (before, *SETTLED))
+    """SQL over the entity table: rows a snapshot moves to its cold part, each of a kind in
+    one of the statuses the kinds table calls settled, unchanged since before (a kind the
+    table does not name is never moved)."""
+    parts, args = [], [before]
+    for kind in KINDS.values():
+        if kind.settled:
+            parts.append(f"kind = ? AND status IN ({','.join('?' * len(kind.settled))})")
+            args += [kind.name, *kind.settled]
+    return f"updated < ? AND ({' OR '.join(parts)})", tuple(args)
 
 
 def _reference_schema() -> set[tuple]:
@@ -262,13 +265,13 @@ def _checked(conn: sqlite3.Connection, where: str) -> int | None:
         ent = decode(body)
         if ent.id != eid or cachedb.columns(ent) != (kind, status, grp, made, updated):
             return None
-        issue = ent.created and ent.kind == "issue"
+        issue = ent.created and ent.kind == ISSUE
         if (issueview.stored(ent) if issue else None) != shown:
             # A cache written before views held ids names the author (its rows are exported
             # as they are): consistent too, given the actors' names.
             if names is None:
                 names = {a.id: a.get("name", a.id) for (b,) in conn.execute(
-                    "SELECT body FROM entity WHERE kind = 'actor'") for a in [decode(b)]}
+                    "SELECT body FROM entity WHERE kind = ?", (ACTOR,)) for a in [decode(b)]}
             if not issue or msgspec.json.encode(issueview.issue_view(ent, names)) != shown:
                 return None
         created += ent.created

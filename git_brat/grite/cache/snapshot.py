@@ -244,11 +244,11 @@ def temp_path(store: Store) -> str:
 def contained(store: Store, snap: Snapshot, tips) -> bool:
     """Whether every tip the snapshot covers is a commit our logs reach (no if git cannot tell).
 
-    In a clone cut at a snapshot (see shallow), a covered tip may be absent yet provably ours:
+    In a clone cut at a snapshot (see log/cut.py), a covered tip may be absent yet provably ours:
     the parent of a boundary commit our logs reach. Then the snapshot must also explain the
     whole cut, or starting from it would leave out what came before.
     """
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log import cut
     covers = snap.meta.covers
     if not covers:
         return False
@@ -259,12 +259,12 @@ def contained(store: Store, snap: Snapshot, tips) -> bool:
     if key in _contained:
         return True
     try:
-        boundary = shallow.cut(store, tips)
+        boundary = cut.cut(store, tips)
         cut_at = {p for absent in boundary.values() for p in absent}
         here = [c for c in covers if c not in cut_at]
         if not all(store.objects.is_commit(c) for c in here) or store.objects.unreachable(here, tips):
             return False
-        if boundary and not shallow.explained(store, boundary, covers):
+        if boundary and not cut.explained(store, boundary, covers):
             return False
     except GriteError:   # a damaged commit on the way: not provably contained
         return False

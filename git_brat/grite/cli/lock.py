@@ -1,4 +1,4 @@
-"""`git grite lock …`: lease locks on resources (thin; logic lives in locks.py)."""
+"""`git grite lock …`: lease locks on resources (thin; the logic is in grite/locks/)."""
 
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ def log(entity, limit, as_json):
     ent_id = g.resolve(entity).id if entity else None
     entries = audit.entries(g, ent_id)
     report_problems(g)
-    from git_brat.grite.log import cut as shallow
-    if shallow.cut(g.store, log_tips(g.store).values()):
+    from git_brat.grite.log import cut
+    if cut.cut(g.store, log_tips(g.store).values()):
         warn("this clone was made from a snapshot: events before it are not in its logs, so "
              f"they are not listed ({DEEPEN_HINT})")
     if limit:

@@ -124,11 +124,11 @@ def uninstall(as_json):
 @json_option
 def deepen(as_json):
     """Fetch the history a clone made from a snapshot left on its remotes (whole logs again)."""
-    from git_brat.grite.log import cut as shallow
+    from git_brat.grite.log import cut
     from git_brat.errors import GriteError
     g = open_grite()
     tried = sy.deepen(g)
-    left = len(shallow.cut(g.store, log_tips(g.store).values()))
+    left = len(cut.cut(g.store, log_tips(g.store).values()))
     if left:
         why = "; ".join(f"{r}: {e}" for r, e in tried if e) or "no synced remote holds it"
         raise GriteError(f"{left} log(s) still start from a snapshot ({why}); nothing was lost, "

@@ -1,2 +1,3 @@
-"""The event log in refs/grite/*: appending batches by compare-and-swap, reading them, who wrote
-them, the refs' layout, logs kept after a rewind, and where a cut clone's history starts."""
+"""The event log in refs/grite/*: appended by compare-and-swap, read back, kept after a rewind.
+
+Also who wrote them (identities), the refs' layout, and where a cut clone's history starts."""

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from git_brat.grite.model import events as ev
+from git_brat.grite.model.kinds import GROUP_FIELDS, STATUS_FIELDS
 
 
 class Entity(msgspec.Struct):
@@ -158,15 +159,6 @@ class State(msgspec.Struct):
             return False
         cutoff = min(cutoffs)
         return cutoff <= 0 or ts > cutoff
-
-
-STATUS_FIELDS = ("status", "state")   # what says whether an entity is settled
-# Statuses that end an entity's work, in grite's kinds and brat's: a snapshot moves entities
-# in one of them, unchanged for long, to its cold part (see snapshot). Which ones are listed
-# only decides what a fresh clone can answer before that part arrives, never an answer.
-SETTLED = ("closed", "merged", "dropped", "done", "ended", "stopped", "crashed", "timed-out",
-           "superseded")
-GROUP_FIELDS = ("convoy", "task")      # what an entity belongs to
 
 
 def _hot_parts(kind: str, settled: tuple[str, ...], before: int) -> list[tuple[str, tuple]]:

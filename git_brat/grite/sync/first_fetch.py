@@ -1,5 +1,6 @@
-"""A clone's first fetch of a remote's grite refs: cut at the remote's best snapshot when it can,
-deepened to whole history on demand (`git grite deepen`), and the snapshot's cold part fetched
+"""A clone's first fetch of a remote's grite refs: cut at the remote's best snapshot when it can.
+
+Deepened to whole history on demand (`git grite deepen`); the snapshot's cold part is fetched
 after it as grite.fetchCold says (`background`: a process of its own).
 """
 

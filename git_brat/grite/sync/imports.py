@@ -1,0 +1,127 @@
+"""Taking fetched logs in: relay other replicas' logs, keep what a rewind dropped, extend the cache."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import msgspec
+
+from git_brat.grite.log import attic
+from git_brat.grite.log import identity
+from git_brat.files import atomic_write
+from git_brat.git.store import Store
+from git_brat.grite.log.refs import STAMP_PATTERNS, events_blob, grite_dir, log_tips
+from git_brat.grite.repo import Grite
+from git_brat.grite.sync.install import sync_dir
+
+class RefMove(msgspec.Struct):
+    ref: str
+    old: str | None
+    new: str | None
+
+
+class ImportResult(msgspec.Struct):
+    moved: list[RefMove]
+    rewrites: list[attic.Rewrite]
+
+
+def _stamp_path(store: Store) -> str:
+    return os.path.join(sync_dir(store), "imported")
+
+
+def _read_stamp(store: Store) -> dict[str, str]:
+    try:
+        with open(_stamp_path(store)) as f:
+            return {ref: sha for sha, _, ref in (ln.partition(" ") for ln in f.read().splitlines())
+                    if ref}
+    except OSError:
+        return {}
+
+
+REPLICAS = "refs/grite/replicas/"
+_REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
+
+
+def _log_owner(store: Store, sha: str) -> str | None:
+    """The replica that wrote a log's tip batch (a peer's wal fetched straight from it)."""
+    from git_brat.grite.model import events as ev
+    data = events_blob(store, sha)
+    try:
+        return ev.decode_head(data).replica if data is not None else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def relay_known(store: Store) -> list[RefMove]:
+    """Move this clone's own `refs/grite/replicas/<X>` forward to every fetched log of X.
+
+    They are what this clone relays: fetched by whoever clones or fetches it (under
+    `refs/grite/`), and pushed to every remote it syncs. Forward only: a ref moves only to a
+    commit that has its current tip in its history, so a remote that rewinds a log cannot
+    make us relay less, and a relay is never a forced update.
+    """
+    own = identity.load_replica(grite_dir(store)).id
+    tips = log_tips(store)
+    want: dict[str, set[str]] = {}
+    for name, sha in tips.items():
+        if not name.startswith("refs/remotes/"):
+            continue
+        if "/grite/replicas/" in name:
+            owner = name.rpartition("/")[2]
+        elif name.endswith("/grite/wal"):
+            owner = _log_owner(store, sha)
+        else:
+            continue
+        if owner and owner != own and _REPLICA_ID.match(owner):
+            want.setdefault(owner, set()).add(sha)
+    moved = []
+    for owner, shas in sorted(want.items()):
+        ref = REPLICAS + owner
+        cur = first = tips.get(ref)
+        for sha in sorted(shas):   # (one already in cur's history is no fast-forward either)
+            if sha != cur and (cur is None or store.objects.is_ancestor(cur, sha)) and store.refs.cas(
+                    ref.encode(), cur.encode() if cur else None, sha.encode(),
+                    b"grite: relay a fetched log"):
+                cur = sha
+        if cur != first:
+            moved.append(RefMove(ref, first, cur))
+    return moved
+
+
+def import_logs(g: Grite, before: dict[str, str] | None = None,
+                hint: list[tuple[str, str]] = (), warm_list: bool = True) -> ImportResult:
+    """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
+
+    `before`: the log tips before a fetch; `hint`: (ref, old sha) pairs a hook was told about.
+    These, the refs the last import saw and the cache's own frontier are all compared with now.
+    `warm_list`: also write the default `issue list --json`, so that the list after a sync is
+    a warm read. Not from the fetch hook: git before 2.51 runs it once per fetched ref, and
+    the list of a large repository would be written that many times over (0.17 s each at 1M
+    events), for a list that brat's users may never ask for; the next read writes it once.
+    """
+    store = g.store
+    last = _read_stamp(store)
+    known = len(attic.load(store))
+    relay_known(store)
+    tips = log_tips(store)
+    attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
+    # (Only what the default views need: a fresh clone's snapshot's cold part may follow.)
+    g.state(refresh=True, hot_before=g.cold_before)
+    if warm_list:
+        g.cache.issue_list_json("open", g.cold_before)
+    stamp = store.refs.lines(STAMP_PATTERNS)
+    atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
+    base = before if before is not None else last
+    remote = {r: s for r, s in log_tips(store).items() if r.startswith("refs/remotes/")}
+    names = sorted({r for r in base if r.startswith("refs/remotes/")} | set(remote))
+    moved = [RefMove(r, base.get(r), remote.get(r)) for r in names if base.get(r) != remote.get(r)]
+    return ImportResult(moved, attic.load(store)[known:])
+
+
+def keep_seen(store: Store) -> list[attic.Rewrite]:
+    """Keep what the last import and the cache had seen, without refreshing anything."""
+    from git_brat.grite.cache.projection import Cache
+    meta = Cache(store)._read_meta()
+    seen = [*_read_stamp(store).items(), *(meta.frontier.items() if meta else ())]
+    return attic.keep(store, seen, log_tips(store))
