@@ -37,6 +37,11 @@ def grite(cwd, *args, **kw) -> subprocess.CompletedProcess:
     return run(["git", "grite", *args], cwd, **kw)
 
 
+def issues(cwd, *titles) -> list[str]:
+    """Create one issue per title; their ids."""
+    return [grite(cwd, "issue", "create", t).out.strip() for t in titles]
+
+
 def grite_json(cwd, *args, **kw):
     proc = grite(cwd, *args, "--json", **kw)
     return json.loads(proc.out)

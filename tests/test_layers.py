@@ -7,7 +7,6 @@ left out, and they may point sideways, never up. A failure names the arrow or th
 from __future__ import annotations
 
 import ast
-import os
 import re
 from pathlib import Path
 

@@ -8,6 +8,7 @@ import pytest
 
 from bratkit import convoy, events_of, fail, log_commits, move, status_of, task
 from helpers import brat, brat_json, status, wal_tip
+import os
 
 
 def test_convoy_story_create_list_show(brepo):
@@ -208,3 +209,17 @@ def test_ids_are_typed_as_unique_prefixes_and_an_ambiguous_one_is_refused(brepo)
     assert wal_tip(brepo) == tip
     assert brat_json(brepo, "task", "show", "abcd2")["title"] == "t 2"
     assert brat_json(brepo, "task", "show", "#ABCD1")["id"] == ids[0]
+
+
+def test_task_update_json_is_what_the_reference_says(grepo):
+    brat(grepo, "init")
+    cid = brat(grepo, "convoy", "create", "C").out.strip()
+    tid = brat(grepo, "task", "create", "--convoy", cid, "T").out.strip()
+    out = brat_json(grepo, "task", "update", tid, "--status", "running")
+    last = out["history"][-1]
+    assert out["id"] == tid and out["status"] == "running"
+    assert (last["from_status"], last["to_status"], last["forced"]) == ("queued", "running", False)
+    ref = (os.path.join(os.path.dirname(__file__), "..", "docs", "reference.md"))
+    text = open(ref).read()
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `task update"))
+    assert "task show" in row and "history" in row

@@ -231,3 +231,12 @@ def test_the_reference_documents_every_config_key():
             assert f"`{sec}.{f.name}`" in ref, f"{sec}.{f.name} is not in docs/reference.md"
     for f in msgspec.inspect.type_info(c.Engine).fields:
         assert f"`engines.<name>.{f.name}`" in ref
+
+
+def test_an_infinite_number_is_refused_in_config(brepo):
+    proc = brat(brepo, "config", "set", "witness.timeout", "inf", check=False)
+    assert proc.returncode == 2 and "witness.timeout" in proc.err
+    text = (brepo / ".brat" / "config.toml").read_text()
+    (brepo / ".brat" / "config.toml").write_text(text.replace("timeout = 3600", "timeout = inf", 1))
+    proc = brat(brepo, "status", check=False)
+    assert proc.returncode == 2 and "witness.timeout = inf is not allowed" in proc.err

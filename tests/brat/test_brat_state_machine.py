@@ -10,6 +10,9 @@ import pytest
 from bratkit import PATH_TO, convoy, events_of, fail, log_commits, move, status_of, task
 from git_brat.brat.board import STATES, TRANSITIONS
 from helpers import brat, brat_json, wal_tip
+from git_brat.grite.model import events as ev
+from git_brat.grite.log.wal import Draft
+from git_brat.grite.repo import Grite
 
 
 def _task_in(repo, cid, state, title=None) -> str:
@@ -127,3 +130,14 @@ def test_racing_claims_exactly_one_wins(brepo):
     moves = [h for h in brat_json(brepo, "task", "show", tid)["history"]
              if h["to_status"] == "running"]
     assert len(moves) == 1
+
+
+def test_a_needs_human_flag_is_cleared_by_the_next_move(brepo):
+    tid = task(brepo, convoy(brepo, "C"), "T")
+    brat(brepo, "task", "update", tid, "--status", "running")
+    g = Grite.open(str(brepo))
+    g.append([Draft(tid, ev.SetFields({"needs_human": "merge conflict in calc.py"}))], "refinery")
+    kinds = [i["kind"] for i in brat_json(brepo, "status")["interventions"]]
+    assert kinds == ["needs-human"]
+    brat(brepo, "task", "update", tid, "--status", "queued", "-m", "resolved by hand")
+    assert brat_json(brepo, "status")["interventions"] == []

@@ -204,3 +204,12 @@ def test_a_convoy_held_up_by_another_convoys_task_shows_that_task_when_filtered(
     s = brat_json(brepo, "status", "--convoy", ours[:7])
     assert [(i["kind"], i["task"]) for i in s["interventions"]] == [("blocked", schema)]
     assert "waiting for the DBA" in brat(brepo, "status", "--convoy", ours[:7]).out
+
+
+def test_intervention_commands_are_printed_whole(brepo):
+    brat(brepo, "config", "set", "status.stuck_after", "0.2")
+    tid = task(brepo, convoy(brepo, "C"), "T")
+    brat(brepo, "task", "update", tid, "--status", "running")
+    time.sleep(0.4)
+    command = brat_json(brepo, "status")["interventions"][0]["command"]
+    assert command in brat(brepo, "status").out

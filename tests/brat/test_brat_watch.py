@@ -9,6 +9,9 @@ import pexpect
 
 from bratkit import convoy
 from helpers import brat
+import signal
+import subprocess
+import time
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -74,3 +77,22 @@ def test_watch_through_git_stops_on_ctrl_c_without_a_traceback(brepo):
 def test_watch_rejects_a_bad_interval(brepo):
     proc = brat(brepo, "status", "--watch", "--interval", "0", check=False)
     assert proc.returncode == 2 and "0.1" in proc.err
+
+
+def test_status_watch_into_a_pipe_writes_no_screen_codes_and_fits_the_width(grepo):
+    brat(grepo, "init")
+    brat(grepo, "convoy", "create", "A convoy with a rather long title that will not fit in forty")
+    env = dict(os.environ, COLUMNS="40")
+    proc = subprocess.Popen(["git-brat", "status", "--watch", "--interval", "0.2"], cwd=grepo,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    lines, deadline = [], time.monotonic() + 60
+    while sum("refreshing every" in ln for ln in lines) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.decode())
+    proc.send_signal(signal.SIGINT)
+    rest, _err = proc.communicate(timeout=30)
+    text = "".join(lines) + rest.decode()
+    assert "\x1b" not in text and "CONVOYS" in text
+    assert max(len(line) for line in text.splitlines()) <= 40, text

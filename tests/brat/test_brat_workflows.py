@@ -241,3 +241,26 @@ def test_unknown_or_invalid_workflow_names(brepo):
     code, msg = fail(brepo, "workflow", "run", "../etc/passwd")
     assert code == 2 and "invalid workflow name" in msg
     assert wal_tip(brepo) is not None and brat_json(brepo, "convoy", "list") == []
+
+
+def test_workflow_run_refuses_an_invalid_config_as_status_does(grepo):
+    brat(grepo, "init")
+    (grepo / ".brat" / "config.toml").write_text("[witness]\nconcurrency = -3\n")
+    assert brat(grepo, "status", check=False).returncode == 2
+    tip = wal_tip(grepo)
+    proc = brat(grepo, "workflow", "run", "feature", "--var", "feature=x", check=False)
+    assert proc.returncode == 2 and "config.toml" in proc.err
+    assert wal_tip(grepo) == tip
+
+
+def test_explicit_yaml_tags_are_a_precise_error_not_a_crash(brepo):
+    wf = brepo / ".brat" / "workflows"
+    wf.mkdir(parents=True, exist_ok=True)
+    (wf / "tagged.yaml").write_text(
+        "type: workflow\ntitle: T\nsteps:\n  - id: a\n    title: A\n    priority: !!int abc\n")
+    tip = wal_tip(brepo)
+    proc = brat(brepo, "workflow", "run", "tagged", check=False)
+    assert proc.returncode == 2 and "tagged.yaml:6" in proc.err and proc.err.count("\n") == 1
+    assert wal_tip(brepo) == tip
+    listed = brat(brepo, "workflow", "list", check=False)
+    assert "Traceback" not in listed.err

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import grite, grite_json
+from helpers import git, grite, grite_json, wal_tip
 
 
 def test_user_creates_and_switches_actors(grepo):
@@ -28,3 +28,15 @@ def test_grite_actor_environment_overrides_the_current_actor(grepo):
 def test_unknown_actor_is_a_clear_error(grepo):
     proc = grite(grepo, "actor", "use", "nobody", check=False)
     assert proc.returncode == 3 and "no actor matches" in proc.err
+
+
+def test_an_actor_name_git_would_reject_in_a_commit_is_refused(grepo):
+    tip = wal_tip(grepo)
+    for name in ("multi\nline", "evil <x@y>", "tab\tname"):
+        proc = grite(grepo, "actor", "new", name, check=False)
+        assert proc.returncode == 2 and proc.err.count("\n") == 1, proc.err
+    proc = grite(grepo, "actor", "new", "ok", "--email", "a>b@c", check=False)
+    assert proc.returncode == 2
+    assert wal_tip(grepo) == tip
+    grite(grepo, "issue", "create", "still fine")
+    git(grepo, "fsck", "--no-dangling", "--strict")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from helpers import git, grite, grite_json, make_repo, wal_tip
+from helpers import git, grite, grite_json, issues, make_repo, wal_tip
+import subprocess
 
 
 def test_export_then_import_into_another_repository_round_trips(grepo, tmp_path):
@@ -75,3 +76,42 @@ def test_import_refuses_an_id_that_is_not_exactly_32_hex_digits(grepo, tmp_path)
         proc = grite(grepo, "import", str(f), check=False)
         assert proc.returncode == 2 and proc.out == "", (bad, proc.err)
     assert wal_tip(grepo) == tip
+
+
+def test_concurrent_imports_of_one_file_create_everything_once(grepo, tmp_path):
+    f = tmp_path / "one.json"
+    f.write_text(json.dumps([{"title": "Shared", "comments": [{"body": "once"}]}]))
+    procs = [subprocess.Popen(["git", "grite", "import", str(f)], cwd=grepo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)]
+    for p in procs:
+        p.communicate(timeout=120)
+        assert p.returncode == 0
+    listed = grite_json(grepo, "issue", "list")
+    assert len(listed) == 1 and listed[0]["comments"] == 1
+
+
+def test_an_import_whose_dependencies_form_a_cycle_is_refused(grepo, tmp_path):
+    x, y = "a" * 32, "b" * 32
+    doc = {"format": "grite-export", "version": 1, "issues": [
+        {"id": x, "title": "X", "deps": {"depends_on": [y]}},
+        {"id": y, "title": "Y", "deps": {"depends_on": [x]}}]}
+    f = tmp_path / "cycle.json"
+    f.write_text(json.dumps(doc))
+    tip = wal_tip(grepo)
+    proc = grite(grepo, "import", str(f), check=False)
+    assert proc.returncode == 5 and "cycle" in proc.err and wal_tip(grepo) == tip
+
+
+def test_export_takes_json_like_every_command(grepo):
+    issues(grepo, "x")
+    doc = json.loads(grite(grepo, "export", "--json").out)
+    assert [i["title"] for i in doc["issues"]] == ["x"]
+    assert grite(grepo, "export", "--json", "--format", "md", check=False).returncode == 2
+
+
+def test_import_keeps_two_issues_that_share_a_title(grepo, tmp_path):
+    f = tmp_path / "issues.json"
+    f.write_text(json.dumps([{"title": "same"}, {"title": "same"}]))
+    assert len(grite_json(grepo, "import", str(f))["created"]) == 2
+    assert grite_json(grepo, "import", str(f))["created"] == []   # still idempotent
+    assert len(grite_json(grepo, "issue", "list")) == 2

@@ -5,13 +5,13 @@ from __future__ import annotations
 import shutil
 
 import msgspec
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from helpers import grite, grite_json
 from git_brat.grite.cache.projection import Cache
 from git_brat.git.store import Store
 from git_brat.grite.model.state import canonical
+import json
 
 
 def _busy_repo(repo):
@@ -77,7 +77,6 @@ def test_an_unchanged_frontier_loads_the_cache_without_reading_logs(grepo):
 
 
 def test_a_full_rebuild_reads_events_bigger_than_one_read_from_git(grepo, tmp_path):
-    import json
     big = "long body " * 300_000   # 3 MB: spans several reads of the pipe from cat-file
     (tmp_path / "big.json").write_text(json.dumps([{"title": "small"}, {"title": "huge", "body": big}]))
     grite(grepo, "import", str(tmp_path / "big.json"))
@@ -207,3 +206,22 @@ def test_a_list_spliced_from_stored_views_is_byte_for_byte_the_encoded_list(item
               for i, (title, state, author, labels) in enumerate(items)]
     expect = [v for v in decode_stored(stored, names) if which == "all" or v.state == which]
     assert join_stored(stored, names, which) == msgspec.json.encode(expect)
+
+
+def test_a_rebuild_shows_its_progress_on_a_terminal_and_nowhere_else(grepo):
+    import pexpect
+    for i in range(3):
+        grite(grepo, "issue", "create", f"issue {i}")
+    for argv, done in ((["rebuild", "--full"], "rebuilt cache: "), (["doctor"], "ok")):
+        child = pexpect.spawn("git", ["grite", *argv], cwd=str(grepo), timeout=60,
+                              encoding="utf-8")
+        try:
+            child.expect("replaying the log: ")
+            child.expect(done)
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0, argv
+    assert "replaying" not in grite(grepo, "doctor").err
+    piped = grite(grepo, "rebuild", "--full")
+    assert "replaying" not in piped.err and "\x1b" not in piped.err

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from git_brat.grite import locks
 from git_brat.errors import UsageError

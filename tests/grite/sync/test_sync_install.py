@@ -210,3 +210,27 @@ def test_sync_from_a_subdirectory_and_hooks_in_a_linked_worktree(tmp_path):
     imported = (a / ".git" / "grite" / "sync" / "imported").read_text()
     assert git(b, "rev-parse", "refs/grite/wal") in imported
     assert {i["title"] for i in grite_json(wt, "issue", "list")} == {"from b", "second from b"}
+
+
+def test_hooks_path_inside_the_work_tree_keeps_git_status_clean(repo):
+    hooks = repo / "myhooks"
+    hooks.mkdir()
+    (hooks / "post-merge").write_text("#!/bin/sh\necho tracked hook\n")
+    (hooks / "post-merge").chmod(0o755)
+    (hooks / "pre-push").write_text("#!/bin/sh\nexit 0\n")        # untracked: chained
+    (hooks / "pre-push").chmod(0o755)
+    git(repo, "config", "core.hooksPath", "myhooks")
+    git(repo, "add", "myhooks/post-merge")
+    git(repo, "commit", "-qm", "hooks")
+    exclude = repo / ".git" / "info" / "exclude"
+    before_exclude = exclude.read_bytes()
+    before = git(repo, "status", "--porcelain", "--untracked-files=all")
+    result = grite_json(repo, "init")
+    actions = {h["hook"]: h["action"] for h in result["hooks"]}
+    assert actions["post-merge"] == "skipped" and actions["pre-push"] == "chained"
+    assert (hooks / "post-merge").read_text() == "#!/bin/sh\necho tracked hook\n"
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == before
+    grite(repo, "uninstall")
+    assert exclude.read_bytes() == before_exclude
+    assert (hooks / "pre-push").read_text() == "#!/bin/sh\nexit 0\n"
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == before

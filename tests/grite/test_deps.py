@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import grite, grite_json, wal_tip
+from helpers import grite, grite_json, issues, wal_tip
 
 
 def _issues(repo, *titles):
@@ -53,3 +53,28 @@ def test_dep_list_and_remove(grepo):
     assert grite_json(grepo, "dep", "list", a)["depends_on"] == []
     proc = grite(grepo, "dep", "remove", a, "--on", b, check=False)
     assert proc.returncode == 3 and "no depends_on dependency" in proc.err
+
+
+def test_topo_never_drops_issues_caught_in_a_cycle_made_by_two_replicas(grepo):
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.log.wal import Draft
+    from git_brat.grite.repo import Grite
+    a = grite(grepo, "issue", "create", "A").out.strip()
+    b = grite(grepo, "issue", "create", "B").out.strip()
+    c = grite(grepo, "issue", "create", "C").out.strip()
+    g = Grite.open(str(grepo))   # what two replicas' concurrent `dep add`s merge into
+    g.append([Draft(a, ev.AddTo("dep:depends_on", b)), Draft(b, ev.AddTo("dep:depends_on", a))], "x")
+    order = [i["id"] for i in grite_json(grepo, "dep", "topo")]
+    assert sorted(order) == sorted([a, b, c]) and order[0] == c
+
+
+def test_dependencies_show_on_both_issues_they_join(grepo):
+    a, b, c = issues(grepo, "a", "b", "c")
+    grite(grepo, "dep", "add", a, "--on", b, "--type", "blocks")      # a blocks b
+    grite(grepo, "dep", "add", a, "--on", c, "--type", "related_to")
+    deps_b = grite_json(grepo, "dep", "list", b)
+    assert deps_b["blocked_by"] == [a]
+    assert grite_json(grepo, "issue", "show", b)["deps"]["blocked_by"] == [a]
+    assert grite_json(grepo, "dep", "list", c)["related_to"] == [a]
+    assert grite_json(grepo, "dep", "list", a)["related_to"] == [c]
+    assert "blocked_by" in grite(grepo, "dep", "list", b).out

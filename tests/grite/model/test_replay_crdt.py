@@ -2,52 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.state import State, canonical, replay, replay_stream
 from helpers import incremental
-
-ENTITIES = ["e1", "e2", "e3"]
-ACTORS = ["alice", "bob", "carol"]
-
-
-@st.composite
-def histories(draw):
-    """A causally plausible history: removes observe tags of adds that came before them."""
-    n = draw(st.integers(min_value=1, max_value=40))
-    events: list[ev.Event] = []
-    adds: dict[tuple[str, str, str], list[str]] = {}
-    for i in range(n):
-        ent = draw(st.sampled_from(ENTITIES))
-        actor = draw(st.sampled_from(ACTORS))
-        lamport = draw(st.integers(min_value=1, max_value=12))
-        kind = draw(st.sampled_from(["create", "set", "add", "remove", "comment", "lease", "fenced"]))
-        fence = None
-        if kind == "create":
-            op = ev.Create("issue", {"title": draw(st.sampled_from(["a", "b", "c"])), "state": "open"})
-        elif kind == "set":
-            op = ev.SetFields({draw(st.sampled_from(["title", "state"])): draw(st.sampled_from(["x", "y", "closed"]))})
-        elif kind == "add":
-            op = ev.AddTo(draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(["p", "q"])))
-        elif kind == "remove":
-            name, value = draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(["p", "q"]))
-            seen = adds.get((ent, name, value), [])
-            observed = draw(st.lists(st.sampled_from(seen), unique=True)) if seen else []
-            op = ev.RemoveFrom(name, value, sorted(observed))
-        elif kind == "comment":
-            op = ev.Comment(f"c{i}")
-        elif kind == "lease":
-            op = ev.LeaseToken("task:1", draw(st.integers(min_value=1, max_value=4)), actor)
-        else:
-            op = ev.SetFields({"status": f"s{i}"})
-            fence = ev.Fence("task:1", draw(st.integers(min_value=1, max_value=4)))
-        e = ev.make_event(ent, actor, lamport, 1000 + i, op, fence)
-        if isinstance(op, ev.AddTo):
-            adds.setdefault((ent, op.name, op.value), []).append(e.id)
-        events.append(e)
-    return events
+from gritekit import histories
 
 
 @settings(max_examples=300, deadline=None)

@@ -9,18 +9,15 @@ import sqlite3
 import msgspec
 import pytest
 import zstandard
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from git_brat.grite.cache import snapshot
 from git_brat.grite.cache.projection import CACHE_VERSION, Cache, in_memory
 from git_brat.git.store import Store
-from git_brat.grite.log.identity import load
 from git_brat.grite.model.state import State, canonical, replay
-from git_brat.grite.log.refs import grite_dir, log_tips
 from helpers import git, grite, grite_json, incremental, run, status
+from gritekit import histories, recommit, write_snapshot
 from sync_helpers import clone, replica_id, seeded_hub
-from test_replay_crdt import histories
 
 
 def _some_history(repo, n: int = 6) -> list[str]:
@@ -110,29 +107,6 @@ def test_a_snapshot_covering_events_our_logs_lack_is_not_used(tmp_path, grepo):
     assert "only in other" not in grite(grepo, "issue", "list").out
 
 
-def _write_snapshot(repo, state, version=CACHE_VERSION):
-    store = Store.discover(str(repo))
-    ident = load(grite_dir(store))
-    tips = list(log_tips(store).values())
-    return snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state), tips,
-                                version)
-
-
-def _recommit(repo, snap, entries: dict[str, bytes], ref: str | None = None) -> str:
-    """snap's commit made again with these tree entries in place of its own (what a peer could
-    publish), on its ref (or `ref`)."""
-    tree = {n: git(repo, "rev-parse", f"{snap.commit}:{n}")
-            for n in git(repo, "ls-tree", "--name-only", snap.commit).split()}
-    if any(n.startswith("state") for n in entries):   # the state replaced, in whatever form
-        tree = {n: sha for n, sha in tree.items() if not n.startswith("state")}
-    tree.update({n: run_git_blob(repo, d) for n, d in entries.items()})
-    made = git(repo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in tree.items()))
-    parents = [a for c in snap.meta.covers for a in ("-p", c)]
-    commit = git(repo, "commit-tree", made, *parents, "-m", "re-made")
-    git(repo, "update-ref", ref or snap.ref, commit)
-    return commit
-
-
 def _state_file(repo, snap, tmp_path):
     """The snapshot's state as the SQLite file it holds, unpacked at a path of our own."""
     path = tmp_path / "snapshot.db"
@@ -146,7 +120,7 @@ def _repacked(repo, snap, data: bytes, **meta) -> str:
     """snap re-made holding this state file (packed as a writer packs it), meta changed by meta."""
     packed, frames = snapshot.pack(data)
     meta = msgspec.structs.replace(snap.meta, frames=frames, **meta)
-    return _recommit(repo, snap, {"state.db.zst": packed, "meta": msgspec.msgpack.encode(meta)})
+    return recommit(repo, snap, {"state.db.zst": packed, "meta": msgspec.msgpack.encode(meta)})
 
 
 def _with_change(repo, snap, tmp_path, *statements, args=(), **meta):
@@ -168,9 +142,9 @@ def _not_used(repo):
 def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo, tmp_path):
     _some_history(grepo, 5)
     state = Cache(Store.discover(str(grepo))).state()
-    _write_snapshot(grepo, state, version=CACHE_VERSION + 1)
+    write_snapshot(grepo, state, version=CACHE_VERSION + 1)
     assert grite_json(grepo, "rebuild")["snapshot"] is None
-    snap = _write_snapshot(grepo, state)
+    snap = write_snapshot(grepo, state)
     good = _state_file(grepo, snap, tmp_path).read_bytes()
     _repacked(grepo, snap, good)
     assert grite_json(grepo, "rebuild")["snapshot"] is not None   # (so the rest is not vacuous)
@@ -181,7 +155,7 @@ def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo, 
     for packed, frames in ((zstd(good), []),   # one stream, as this format's first writers made
                            (b"not zstd at all", [15]), (zstd(good), [len(zstd(good)) + 1])):
         meta = msgspec.structs.replace(snap.meta, frames=frames)
-        _recommit(grepo, snap, {"state.db.zst": packed, "meta": msgspec.msgpack.encode(meta)})
+        recommit(grepo, snap, {"state.db.zst": packed, "meta": msgspec.msgpack.encode(meta)})
         if frames:
             _not_used(grepo)
         else:
@@ -193,7 +167,7 @@ def test_a_snapshot_in_another_format_or_that_does_not_decode_is_ignored(grepo, 
 def test_a_snapshot_whose_rows_disagree_with_themselves_is_not_used(grepo, tmp_path):
     """Well-formed on the outside, wrong inside (a peer's bug or malice): refused before use."""
     ids = _some_history(grepo, 5)
-    snap = _write_snapshot(grepo, Cache(Store.discover(str(grepo))).state())
+    snap = write_snapshot(grepo, Cache(Store.discover(str(grepo))).state())
     _with_change(grepo, snap, tmp_path, "SELECT 1")   # re-made unchanged: used
     assert grite_json(grepo, "rebuild")["snapshot"] is not None
     for change, args in (
@@ -222,10 +196,10 @@ def test_a_snapshot_in_the_format_before_sqlite_files_is_still_used(grepo, tmp_p
     import zlib
     _some_history(grepo, 5)
     state = in_memory(Cache(Store.discover(str(grepo))).state())
-    snap = _write_snapshot(grepo, state)
+    snap = write_snapshot(grepo, state)
     body = msgspec.msgpack.encode(state)
     for name, data in (("state.z", zlib.compress(body, 1)), ("state", body)):
-        commit = _recommit(grepo, snap, {name: data})
+        commit = recommit(grepo, snap, {name: data})
         grite(grepo, "issue", "create", f"after {name}")
         out = grite_json(grepo, "rebuild")
         assert out["snapshot"] == commit and out["replayed"] < out["events"]
@@ -239,7 +213,7 @@ def test_doctor_reports_a_snapshot_that_disagrees_with_its_events_and_fix_remove
     state = Cache(store).state()
     _value, *stamp = state.entities[ids[0]].fields["title"]
     state.entities[ids[0]].fields["title"] = ("forged", *stamp)
-    snap = _write_snapshot(grepo, state)
+    snap = write_snapshot(grepo, state)
     assert snap is not None
 
     proc = grite(grepo, "doctor", "--json", check=False)
@@ -358,13 +332,13 @@ def test_fetched_snapshot_with_hostile_meta_is_ignored_without_a_traceback(grepo
     _some_history(grepo, 5)
     git(grepo, "gc", "-q")   # packed, as a network clone is (dulwich asserts on odd ids there)
     store = Store.discover(str(grepo))
-    snap = _write_snapshot(grepo, Cache(store).state())
+    snap = write_snapshot(grepo, Cache(store).state())
     git(grepo, "update-ref", "-d", snap.ref)
     tip = git(grepo, "rev-parse", "refs/grite/wal")
     for covers in (["zz"], ["--output=" + str(tmp_path / "pwned")], [tip + "0" * 24], [tip + "\n"]):
         meta = {"version": CACHE_VERSION, "replica": "ffff", "events": 10 ** 6, "entities": 1,
                 "covers": covers}
-        _recommit(grepo, snap, {"meta": msgspec.msgpack.encode(meta)},
+        recommit(grepo, snap, {"meta": msgspec.msgpack.encode(meta)},
                   "refs/remotes/origin/grite/snapshots/ffff")
         shutil.rmtree(grepo / ".git" / "grite" / "cache")
         assert len(grite_json(grepo, "issue", "list", "--state", "all")) == 5
@@ -380,7 +354,7 @@ def _forge_counts(repo, tmp_path, meta_events: int, state_events: int):
     from git_brat.grite.cache import snapdb
     store = Store.discover(str(repo))
     state = Cache(store).state()
-    snap = _write_snapshot(repo, state)
+    snap = write_snapshot(repo, state)
     return _with_change(repo, snap, tmp_path, "UPDATE meta SET v = ?",
                         args=(snapdb.counts_row(CACHE_VERSION, state.max_lamport, state_events),),
                         events=meta_events)
@@ -404,11 +378,6 @@ def test_a_snapshot_whose_counts_are_impossible_is_not_used_and_doctor_catches_t
     assert grite_json(grepo, "rebuild")["snapshot"] is None
 
 
-def run_git_blob(repo, data: bytes) -> str:
-    from helpers import run
-    return run(["git", "hash-object", "-w", "--stdin"], repo, input=data).out.strip()
-
-
 def test_a_snapshot_refused_by_doctor_stays_refused_when_fetched_again(tmp_path):
     hub = seeded_hub(tmp_path)
     a = clone(str(hub), tmp_path / "a")
@@ -416,7 +385,7 @@ def test_a_snapshot_refused_by_doctor_stays_refused_when_fetched_again(tmp_path)
     state = Cache(Store.discover(str(a))).state()
     _value, *stamp = state.entities[ids[0]].fields["title"]
     state.entities[ids[0]].fields["title"] = ("forged", *stamp)
-    _write_snapshot(a, state)
+    write_snapshot(a, state)
     git(a, "push", "-q", "origin", "main")
     b = clone(str(hub), tmp_path / "b", init=False)
     git(b, "config", "grite.shallowClone", "false")   # whole history: doctor can check it

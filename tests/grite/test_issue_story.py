@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from helpers import git, grite, grite_json, run, status, wal_tip
+from helpers import git, grite, grite_json, issues, run, status, wal_tip
+import time
 
 
 def test_user_creates_lists_and_shows_issues(grepo):
@@ -141,3 +142,35 @@ def test_control_characters_from_the_log_never_reach_the_terminal(grepo):
                 grite(grepo, "log").out, grite(grepo, "export", "--format", "md").out):
         assert not any(ord(c) < 32 and c not in "\n\t" for c in out), repr(out)
     assert grite_json(grepo, "issue", "show", iid)["title"] == title   # JSON keeps the exact text
+
+
+def test_changes_that_change_nothing_write_nothing_and_say_so(grepo):
+    a, b = issues(grepo, "a", "b")
+    grite(grepo, "issue", "close", a)
+    grite(grepo, "dep", "add", a, "--on", b)
+    tip = wal_tip(grepo)
+    for argv, said in ((["issue", "close", a], "already closed"),
+                       (["issue", "label", a, "--remove", "absent"], "nothing written"),
+                       (["dep", "add", a, "--on", b], "already"),
+                       (["issue", "update", a, "--title", "a"], "nothing written")):
+        proc = grite(grepo, *argv)
+        assert said in proc.out, (argv, proc.out)
+        assert wal_tip(grepo) == tip, argv
+    assert grite_json(grepo, "dep", "add", a, "--on", b)["changed"] is False
+
+
+def test_comments_are_shown_in_time_order(grepo, tmp_path):
+    (iid,) = issues(grepo, "talk")
+    # A second clone comments later in time but with a lower clock than this one.
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(grepo), str(other))
+    grite(other, "init")
+    grite(other, "sync")
+    for i in range(5):
+        grite(grepo, "issue", "comment", iid, "-m", f"early {i}")
+    time.sleep(0.05)
+    grite(other, "issue", "comment", iid, "-m", "late")
+    git(grepo, "remote", "add", "other", str(other))
+    grite(grepo, "remote", "add-sync", "other")
+    bodies = [c["body"] for c in grite_json(grepo, "issue", "show", iid)["comments"]]
+    assert bodies == [f"early {i}" for i in range(5)] + ["late"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import grite, status, wal_tip
+from helpers import grite, run, status, wal_tip
 from git_brat.grite.issues import import_key
 
 
@@ -85,3 +85,31 @@ def test_bad_import_writes_nothing(grepo, tmp_path):
     bad.write_text('[{"body": "no title"}]')
     assert "title" in _refused(grepo, "import", str(bad), code=2)
     _refused(grepo, "import", str(tmp_path / "missing.json"), code=3)
+
+
+def test_export_to_an_unwritable_place_is_one_line(grepo, tmp_path):
+    proc = grite(grepo, "export", "-o", str(tmp_path / "missing" / "x.json"), check=False)
+    assert proc.returncode == 1 and proc.err.count("\n") == 1 and "cannot write" in proc.err
+
+
+def test_arguments_that_are_not_utf8_are_refused_in_one_line(grepo):
+    proc = run(["git", "grite", "issue", "create", b"caf\xff".decode("utf-8", "surrogateescape")],
+               grepo, check=False)
+    assert proc.returncode == 2 and proc.err.count("\n") == 1 and "UTF-8" in proc.err
+
+
+def test_unknown_remotes_and_overlong_ids_exit_with_the_documented_codes(grepo):
+    assert grite(grepo, "sync", "nosuch", check=False).returncode == 3
+    assert grite(grepo, "lock", "acquire", "task:x", "--remote", "nosuch",
+                 check=False).returncode == 3
+    assert grite(grepo, "issue", "show", "ab" * 17, check=False).returncode == 2
+
+
+def test_doctor_refuses_a_negative_stale_after(grepo):
+    assert grite(grepo, "doctor", "--stale-after", "-5", check=False).returncode == 2
+
+
+def test_errors_show_undecodable_bytes_as_bytes(grepo):
+    proc = run([b"git", b"grite", b"issue", b"show", b"ab\xff\xfe"], grepo, check=False)
+    assert proc.returncode == 2
+    assert "\\xff\\xfe" in proc.err and "udc" not in proc.err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter
 
 from helpers import git, grite, run

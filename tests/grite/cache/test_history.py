@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers import git, grite, grite_json
 from git_brat.grite.model import events as ev

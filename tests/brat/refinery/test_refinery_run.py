@@ -7,7 +7,7 @@ import time
 
 
 from bratkit import convoy, fail, status_of
-from helpers import brat, brat_json, git, grite, run
+from helpers import brat, brat_json, git, grite
 from refinerykit import configure, log_subjects, outcomes, refine, request
 from sync_helpers import clone, seeded_hub
 

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from helpers import git, grite, grite_json, run, status
+from gritekit import read_only, recommit, write_snapshot
 from sync_helpers import clone, replica_id, seeded_hub
 
 
@@ -271,14 +272,13 @@ def test_relaying_cut_logs_to_a_hub_without_their_history_says_so_until_deepened
 def test_a_read_only_cut_clone_with_no_cache_answers_from_the_snapshot(tmp_path):
     """The snapshot's file is unpacked where it can be ($TMPDIR) and read from there; nothing
     is written in the repository, and nothing is left behind."""
-    from test_never_silently_wrong import _read_only
     _hub, url, _a, _early = _hub_with_history(tmp_path)
     c = clone(url, tmp_path / "c")
     expected = _listing(c)
     shutil.rmtree(c / ".git" / "grite" / "cache")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    proc = _read_only(c, "env", f"TMPDIR={scratch}", "git", "grite", "issue", "list", "--json",
+    proc = read_only(c, "env", f"TMPDIR={scratch}", "git", "grite", "issue", "list", "--json",
                       "--state", "all")
     assert sorted((i["title"], i["state"], i["comments"]) for i in json.loads(proc.out)) == expected
     assert "error" not in proc.err
@@ -327,12 +327,11 @@ def test_a_snapshot_in_the_old_format_prepared_early_is_adopted_by_the_caller_in
     """The thread reads only state.db.zst (the older msgpack formats go through dulwich, which
     is not for two threads): the caller adopts such a snapshot itself, and no file is left."""
     import msgspec
-    from test_snapshot import _recommit, _write_snapshot
     _hub, _url, a, _early = _hub_with_history(tmp_path)
     store = Store.discover(str(a))
     state = in_memory(Cache(store).state())
-    snap = _write_snapshot(a, state)
-    commit = _recommit(a, snap, {"state": msgspec.msgpack.encode(state)})
+    snap = write_snapshot(a, state)
+    commit = recommit(a, snap, {"state": msgspec.msgpack.encode(state)})
     [old] = [s for s in snapshot.listed(store) if s.commit == commit]
     cache_dir = a / ".git" / "grite" / "cache"
     snapshot.prepare(store, old)

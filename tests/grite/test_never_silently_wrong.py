@@ -9,6 +9,7 @@ import os
 import pytest
 
 from helpers import git, grite, grite_json, run
+from gritekit import read_only
 
 
 def _loose(repo, sha: str):
@@ -154,21 +155,6 @@ def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_pat
     assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "backup"
 
 
-def _read_only(repo, *argv, check=True):
-    """Run argv in repo with the whole repository mounted read-only (a private mount namespace)."""
-    import shutil as _sh
-    if os.geteuid() != 0 or not _sh.which("unshare"):
-        pytest.skip("a read-only mount needs root and unshare")
-    script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && cd "$1" && shift && '
-              'exec "$@"')
-    probe = run(["unshare", "-m", "sh", "-c", "mount --bind / /mnt 2>/dev/null; echo ok"], repo,
-                check=False)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a mount namespace here: {probe.err.strip()}")
-    return run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(repo),
-                *argv], repo, check=check)
-
-
 def test_reads_work_on_a_read_only_repository_cold_or_warm(grepo):
     import shutil as _sh
     from helpers import brat
@@ -178,13 +164,13 @@ def test_reads_work_on_a_read_only_repository_cold_or_warm(grepo):
     grite(grepo, "issue", "create", "readable")
     _sh.rmtree(grepo / ".git" / "grite" / "cache", ignore_errors=True)
     for argv in (["issue", "list"], ["issue", "list", "--json"], ["log"], ["ready"]):
-        proc = _read_only(grepo, "git", "grite", *argv)
+        proc = read_only(grepo, "git", "grite", *argv)
         assert "readable" in proc.out or argv == ["log"], (argv, proc.err)
         assert "error" not in proc.err
-    assert "CONVOYS" in _read_only(grepo, "git", "brat", "status").out
+    assert "CONVOYS" in read_only(grepo, "git", "brat", "status").out
     assert not (grepo / ".git" / "grite" / "cache").exists()
     grite(grepo, "issue", "list", "--json")   # warm the cache, then read it read-only
-    assert json.loads(_read_only(grepo, "git", "grite", "issue", "list", "--json").out)[0][
+    assert json.loads(read_only(grepo, "git", "grite", "issue", "list", "--json").out)[0][
         "title"] == "readable"
 
 

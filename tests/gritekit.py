@@ -1,0 +1,101 @@
+"""Helpers the grite tests share: random histories, a read-only repository, hand-made snapshots."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import strategies as st
+
+from git_brat.git.store import Store
+from git_brat.grite.cache import snapshot
+from git_brat.grite.cache.projection import CACHE_VERSION, in_memory
+from git_brat.grite.log.identity import load
+from git_brat.grite.log.refs import grite_dir, log_tips
+from git_brat.grite.model import events as ev
+from helpers import git, run
+
+
+ENTITIES = ["e1", "e2", "e3"]
+
+
+ACTORS = ["alice", "bob", "carol"]
+
+
+@st.composite
+def histories(draw):
+    """A causally plausible history: removes observe tags of adds that came before them."""
+    n = draw(st.integers(min_value=1, max_value=40))
+    events: list[ev.Event] = []
+    adds: dict[tuple[str, str, str], list[str]] = {}
+    for i in range(n):
+        ent = draw(st.sampled_from(ENTITIES))
+        actor = draw(st.sampled_from(ACTORS))
+        lamport = draw(st.integers(min_value=1, max_value=12))
+        kind = draw(st.sampled_from(["create", "set", "add", "remove", "comment", "lease", "fenced"]))
+        fence = None
+        if kind == "create":
+            op = ev.Create("issue", {"title": draw(st.sampled_from(["a", "b", "c"])), "state": "open"})
+        elif kind == "set":
+            op = ev.SetFields({draw(st.sampled_from(["title", "state"])): draw(st.sampled_from(["x", "y", "closed"]))})
+        elif kind == "add":
+            op = ev.AddTo(draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(["p", "q"])))
+        elif kind == "remove":
+            name, value = draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(["p", "q"]))
+            seen = adds.get((ent, name, value), [])
+            observed = draw(st.lists(st.sampled_from(seen), unique=True)) if seen else []
+            op = ev.RemoveFrom(name, value, sorted(observed))
+        elif kind == "comment":
+            op = ev.Comment(f"c{i}")
+        elif kind == "lease":
+            op = ev.LeaseToken("task:1", draw(st.integers(min_value=1, max_value=4)), actor)
+        else:
+            op = ev.SetFields({"status": f"s{i}"})
+            fence = ev.Fence("task:1", draw(st.integers(min_value=1, max_value=4)))
+        e = ev.make_event(ent, actor, lamport, 1000 + i, op, fence)
+        if isinstance(op, ev.AddTo):
+            adds.setdefault((ent, op.name, op.value), []).append(e.id)
+        events.append(e)
+    return events
+
+
+def read_only(repo, *argv, check=True):
+    """Run argv in repo with the whole repository mounted read-only (a private mount namespace)."""
+    import shutil as _sh
+    if os.geteuid() != 0 or not _sh.which("unshare"):
+        pytest.skip("a read-only mount needs root and unshare")
+    script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && cd "$1" && shift && '
+              'exec "$@"')
+    probe = run(["unshare", "-m", "sh", "-c", "mount --bind / /mnt 2>/dev/null; echo ok"], repo,
+                check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a mount namespace here: {probe.err.strip()}")
+    return run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(repo),
+                *argv], repo, check=check)
+
+
+def write_snapshot(repo, state, version=CACHE_VERSION):
+    store = Store.discover(str(repo))
+    ident = load(grite_dir(store))
+    tips = list(log_tips(store).values())
+    return snapshot.write_state(store, ident.replica.id, ident.git_author, in_memory(state), tips,
+                                version)
+
+
+def recommit(repo, snap, entries: dict[str, bytes], ref: str | None = None) -> str:
+    """snap's commit made again with these tree entries in place of its own (what a peer could
+    publish), on its ref (or `ref`)."""
+    tree = {n: git(repo, "rev-parse", f"{snap.commit}:{n}")
+            for n in git(repo, "ls-tree", "--name-only", snap.commit).split()}
+    if any(n.startswith("state") for n in entries):   # the state replaced, in whatever form
+        tree = {n: sha for n, sha in tree.items() if not n.startswith("state")}
+    tree.update({n: run_git_blob(repo, d) for n, d in entries.items()})
+    made = git(repo, "mktree", input="".join(f"100644 blob {s}\t{n}\n" for n, s in tree.items()))
+    parents = [a for c in snap.meta.covers for a in ("-p", c)]
+    commit = git(repo, "commit-tree", made, *parents, "-m", "re-made")
+    git(repo, "update-ref", ref or snap.ref, commit)
+    return commit
+
+
+def run_git_blob(repo, data: bytes) -> str:
+    return run(["git", "hash-object", "-w", "--stdin"], repo, input=data).out.strip()
