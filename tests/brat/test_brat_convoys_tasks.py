@@ -7,8 +7,7 @@ import time
 import pytest
 
 from bratkit import convoy, events_of, fail, log_commits, move, status_of, task
-from helpers import brat, brat_json, status, wal_tip
-import os
+from helpers import ROOT, brat, brat_json, status, wal_tip
 
 
 def test_convoy_story_create_list_show(brepo):
@@ -219,7 +218,6 @@ def test_task_update_json_is_what_the_reference_says(grepo):
     last = out["history"][-1]
     assert out["id"] == tid and out["status"] == "running"
     assert (last["from_status"], last["to_status"], last["forced"]) == ("queued", "running", False)
-    ref = (os.path.join(os.path.dirname(__file__), "..", "docs", "reference.md"))
-    text = open(ref).read()
+    text = (ROOT / "docs" / "reference.md").read_text()
     row = next(ln for ln in text.splitlines() if ln.startswith("| `task update"))
     assert "task show" in row and "history" in row
