@@ -49,8 +49,11 @@ def brat_repo(n: int) -> Path:
     subprocess.run([str(ROOT / "bin" / "git-brat"), "init"], cwd=repo, env=env(), check=True,
                    stdout=subprocess.DEVNULL)
     history(repo, n)
+    brat = str(ROOT / "bin" / "git-brat")
+    convoy = subprocess.run([brat, "convoy", "create", "Active work"], cwd=repo, env=env(),
+                            check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
     for k in range(5):
-        subprocess.run([str(ROOT / "bin" / "git-brat"), "task", "create", f"Active {k}"],
+        subprocess.run([brat, "task", "create", "--convoy", convoy, f"Active {k}"],
                        cwd=repo, env=env(), check=True, stdout=subprocess.DEVNULL)
     return repo
 

@@ -176,7 +176,7 @@ def prune_logs(g: Grite, cfg: Config, report: Report) -> None:
 
 
 def sync_remote(g: Grite, cfg: Config, report: Report, force: bool) -> None:
-    from git_brat.grite import sync
+    from git_brat.grite.sync import exchange as sync
     remotes = sync.synced_remotes(g.store)
     if not remotes:
         report.duties["sync"] = "skipped: no remote"

@@ -232,7 +232,7 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
     from git_brat.brat.deacon import last_run
-    from git_brat.grite.sync import hooks_warning
+    from git_brat.grite.sync.install import hooks_warning
     warning = hooks_warning(g.store)
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
                   recovery(g, board, tasks, lease_problems), last_run(g, board.state),

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import tempfile
-import threading
 from typing import Callable, Generator, Iterable, Iterator
 
 from git_brat.errors import GriteError
@@ -60,6 +58,7 @@ class CatFile:
     def _cat_some(self, commits: list[str], entry: str
                   ) -> Generator[tuple[str, memoryview | None], None, int]:
         """One cat-file for as many of commits as it answers; returns how many that was."""
+        import threading   # (here: most commands never stream, and import time is theirs too)
         proc = subprocess.Popen(git.argv(["cat-file", "--batch=%(objecttype) %(objectsize)"],
                                          self.git_dir),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -96,6 +95,7 @@ class CatFile:
         """
         if not tips:
             return
+        import tempfile
         # rev-list's complaints go to a file: a pipe nobody reads until the end could fill
         # up (a badly damaged repository) and stall the whole pipeline.
         with tempfile.TemporaryFile() as errors:

@@ -8,11 +8,9 @@ import time
 
 from git_brat.errors import GriteError, NotARepository
 from git_brat.git import run as git
-from git_brat.git import worktree
 from git_brat.git.catfile import CatFile
 from git_brat.git.objects import Objects
 from git_brat.git.refs import Refs
-from git_brat.git.remote import Remote
 
 CONFIG_TTL = 2.0       # seconds a Store answers config lookups from one `git config --list`
 
@@ -33,8 +31,7 @@ class Store:
         self.refs = Refs(git_dir, common_dir, self._dulwich, self._reflog_identity)
         self.objects = Objects(git_dir, common_dir, self._dulwich)
         self.catfile = CatFile(git_dir, self.objects.has_object, self._entry_or_none)
-        self.remote = Remote(git_dir, common_dir, lambda: self.toplevel() or self.git_dir,
-                             self.objects.rev)
+        self._remote = None
 
     @classmethod
     def discover(cls, cwd: str | None = None) -> "Store":
@@ -69,7 +66,18 @@ class Store:
         top = self.toplevel()
         if not top or not paths:
             return set()
+        from git_brat.git import worktree
         return set(worktree.tracked(top, paths))
+
+    @property
+    def remote(self):
+        """Transport (git_brat.git.remote.Remote), made on first use: most commands never
+        reach a remote, and its module is not theirs to import."""
+        if self._remote is None:
+            from git_brat.git.remote import Remote
+            self._remote = Remote(self.git_dir, self.common_dir,
+                                  lambda: self.toplevel() or self.git_dir, self.objects.rev)
+        return self._remote
 
     @property
     def repo(self):

@@ -51,7 +51,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
         findings.append(f)
 
     from git_brat.grite.log import attic
-    from git_brat.grite import sync
+    from git_brat.grite.sync import exchange as sync
     sync.keep_seen(g.store)   # a rewind that happened with hooks off is kept before we look
     tips, reader, commits, truth, events, cut = _read_all(g)
     if cut:
@@ -234,7 +234,7 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
 
 def _check_hooks(g: Grite, fix: bool) -> list[Finding]:
     """grite's shims must be live where git runs hooks from, or pushes stop publishing."""
-    from git_brat.grite import sync
+    from git_brat.grite.sync import exchange as sync
     hooks_dir, missing = sync.hooks_not_live(g.store)
     if not missing:
         return []

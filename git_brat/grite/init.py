@@ -7,7 +7,7 @@ import msgspec
 from git_brat.grite.model import events as ev
 from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
-from git_brat.grite import sync
+from git_brat.grite.sync import exchange as sync
 from git_brat.grite.sync.shims import HookChange
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite

@@ -171,7 +171,7 @@ class Refinery(Outcomes):
     def publish(self) -> None:
         """Publish what this pass recorded on the remote it syncs with, so every clone sees
         the outcomes after a fetch (a hub's own log is fetched by its clones as it is)."""
-        from git_brat.grite import sync
+        from git_brat.grite.sync import exchange as sync
         remote = self.rc.remote
         if self.store.bare or remote not in self.store.remotes() or not sync.is_synced(
                 self.store, remote):

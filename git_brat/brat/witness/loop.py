@@ -216,7 +216,7 @@ class Witness:
         interval = self.cfg.deacon.sync_interval
         if interval and time.monotonic() - self._last_sync >= interval:
             self._last_sync = time.monotonic()
-            from git_brat.grite import sync
+            from git_brat.grite.sync import exchange as sync
             if sync.synced_remotes(self.g.store):
                 try:
                     sync.sync(self.g)
@@ -340,7 +340,7 @@ class Witness:
         """Whether this clone has the record of session sid: fetched from the lock remote if not."""
         if sid in self.g.state().kinds:
             return True
-        from git_brat.grite import sync
+        from git_brat.grite.sync import exchange as sync
         if self.st.remote in sync.synced_remotes(self.g.store):
             try:
                 sync.sync(self.g, self.st.remote, push=False)
@@ -350,7 +350,7 @@ class Witness:
 
     def _publish(self) -> None:
         """Publish our log before letting a lease go, so whoever takes the task next sees it."""
-        from git_brat.grite import sync
+        from git_brat.grite.sync import exchange as sync
         if self.st.remote in sync.synced_remotes(self.g.store):
             try:
                 pub = sync.publish(self.g, self.st.remote)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from git_brat.clikit import emit, json_option, warn
-from git_brat.grite import sync as sy
+from git_brat.grite.sync import exchange as sy
 from git_brat.grite.cli.common import open_grite
 from git_brat.grite.log.refs import log_tips
 

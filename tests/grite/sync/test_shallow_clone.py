@@ -289,7 +289,7 @@ def test_a_first_fetch_adopts_the_snapshot_while_the_logs_arrive(tmp_path):
     """The snapshot is unpacked and checked in a thread started as soon as it is chosen; the
     cache then takes that file (no second adoption) and no scratch file is left."""
     from git_brat.grite.cache import snapdb
-    from git_brat.grite import sync
+    from git_brat.grite.sync import exchange as sync
     _hub, url, _a, _early = _hub_with_history(tmp_path)
     full = _listing(_full_clone(url, tmp_path / "full"))
     c = clone(url, tmp_path / "c", init=False)
