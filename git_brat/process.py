@@ -89,6 +89,19 @@ def alive(pid: int) -> bool:
         return True
 
 
+def command_line(pid: str | int) -> list[str] | None:
+    """argv of process pid, or None if it cannot be read."""
+    if not str(pid).isdigit():
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace").split("\0")
+    except OSError:   # no /proc (macOS, BSD): ps gives the command line, space-separated
+        proc = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+        return proc.stdout.decode("utf-8", "replace").split() or None
+
+
 def same_process(proc: Proc) -> bool:
     """Whether proc.pid on this host is still the process recorded (not a reused pid)."""
     if proc.host != hostname() or proc.pid <= 1:

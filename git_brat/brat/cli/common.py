@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from git_brat.brat import config
 from git_brat.brat import board as model
-from git_brat.brat.board import Board, TaskView
+from git_brat.brat.board import Board, TaskView, open_grite  # noqa: F401  (the commands' door)
 from git_brat.clikit import table, warn
 from git_brat.grite.repo import Grite, short_ids
 from git_brat.grite.model.state import State
-
-
-def open_grite() -> Grite:
-    return model.open_grite()
 
 
 def load_config(g: Grite) -> config.Config:

@@ -7,8 +7,8 @@ dry-run push apart.
 from __future__ import annotations
 
 import os
-import subprocess
 
+from git_brat.process import command_line
 from git_brat.grite.log import identity
 from git_brat.errors import GriteError, UsageError
 from git_brat.git.store import Store
@@ -68,7 +68,7 @@ def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
     (`git fetch origin main`, `git pull origin main`), it skipped grite's; fetch them from the
     same remote now, so the state after it is that remote's."""
     store = g.store
-    argv = _command_line(os.environ.get("GRITE_FETCH_PID", ""))
+    argv = command_line(os.environ.get("GRITE_FETCH_PID", ""))
     if argv is not None and not _fetch_has_refspecs(argv):
         return None   # a plain fetch: grite refs came with it and did not change
     remotes = sorted((r for r in synced_remotes(store)), key=len, reverse=True)
@@ -114,30 +114,9 @@ def _fetch_has_refspecs(argv: list[str]) -> bool:
     return len(positional) >= 2
 
 
-def _command_line(pid: str) -> list[str] | None:
-    """argv of process pid, or None if it cannot be read."""
-    if not pid.isdigit():
-        return None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode("utf-8", "replace").split("\0")
-    except OSError:   # no /proc (macOS, BSD): ps gives the command line, space-separated
-        proc = subprocess.run(["ps", "-o", "args=", "-p", pid], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL)
-        return proc.stdout.decode("utf-8", "replace").split() or None
-
-
 def _push_is_dry_run(pid: str) -> bool:
     """Whether the `git push` that ran the pre-push hook (process pid) has --dry-run / -n."""
-    if not pid.isdigit():
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode("utf-8", "replace").split("\0")
-    except OSError:   # no /proc (macOS, BSD): ps gives the command line, space-separated
-        proc = subprocess.run(["ps", "-o", "args=", "-p", pid], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL)
-        argv = proc.stdout.decode("utf-8", "replace").split()
+    argv = command_line(pid) or []
     if "push" not in argv:
         return False
     for arg in argv[argv.index("push") + 1:]:
