@@ -87,7 +87,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
     before = checkout(args.before)
-    trees = {"before": before, "after": ROOT}
+    try:
+        measure({"before": before, "after": ROOT}, args.rounds)
+    finally:
+        git(ROOT, "worktree", "remove", "--force", str(before))
+
+
+def measure(trees: dict[str, Path], rounds: int) -> None:
     issues, brat = issues_repo(1000), brat_repo(1000)
     commands = {
         "issue list --json, 1k issues, warm": ("git-grite", ["issue", "list", "--json"], issues),
@@ -98,7 +104,7 @@ def main() -> None:
         for name, (prog, argv, repo) in commands.items():
             once([str(tree / "bin" / prog), *argv], repo)   # warm the cache for this tree
             samples[f"{name} ({which})"] = []
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         samples["floor"].append(once(FLOOR_CMD, ROOT))
         for which, tree in trees.items():
             for name, (prog, argv, repo) in commands.items():
@@ -116,7 +122,6 @@ def main() -> None:
             own = statistics.median(r[0] for r in runs)
             every = statistics.median(r[1] for r in runs)
             print(f"  imports, {name} ({which}): git_brat's own {own:.1f} ms, all {every:.1f} ms")
-    git(ROOT, "worktree", "remove", "--force", str(before))
     for repo in (issues, brat):
         shutil.rmtree(repo, ignore_errors=True)
 
