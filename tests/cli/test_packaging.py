@@ -59,12 +59,13 @@ def fresh_venv(wheel, tmp_path_factory) -> Path:
     py = venv / "bin" / "python"
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    # Dependencies from the running interpreter, *after* the venv's own site-packages: the
-    # wheel's git_brat must win over any copy installed next to them.
-    deps = [p for p in {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")} if p]
-    Path(site, "zz_test_dependencies.pth").write_text("\n".join(deps) + "\n")
+    # The wheel first, into the empty venv (pip must not see a git-brat installed next to the
+    # dependencies and call it satisfied); then the dependencies, from the running interpreter,
+    # *after* the venv's own site-packages, so the wheel's git_brat wins over any other copy.
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                    check=True, capture_output=True)
+    deps = [p for p in {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")} if p]
+    Path(site, "zz_test_dependencies.pth").write_text("\n".join(deps) + "\n")
     return venv
 
 
