@@ -64,6 +64,23 @@ def session_pid(store: Store, sid: str) -> str:
     return os.path.join(session_dir(store, sid), "pid")
 
 
+def session_record(store: Store, sid: str) -> str:
+    """This clone's own record of a session it started (task, work tree, witness and agent
+    processes): the only source of what recovery signals, commits in or reads."""
+    return os.path.join(session_dir(store, sid), "local.json")
+
+
+def removal_mark(store: Store, tid: str) -> str:
+    """Written before a task's work tree is removed, gone once it is: a tree with this mark is
+    half deleted (the removal was interrupted), never an agent's work."""
+    return os.path.join(root(store), "removing", check_id(tid, "task"))
+
+
+def kept_ref(tid: str, n: int) -> str:
+    """Where a commit found in a task's work tree that no branch holds is kept."""
+    return f"refs/brat/kept/{check_id(tid, 'task')}/{int(n)}"
+
+
 def session_prompt(store: Store, sid: str) -> str:
     return os.path.join(session_dir(store, sid), "prompt.txt")
 
@@ -140,6 +157,7 @@ def mayor_answer(store: Store, n: int) -> str:
 
 
 __all__ = ["root", "ensure_root", "check_id", "worktrees", "worktree", "sessions", "session_log",
-           "session_dir", "session_pid", "session_prompt", "session_logs", "bin_dir",
+           "session_dir", "session_pid", "session_record", "removal_mark", "kept_ref",
+           "session_prompt", "session_logs", "bin_dir",
            "refinery_worktree", "merge_log", "refinery_kick", "refinery_check", "hub_config",
            "pid_file", "role_log", "deacon_stamp", "mayor", "mayor_exchange", "mayor_answer"]

@@ -15,7 +15,7 @@ from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
 from git_brat.grite import locks
-from git_brat.errors import Conflict, NotFound, UsageError
+from git_brat.errors import Conflict, GriteError, NotFound, UsageError
 from git_brat.grite.issues import check_text, summary
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
@@ -252,10 +252,141 @@ def pending_reply(task: Entity, sessions: list[Entity]) -> tuple[str, str]:
     return rid, task.get("reply", "")
 
 
+# -- this clone's own records: what recovery and the deacon may act on -------------------------
+
+class LocalRecord(msgspec.Struct, kw_only=True):
+    """What this clone wrote when it started a session: the only facts signals, commits and
+    file reads are based on. A session record from the log is written by whoever can push: it
+    may name any host, pid, start time or path, so none of those is ever acted on."""
+    session: str
+    task: str
+    worktree: str              # layout.worktree(task) when it was made, checked on reading
+    host: str
+    witness_pid: int
+    witness_start: int
+    pid: int = 0               # the agent's (setup's, then the engine's) process group leader
+    pid_start: int = 0
+    ended: bool = False        # its end was recorded by its own witness
+
+
+def write_local(store, rec: LocalRecord) -> None:
+    from git_brat.files import atomic_write
+    os.makedirs(layout.session_dir(store, rec.session), exist_ok=True)
+    atomic_write(layout.session_record(store, rec.session), msgspec.json.encode(rec))
+
+
+def read_local(store, sid: str, tid: str) -> LocalRecord | None:
+    """This clone's record of session sid on task tid; None when it has none (the session ran
+    elsewhere, or the record in the log is not one this clone wrote)."""
+    try:
+        path = layout.session_record(store, sid)
+        want = layout.worktree(store, tid)
+        with open(path, "rb") as f:
+            rec = msgspec.json.decode(f.read(), type=LocalRecord)
+    except (UsageError, OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if rec.session != sid or rec.task != tid or rec.worktree != want:
+        return None
+    return rec
+
+
+def process_of(rec: LocalRecord, which: str) -> process.Proc | None:
+    """The recorded witness or agent as a process to check or signal; None without a start
+    time (a pid alone may since name anyone's process: it is never signalled)."""
+    pid, start = (rec.witness_pid, rec.witness_start) if which == "witness" else \
+        (rec.pid, rec.pid_start)
+    if pid <= 1 or not start:
+        return None
+    return process.Proc(pid, start, rec.host)
+
+
+class Kept(msgspec.Struct):
+    commit: str
+    ref: str                   # the branch it moved (refs/heads/brat/<task>) or a kept ref
+
+
+def keep_commits(store, tid: str, path: str) -> list[Kept]:
+    """Before a task's work tree goes: every commit reachable from its HEAD or HEAD's reflog
+    that no branch holds is kept: brat/<task> moves onto it when it descends from the branch
+    (the agent committed on a detached HEAD), else it stays under refs/brat/kept/<task>/<n>."""
+    from git_brat.git import worktree as git_worktree
+    if not os.path.isdir(path):
+        return []
+    tips = git_worktree.unheld_tips(store.common_dir, git_worktree.reflog_heads(path))
+    out: list[Kept] = []
+    branch = f"refs/heads/{branch_for(tid)}"
+    n = len(store.refs.under(f"refs/brat/kept/{tid}/".encode()))
+    for tip in tips:
+        cur = store.refs.branch_tip(branch_for(tid))
+        if cur and store.objects.is_ancestor(cur, tip) and \
+                git_worktree.set_ref(store.common_dir, branch, tip, cur):
+            out.append(Kept(tip, branch))
+            continue
+        while not git_worktree.set_ref(store.common_dir, layout.kept_ref(tid, n), tip, ""):
+            n += 1
+            if n > 10000:
+                break
+        else:
+            out.append(Kept(tip, layout.kept_ref(tid, n)))
+            n += 1
+    return out
+
+
+def adopt_head(store, tid: str, path: str) -> str:
+    """An agent that committed on a branch of its own or a detached HEAD, starting from
+    brat/<task>: the task's branch moves onto that work (the commit, or "")."""
+    from git_brat.git import worktree as git_worktree
+    branch = branch_for(tid)
+    if not os.path.isdir(path) or git_worktree.on_branch(path) == branch:
+        return ""
+    try:
+        head = git_worktree.head(path)
+    except GriteError:
+        return ""
+    cur = store.refs.branch_tip(branch)
+    if not cur or head == cur or not store.objects.is_ancestor(cur, head):
+        return ""
+    return head if git_worktree.set_ref(store.common_dir, f"refs/heads/{branch}", head, cur) \
+        else ""
+
+
+def remove_worktree(store, tid: str) -> list[Kept]:
+    """Remove task tid's work tree (forced: its work is committed or not wanted), keeping first
+    every commit only it holds. The removal is marked before it starts and unmarked once done,
+    so a removal cut short (Ctrl-C, a power cut) is known and finished, never taken for work."""
+    import shutil
+    from git_brat.git import worktree as git_worktree
+    path, mark = layout.worktree(store, tid), layout.removal_mark(store, tid)
+    os.makedirs(os.path.dirname(mark), exist_ok=True)
+    with open(mark, "w") as f:
+        f.write(path + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    kept = keep_commits(store, tid, path)
+    git_worktree.remove(store.common_dir, path)
+    if os.path.islink(path):
+        os.unlink(path)
+    elif os.path.isdir(path):   # git no longer knows it (its admin files went first)
+        shutil.rmtree(path)
+    git_worktree.prune(store.common_dir)
+    os.unlink(mark)
+    return kept
+
+
+def removal_pending(store, tid: str) -> bool:
+    """Whether a removal of task tid's work tree started and never finished."""
+    try:
+        return os.path.exists(layout.removal_mark(store, tid))
+    except UsageError:
+        return False
+
+
 def fields_of(e: Entity, *names: str) -> dict[str, Any]:
     return {n: e.get(n) for n in names}
 
 
 __all__ = ["SessionDetail", "detail", "current", "task_of", "report_done", "report_block",
            "comment", "reply", "request_stop", "of_task", "resource", "holder_id", "branch_for",
-           "log_path", "LIVE", "ENDED", "FAILED"]
+           "log_path", "LIVE", "ENDED", "FAILED", "LocalRecord", "write_local", "read_local",
+           "process_of", "Kept", "keep_commits", "adopt_head", "remove_worktree",
+           "removal_pending"]

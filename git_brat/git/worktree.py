@@ -45,6 +45,11 @@ def remove(where: str, path: str) -> bool:
     return res.ok
 
 
+def prune(where: str) -> None:
+    """Forget work trees whose directory is gone."""
+    _git(where, ["worktree", "prune"])
+
+
 def listing(where: str) -> list[dict[str, str]]:
     """`git worktree list --porcelain`: [{"worktree": path, "HEAD": sha, "branch": ref}, ...]
     ("branch" absent when detached; "bare", "detached", "locked" as git says)."""
@@ -109,10 +114,14 @@ def reset(path: str, commit: str) -> None:
     _git(path, ["clean", "-q", "-ffd"], check=True)
 
 
-def commit_all(path: str, message: str, env: dict, skip: list[str] = ()) -> str | None:
+def commit_all(path: str, message: str, env: dict, skip: list[str] = (),
+               deletions: bool = True) -> str | None:
     """Commit everything uncommitted in the work tree at path, but paths matching `skip`
     (globs at the top), with env added (who commits) and the user's hooks as usual but
-    pre-commit's (--no-verify); the new sha, or None."""
+    pre-commit's (--no-verify); the new sha, or None.
+
+    deletions=False: new and changed files only; a file missing from the tree is not committed
+    as deleted (the caller cannot tell who removed it)."""
     spec = [".", *(f":(exclude,glob){g}" for p in skip
                    for g in (p.rstrip("/"), p.rstrip("/") + "/**"))] if skip else []
 
@@ -122,11 +131,58 @@ def commit_all(path: str, message: str, env: dict, skip: list[str] = ()) -> str 
     st = tree_git(["status", "--porcelain", "--untracked-files=all", "--", *spec])
     if not st.stdout.strip():
         return None   # the common case: the agent committed its work itself
-    tree_git(["add", "-A", "--", *spec])
+    tree_git(["add", "-A" if deletions else "--ignore-removal", "--", *(spec or ["."])])
     if tree_git(["diff", "--cached", "--quiet"], check=False).ok:
         return None   # only ignored or unchanged files
     tree_git(["commit", "-q", "--no-verify", "-m", message])
     return tree_git(["rev-parse", "HEAD"]).out.strip()
+
+
+def restore(path: str) -> None:
+    """Put back every tracked file of the work tree at path as its HEAD has it (what was
+    deleted or changed and not committed is dropped; untracked files stay)."""
+    _git(path, ["reset", "-q", "--hard", "HEAD"], check=True)
+
+
+def on_branch(path: str) -> str:
+    """The branch the work tree at path has checked out ("" when detached or unreadable)."""
+    res = _git(path, ["symbolic-ref", "-q", "HEAD"])
+    return res.out.strip().removeprefix("refs/heads/") if res.ok else ""
+
+
+def reflog_heads(path: str) -> list[str]:
+    """The commits the work tree at path has had checked out: its HEAD and HEAD's reflog,
+    newest first ([] when it is no longer a work tree git can read)."""
+    res = _git(path, ["log", "-g", "--format=%H", "HEAD", "--"])
+    heads = [ln.strip() for ln in res.out.splitlines() if ln.strip()] if res.ok else []
+    top = _git(path, ["rev-parse", "-q", "--verify", "HEAD^{commit}"])
+    if top.ok and top.out.strip():
+        heads.insert(0, top.out.strip())
+    return list(dict.fromkeys(heads))
+
+
+def unheld_tips(where: str, commits: list[str]) -> list[str]:
+    """Of the history of commits, the newest commits no branch (nor a kept ref under
+    refs/brat/kept/) holds: the tips of what a work tree's removal would leave reachable from
+    nothing, newest first."""
+    if not commits:
+        return []
+    res = _git(where, ["rev-list", "--topo-order", "--parents", *commits, "--not",
+                       "--branches", "--glob=refs/brat/kept/*", "--"])
+    if not res.ok:
+        return []
+    rows = [ln.split() for ln in res.out.splitlines() if ln.strip()]
+    loose = {row[0] for row in rows}
+    parents = {p for row in rows for p in row[1:]}
+    return [row[0] for row in rows if row[0] in loose and row[0] not in parents]
+
+
+def set_ref(where: str, ref: str, new: str, old: str | None = None) -> bool:
+    """Point ref at new (only if it still is old, when given: "" means it must not exist)."""
+    args = ["update-ref", "-m", "git-brat: keep work", "--end-of-options", ref, new]
+    if old is not None:
+        args.append(old or "0" * 40)
+    return _git(where, args).ok
 
 
 def _private_git_dir(path: str) -> str | None:
