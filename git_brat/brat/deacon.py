@@ -12,6 +12,7 @@ import msgspec
 from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
+from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
 from git_brat.grite.model import events as ev
 from git_brat.git import worktree
@@ -83,13 +84,13 @@ def recover_sessions(g: Grite, cfg: Config, report: Report) -> None:
     report.duties["sessions"] = "ok"
 
 
-def _sessions_by_worktree(state: State, cold_before: int) -> dict[str, model.Entity]:
-    out = {}
-    for e in state.of_kind(model.SESSION, model.SESSION_ENDED, cold_before):
-        wt = e.get("worktree", "")
-        if wt:
-            out[os.path.realpath(wt)] = e
-        out.setdefault(e.id, e)
+def _sessions_by_task(state: State, cold_before: int) -> dict[str, model.Entity]:
+    """The newest session of each task. A session work tree is known by its place alone (named
+    by its task, under .git/brat/worktrees/), never by a path a record in the log gives."""
+    out: dict[str, model.Entity] = {}
+    for e in sorted(state.of_kind(model.SESSION, model.SESSION_ENDED, cold_before),
+                    key=model.age_key):
+        out[e.get("task", "")] = e
     return out
 
 
@@ -99,7 +100,7 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
         return
     from git_brat.brat.refinery import run as refinery_run
     store = g.store
-    sessions = _sessions_by_worktree(g.state(), g.cold_before)
+    sessions = _sessions_by_task(g.state(), g.cold_before)
     root = os.path.realpath(layout.worktrees(store))
     refinery = os.path.realpath(layout.refinery_worktree(store))
     for wt in worktree.listing(store.common_dir):
@@ -114,8 +115,13 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
             continue
         if os.path.dirname(path) != root:
             continue
-        s = sessions.get(path) or sessions.get(os.path.basename(path))
+        tid = os.path.basename(path)
+        s = sessions.get(tid)
         if s is not None and s.get("status", "") in LIVE_SESSIONS:
+            continue
+        if ss.removal_pending(store, tid):
+            # Its removal was cut short: half deleted, it holds nothing of anyone's.
+            _remove(store, tid, report, "an interrupted removal finished")
             continue
         if s is None and _age(path) < NO_SESSION_GRACE:
             # A witness makes the worktree, then records its session: not an orphan yet.
@@ -125,12 +131,41 @@ def prune_worktrees(g: Grite, cfg: Config, report: Report) -> None:
         if why:
             report.kept.append(Action("worktrees", "kept", path, why))
             continue
-        worktree.remove(store.common_dir, path)
         branch = wt.get("branch", "").removeprefix("refs/heads/")
         whose = f"session {s.id[:7]} {s.get('status', '')}" if s is not None else "no session"
-        report.actions.append(Action("worktrees", "pruned", path,
-                                     whose + (f"; branch {branch} kept" if branch else "")))
+        _remove(store, tid, report, whose + (f"; branch {branch} kept" if branch else ""))
+    for tid in _pending_removals(store):   # trees git has forgotten already
+        if tid not in sessions or sessions[tid].get("status", "") not in LIVE_SESSIONS:
+            _remove(store, tid, report, "an interrupted removal finished")
     report.duties["worktrees"] = "ok"
+
+
+def _remove(store, tid: str, report: Report, detail: str) -> None:
+    path = os.path.join(layout.worktrees(store), tid)
+    try:
+        layout.check_id(tid, "task")
+    except GriteError:   # not a tree a witness made (those are named by their task)
+        worktree.remove(store.common_dir, path)
+        report.actions.append(Action("worktrees", "pruned", path, detail))
+        return
+    try:
+        kept = ss.remove_worktree(store, tid)
+    except (GriteError, OSError) as exc:
+        report.kept.append(Action("worktrees", "kept", layout.worktree(store, tid),
+                                  f"could not remove it: {exc}"))
+        return
+    for k in kept:
+        report.actions.append(Action("worktrees", "kept-commit", k.ref,
+                                     f"{k.commit[:12]} was on no branch"))
+    report.actions.append(Action("worktrees", "pruned", layout.worktree(store, tid), detail))
+
+
+def _pending_removals(store) -> list[str]:
+    try:
+        names = os.listdir(os.path.dirname(layout.removal_mark(store, "0" * 32)))
+    except OSError:
+        return []
+    return [n for n in sorted(names) if ss.removal_pending(store, n)]
 
 
 def _age(path: str) -> float:

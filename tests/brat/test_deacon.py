@@ -58,7 +58,7 @@ def test_worktrees_of_ended_sessions_are_pruned_keeping_branches_and_unsaved_wor
     paths = {}
     for tid in (ended, live, dirty):
         commit_on(brepo, f"brat/{tid}", {f"{tid[:4]}.txt": "work\n"}, "work")
-        paths[tid] = _worktree(brepo, tid[:8], f"brat/{tid}")
+        paths[tid] = _worktree(brepo, tid, f"brat/{tid}")    # named as the witness names them
     _session(brepo, ended, "done", paths[ended], f"brat/{ended}")
     live_sid = _session(brepo, live, "running", paths[live], f"brat/{live}")
     # Its witness is alive: the session holds its task's lease (as the witness's sessions do).

@@ -13,7 +13,6 @@ from typing import Callable
 import msgspec
 
 from git_brat import process
-from git_brat.git import worktree as git_worktree
 from git_brat.brat import board as model
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -24,7 +23,7 @@ from git_brat.brat.config import Config
 from git_brat.brat.engines import runner
 from git_brat.brat.witness import session, verdict
 from git_brat.brat.witness.recover import Recovered, recover
-from git_brat.brat.witness.session import TAIL_LINES, LiveSession, log_line, salvage
+from git_brat.brat.witness.session import TAIL_LINES, LiveSession, log_line
 from git_brat.errors import Conflict, GriteError, NotFound
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
@@ -285,6 +284,11 @@ class Witness:
             self._release(res, holder)
             return True
         info: dict = {}
+        # This clone's own record of the session, before the log names it: recovery acts on
+        # (signals, commits in, reads) only what such a record says.
+        ss.write_local(g.store, ss.LocalRecord(
+            session=sid, task=tid, worktree=live.worktree, host=self.host,
+            witness_pid=self.me.pid, witness_start=self.me.start))
 
         def build() -> list[Draft]:
             board = model.board(g)
@@ -348,16 +352,8 @@ class Witness:
                 self.say(f"warning: could not fetch from {self.st.remote}: {exc.message}")
         return sid in self.g.state(refresh=True).kinds
 
-    def _publish(self) -> None:
-        """Publish our log before letting a lease go, so whoever takes the task next sees it."""
-        from git_brat.grite.sync import exchange as sync
-        if self.st.remote in sync.synced_remotes(self.g.store):
-            try:
-                pub = sync.publish(self.g, self.st.remote)
-                if pub.status == "failed":
-                    self.say(f"warning: could not publish to {self.st.remote}: {pub.error}")
-            except GriteError as exc:
-                self.say(f"warning: could not publish to {self.st.remote}: {exc.message}")
+    def _publish(self) -> bool:
+        return session.publish_log(self.g, self.st.remote, self.say)
 
     def _engine_job(self, live: LiveSession) -> bool:
         try:
@@ -499,15 +495,7 @@ class Witness:
         seconds = round(time.monotonic() - live.started, 3)
         output = runner.read_from(live.log, live.engine_offset) if live.phase == "engine" else ""
         result = engines.read_result(self.preset, output) if live.phase == "engine" else None
-        salvaged, kept_all = "", True
-        if live.worktree and os.path.isdir(live.worktree) and live.env:
-            try:
-                salvaged = salvage(store, live.worktree, f"uncommitted work of session "
-                                   f"{live.sid[:7]} ({self.preset.name})", live.env,
-                                   self.preset.scratch) or ""
-            except GriteError as exc:
-                kept_all = False   # keep the work tree: its files are the only copy
-                log_line(live.log, f"could not commit what the agent left: {exc.message}")
+        salvaged, kept_all, kept = session.save_work(store, live, self.preset.scratch)
         head = store.refs.branch_tip(live.branch) or ""
         commits = store.objects.count(live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
@@ -539,6 +527,8 @@ class Witness:
             end = {"status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
                    "exit_code": rc, "head": head, "commits": commits, "salvaged": salvaged,
                    "engine_session": engine_session, "output_tail": tail[-4000:]}
+            if kept:
+                end["kept"] = [k.ref for k in kept]
             out = [Draft(live.sid, ev.SetFields(end))]
             if v.task_to:
                 out.append(tasks.move(board, live.tid, v.task_to, v.task_reason, **v.task_fields))
@@ -555,8 +545,8 @@ class Witness:
             # The lease moved on: the task is no longer ours to move; record the session alone.
             live.stop_reason = "lease-lost"
             self.g.append(lambda: build()[:1], text)
-        self._publish()
-        self._release(res, live.holder)
+        if self._publish():
+            self._release(res, live.holder)
         if outcome.get("task") == "needs-review" and commits:
             from git_brat.brat.refinery import run as refinery_run
             try:   # appending events fires no git hook: with trigger = "hook", start it here
@@ -564,7 +554,11 @@ class Witness:
             except (GriteError, OSError) as exc:
                 log_line(live.log, f"could not start the refinery: {exc}")
         if kept_all and live.worktree and os.path.isdir(live.worktree):
-            git_worktree.remove(store.common_dir, live.worktree)
+            try:
+                for k in ss.remove_worktree(store, live.tid):
+                    log_line(live.log, f"kept {k.commit[:12]} (on no branch) as {k.ref}")
+            except (GriteError, OSError) as exc:
+                log_line(live.log, f"could not remove the work tree: {exc}")
         log_line(live.log, f"ended: {outcome['status']}: {outcome['reason']}")
         end = SessionEnd(live.sid, live.tid, live.title, outcome["status"], outcome["reason"],
                          outcome["task"], rc, commits, seconds)

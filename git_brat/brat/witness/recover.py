@@ -41,7 +41,13 @@ class Recovered(msgspec.Struct):
 def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: set[str] = frozenset(),
             say: Callable[[str], None] = lambda _l: None) -> list[Recovered]:
     """Sessions whose witness is gone: mark them crashed, stop their orphaned agents on this
-    host, commit what they left, and re-queue their tasks to resume on the same branch."""
+    host, commit what they left, and re-queue their tasks to resume on the same branch.
+
+    What is done on this machine (a signal, a commit, a log read) is decided by this clone's
+    own record of a session it started (sessions.read_local), never by the session's record in
+    the log, which anyone who can push may have written. A session this clone did not start is
+    only ever judged by its lease: one released cleanly ended on its clone (its log is fetched,
+    it is never called crashed); one that ran out crashed."""
     board = model.board(g, refresh=True)
     running = [s for s in ss.all_sessions(board, ss.LIVE) if s.id not in exclude]
     if not running:
@@ -52,51 +58,92 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
     except GriteError:
         held = {l.resource: l for l in locks.status(g, st, refresh=False).leases}
     host = process.hostname()
+    fetched = False
     out = []
     for s in running:
         tid = s.get("task", "")
+        local = ss.read_local(g.store, s.id, tid)
         lease = held.get(ss.resource(tid))
         mine = lease is not None and lease.holder == ss.holder_id(s.id)
-        witness = process.Proc(s.get("witness_pid", 0), s.get("witness_start", 0), s.get("host", ""))
-        dead_here = s.get("host") == host and witness.pid and not process.same_process(witness)
+        witness = ss.process_of(local, "witness") if local is not None else None
+        dead_here = witness is not None and witness.host == host and \
+            not process.same_process(witness)
         if mine and lease.state == "held" and not dead_here:
             continue   # its witness is alive (or may be: its lease has not run out)
-        if mine and lease.state == "held":
+        if local is None:
+            let_go = _let_go(g, tid, s.id)
+            if let_go == "released":
+                # Ended cleanly on the clone that ran it: its end is in that clone's log.
+                if not fetched:
+                    fetched = True
+                    _fetch(g, st, say)
+                cur = g.state(refresh=True).entities.get(s.id)
+                if cur is not None and cur.get("status") in ss.LIVE:
+                    say(f"session {s.id[:7]} of task {tid[:7]} ended on another clone (its "
+                        f"lease was released); waiting for its log")
+                continue
+            if let_go != "lapsed":
+                continue   # no lease of it is known here: nothing says it crashed
+        elif mine and lease.state == "held":
             try:   # its witness died on this very host: no need to wait for the lease to run out
                 locks.release(g, ss.resource(tid), st, locks.holder_for(g), force=True)
             except GriteError:
                 continue
         why = ("its witness (pid %d) is gone" % witness.pid if dead_here else
                "its lease expired: the witness stopped renewing it (crashed, killed, or cut off)")
-        out.append(_recover_one(g, board, s, why, host))
+        out.append(_recover_one(g, board, s, why, local))
         say(f"recovered session {s.id[:7]} of task {tid[:7]}: crashed ({why})")
     return [r for r in out if r is not None]
 
 
-def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Recovered | None:
-    tid, branch, worktree = s.get("task", ""), s.get("branch", ""), s.get("worktree", "")
+def _let_go(g: Grite, tid: str, sid: str) -> str:
+    """How session sid's lease on task tid ended, by the lease's own history: "released" (by
+    its holder: the session ended), "lapsed" (it ran out, or was taken over or expired by
+    someone else), "held", or "unknown" (no record of it here)."""
+    try:
+        records = locks.history(g, ss.resource(tid), limit=64)
+    except GriteError:
+        return "unknown"
+    hid = ss.holder_id(sid)
+    newest = next((r for r in records if r.holder.id == hid), None)
+    if newest is None:
+        return "unknown"
+    if newest.state == "released":
+        return "released" if newest.action == "release" else "lapsed"
+    later = records.index(newest) > 0   # another record after it: the lease moved on
+    return "lapsed" if later or locks.judge(newest, process.now_ms(), 0) == "expired" \
+        else "held"
+
+
+def _fetch(g: Grite, st: locks.Settings, say: Callable[[str], None]) -> None:
+    from git_brat.grite.sync import exchange as sync
+    remotes = sync.synced_remotes(g.store)
+    for remote in ([st.remote] if st.remote in remotes else remotes):
+        try:
+            sync.sync(g, remote, push=False)
+        except GriteError as exc:
+            say(f"warning: could not fetch from {remote}: {exc.message}")
+
+
+def _recover_one(g: Grite, board: Board, s: Entity, why: str,
+                 local: ss.LocalRecord | None) -> Recovered | None:
+    tid, branch = s.get("task", ""), ss.branch_for(s.get("task", ""))
     killed = False
     salvaged = ""
     engine_session = s.get("engine_session", "")
-    if s.get("host") == host:
-        pid, start = s.get("pid", 0), s.get("pid_start", 0)
-        if not pid:   # it died between starting the engine and recording it
-            try:
-                with open(layout.session_pid(g.store, s.id)) as f:
-                    pid, start = (int(x) for x in f.read().split())
-            except (OSError, ValueError):
-                pass
-        if pid:
-            killed = process.stop_recorded_group(process.Proc(pid, start, host))
-        if worktree and os.path.isdir(worktree):
+    if local is not None:   # this clone started it: its agent, work tree and log are here
+        agent = ss.process_of(local, "agent")
+        if agent is not None:
+            killed = process.stop_recorded_group(agent)
+        if os.path.isdir(layout.worktree(g.store, tid)):
             preset_name = s.get("engine", "agent")
             try:
                 preset = engines.resolve(preset_name, None)
             except NotFound:
                 preset = Preset(name=preset_name, argv=[])
-            env = agent_env(g, preset, s.id, tid, worktree)
-            try:
-                salvaged = salvage(g.store, worktree, f"work left by crashed session {s.id[:7]}",
+            env = agent_env(g, preset, s.id, tid, layout.worktree(g.store, tid))
+            try:   # the session ends here: what its tree holds beyond its branch is its own
+                salvaged = salvage(g.store, tid, f"work left by crashed session {s.id[:7]}",
                                    env, preset.scratch) or ""
             except GriteError:
                 salvaged = ""
@@ -113,12 +160,12 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str, host: str) -> Reco
         cur = b.state.entities.get(s.id)
         if cur is None or cur.get("status") not in ss.LIVE:
             return []
-        head = g.store.refs.branch_tip(branch) if branch else None
+        head = g.store.refs.branch_tip(branch)
         out = [Draft(s.id, ev.SetFields({
             "status": "crashed", "reason": why, "ended_at": process.now_ms(), "salvaged": salvaged,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,
             "output_tail": runner.tail(layout.session_log(g.store, s.id), TAIL_LINES)[-4000:]
-            if s.get("host") == host else ""}))]
+            if local is not None else ""}))]
         task = b.tasks.get(tid)
         if task is not None and status_of(task) == "running" and task.get("session") == s.id:
             out.append(tasks.move(b, tid, "queued",

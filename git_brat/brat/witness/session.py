@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from git_brat.brat.board import Board
 from git_brat.brat.engines import Invocation, Preset, runner
 from git_brat.brat.witness import prompt
 from git_brat.brat.witness.verdict import StopReason
-from git_brat.errors import UsageError
+from git_brat.errors import GriteError, UsageError
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
 from git_brat.grite.log.wal import Draft
@@ -121,11 +122,85 @@ def log_line(path: str, text: str) -> None:
         f.write(f"[brat] {text}\n".encode("utf-8", "replace"))
 
 
-def salvage(store, worktree: str, what: str, env: dict, skip: list[str] = ()) -> str | None:
-    """Commit whatever an agent left uncommitted, so no work is lost; its sha, or None."""
-    if not os.path.isdir(worktree):
+def salvage(store, tid: str, what: str, env: dict, skip: list[str] = (),
+            deletions: bool = True) -> str | None:
+    """Commit whatever an agent left uncommitted in task tid's work tree, so no work is lost;
+    its sha, or None.
+
+    Which deletions are the agent's: a session starts in a tree that holds exactly its branch
+    (make_worktree restores a leftover tree before handing it over), so at the end of that
+    session, or when recovery ends it, every change in the tree is the session's own, deletions
+    included. Nothing else may commit a deletion: a tree found at the start of a session, or
+    one whose removal began (marked), may be half deleted by git itself, and a missing file
+    there says nothing about what an agent wanted (deletions=False). A tree marked as being
+    removed is never salvaged at all."""
+    worktree = layout.worktree(store, tid)
+    if not os.path.isdir(worktree) or ss.removal_pending(store, tid):
         return None
-    return git_worktree.commit_all(worktree, f"brat: {what}", env, skip)
+    return git_worktree.commit_all(worktree, f"brat: {what}", env, skip, deletions=deletions)
+
+
+def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
+    """(worker) At a session's end, before its tree goes: what the agent left uncommitted is
+    committed, a branch of its own or a detached HEAD grown from its branch becomes the task's
+    branch, and any other commit only the tree holds is kept. (salvaged sha, whether all of
+    it is safe so the tree may go, what was kept)."""
+    salvaged, kept_all, kept = "", True, []
+    if not (live.worktree and os.path.isdir(live.worktree) and live.env):
+        return salvaged, kept_all, kept
+    try:
+        salvaged = salvage(store, live.tid, f"uncommitted work of session {live.sid[:7]} "
+                           f"({live.preset.name})", live.env, skip) or ""
+    except GriteError as exc:
+        kept_all = False   # keep the work tree: its files are the only copy
+        log_line(live.log, f"could not commit what the agent left: {exc.message}")
+    try:
+        adopted = ss.adopt_head(store, live.tid, live.worktree)
+        if adopted:
+            log_line(live.log, f"{live.branch} moved to {adopted[:12]}: the agent committed "
+                               f"there, off its branch")
+        kept = ss.keep_commits(store, live.tid, live.worktree)
+        for k in kept:
+            log_line(live.log, f"kept {k.commit[:12]} (on no branch) as {k.ref}")
+    except GriteError as exc:
+        log_line(live.log, f"could not keep the agent's commits: {exc.message}")
+    return salvaged, kept_all, kept
+
+
+PUBLISH_TRIES = 4      # publishes of the log before a lease is let go (each after a fetch)
+# Sessions of one witness end in parallel workers, and each publishes the same replica ref:
+# two pushes of it at once and the remote refuses the later one. One at a time per process.
+_PUBLISHING = threading.Lock()
+
+
+def publish_log(g: Grite, remote: str, say: Callable[[str], None]) -> bool:
+    """Publish the log to the lock remote before a lease is let go, so whoever takes the task
+    next sees how its session ended; False when it could not (then the lease is kept, to run
+    out by itself: released, it would tell other clones the session ended while they cannot
+    see how, and they would wait on a log that never comes)."""
+    from git_brat.grite.sync import exchange as sync
+    if not remote or remote not in sync.synced_remotes(g.store):
+        return True
+    error = ""
+    with _PUBLISHING:
+        for attempt in range(PUBLISH_TRIES):
+            try:
+                if attempt == 0:
+                    pub = sync.publish(g, remote)
+                    error = (pub.error or "refused") if pub.status == "failed" else ""
+                else:   # refused: the ref moved meanwhile (another process of this clone)
+                    res = sync.sync(g, remote)
+                    error = "" if res.ok else next(
+                        (r.error or (r.published.error if r.published else "")
+                         for r in res.remotes), "") or "refused"
+            except GriteError as exc:
+                error = exc.message
+            if not error:
+                return True
+            time.sleep(0.2 * (attempt + 1))
+    say(f"warning: could not publish to {remote}: {error}; the session's lease is kept until "
+        f"it runs out")
+    return False
 
 
 def prompt_of(g: Grite, live: LiveSession) -> str:
@@ -201,14 +276,24 @@ def make_worktree(g: Grite, live: LiveSession) -> bool:
     here = os.path.realpath(path)
     trees = {os.path.realpath(w["worktree"]): w.get("branch", "").removeprefix("refs/heads/")
              for w in git_worktree.listing(store.common_dir)} if os.path.exists(path) else {}
-    if here in trees:
+    if here in trees and ss.removal_pending(store, live.tid):
+        # A removal that was cut short: the tree is half deleted. Finish it; never salvage it.
+        ss.remove_worktree(store, live.tid)
+        trees.pop(here)
+    elif here in trees:
         if trees[here] == live.branch:
-            salvage(store, path, f"work left in {live.branch}'s work tree", live.env or
+            # A leftover (a salvage that failed, a session recovered elsewhere): keep what is
+            # new or changed in it, but no deletion, then put back every file of the branch,
+            # so the session starts in a tree that holds its branch and nothing else.
+            salvage(store, live.tid, f"work left in {live.branch}'s work tree", live.env or
                     agent_env(g, live.preset, live.sid, live.tid, path),
-                    live.preset.scratch)
+                    live.preset.scratch, deletions=False)
+            git_worktree.restore(path)
         else:
-            git_worktree.remove(store.common_dir, path)
+            ss.remove_worktree(store, live.tid)
             trees.pop(here)
+    elif ss.removal_pending(store, live.tid):
+        ss.remove_worktree(store, live.tid)   # git forgot it first: the files go as well
     elif os.path.exists(path):
         # Not a work tree git knows: keep its files aside rather than delete anything.
         os.replace(path, f"{path}.stale-{int(time.time())}")
@@ -230,9 +315,12 @@ def spawn_engine(g: Grite, live: LiveSession) -> None:
 
 
 def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) -> None:
-    # The pid file first: if we die before the event lands, recovery still finds the agent.
-    with open(layout.session_pid(g.store, live.sid), "w") as f:
-        f.write(f"{proc.pid} {proc.start}\n")
+    # This clone's record first: if we die before the event lands, recovery still finds the
+    # agent; and recovery signals only what this record names, never what the log says.
+    rec = ss.read_local(g.store, live.sid, live.tid)
+    if rec is not None:
+        rec.pid, rec.pid_start = proc.pid, proc.start
+        ss.write_local(g.store, rec)
     fields = {**live.prepared, "status": status, "pid": proc.pid, "pid_start": proc.start,
               "phase": live.phase}
     live.prepared = {}
@@ -240,5 +328,6 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
              summary(f"session.{live.phase}", live.sid))
 
 
-__all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "prepare", "make_worktree",
+__all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
+           "publish_log", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of"]
