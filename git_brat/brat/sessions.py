@@ -72,6 +72,7 @@ class SessionDetail(msgspec.Struct):
     salvaged: str              # commit the witness made of work left uncommitted ("" if none)
     log: str
     output_tail: str
+    kept: list[str] = []       # refs its commits that no branch held were kept on
 
 
 def detail(g: Grite, e: Entity) -> SessionDetail:
@@ -82,7 +83,9 @@ def detail(g: Grite, e: Entity) -> SessionDetail:
         list(e.get("argv", [])), e.get("pid", 0), e.get("host", ""), e.get("worktree", ""),
         e.get("branch", ""), e.get("base", ""), e.get("head", ""), e.get("commits", 0),
         e.get("attempt", 1), iso(e.created_at), iso(ended) if ended else None, e.get("exit_code"),
-        e.get("reason", ""), e.get("salvaged", ""), log_path(g, e.id), e.get("output_tail", ""))
+        e.get("reason", ""), e.get("salvaged", ""), log_path(g, e.id), e.get("output_tail", ""),
+        [k for k in (e.get("kept") if isinstance(e.get("kept"), list) else [])
+         if isinstance(k, str)])
 
 
 def of_task(board: Board, tid: str) -> list[Entity]:
@@ -121,8 +124,11 @@ def current(g: Grite, state: State) -> Entity:
     root = os.path.realpath(layout.worktrees(g.store))
     here = os.path.realpath(top) if top else ""
     if here.startswith(root + os.sep):   # session work trees are made there and nowhere else
+        # Named by its task; whose it is, this clone's own records say (a record in the log
+        # may name any work tree).
+        tid = os.path.relpath(here, root).split(os.sep)[0]
         mine = [s for s in state.of_kind(SESSION, ENDED, g.cold_before)
-                if s.get("worktree") and os.path.realpath(s.get("worktree")) == here]
+                if s.get("task") == tid and read_local(g.store, s.id, tid) is not None]
         if mine:
             return max(mine, key=model.age_key)
     raise UsageError("no task given, and this is not a session's work tree: name the task, or "

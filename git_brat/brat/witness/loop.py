@@ -491,6 +491,10 @@ class Witness:
         """(worker) Record how the session ended, move its task, let its lease go; True."""
         if live.popen is not None and process.group_alive(live.popen.pid):
             process.stop_group(live.popen.pid, 2.0)   # what the engine left running in its group
+        strays = session.stop_strays(live.sid)        # and what it started outside that group
+        if strays:
+            log_line(live.log, f"stopped {len(strays)} process(es) the agent left outside its "
+                               f"group: {' '.join(map(str, strays))}")
         store = self.g.store
         seconds = round(time.monotonic() - live.started, 3)
         output = runner.read_from(live.log, live.engine_offset) if live.phase == "engine" else ""

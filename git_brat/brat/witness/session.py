@@ -85,7 +85,7 @@ def agent_env(g: Grite, preset: Preset, sid: str, tid: str, worktree: str) -> di
     bin_dir = _shim_dir(g)
     env = environment("checkout")
     env.update({
-        "BRAT_SESSION": sid, "BRAT_TASK": tid, "BRAT_WORKTREE": worktree,
+        SESSION_MARK: sid, "BRAT_TASK": tid, "BRAT_WORKTREE": worktree,
         "GRITE_HOLDER": ss.holder_id(sid),
         "GIT_AUTHOR_NAME": f"{preset.name} agent (git-brat)",
         "GIT_AUTHOR_EMAIL": f"{preset.name}.agent@git-brat.invalid",
@@ -115,6 +115,44 @@ def _shim_dir(g: Grite) -> str:
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
     return d
+
+
+SESSION_MARK = "BRAT_SESSION"
+
+
+def stop_strays(sid: str) -> list[int]:
+    """Kill every process still marked as session sid's (BRAT_SESSION=<sid> in its environment,
+    which an agent's children inherit): what left the agent's process group (setsid, a
+    daemonizing tool) is found here. The pids killed.
+
+    Limits (Linux, /proc): a process that clears or rewrites its environment, or runs as
+    another user (its environ unreadable), is not found. Each candidate is pinned by a pidfd
+    before its environment is read, so a pid reused meanwhile is never signalled."""
+    import signal
+    mark = f"{SESSION_MARK}={layout.check_id(sid, 'session')}".encode()
+    me, out = os.getpid(), []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            fd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            out.append(pid)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return out
 
 
 def log_line(path: str, text: str) -> None:
@@ -329,5 +367,5 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 
 
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
-           "publish_log", "prepare", "make_worktree",
+           "publish_log", "stop_strays", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of"]

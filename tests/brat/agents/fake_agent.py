@@ -3,7 +3,7 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-exit N, fail-first, hang, hang-once, sleep S, error-json. With $FAKE_PLAN
+exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json. With $FAKE_PLAN
 set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
@@ -77,6 +77,10 @@ for line in prompt.splitlines():
             sys.exit(3)
     elif action == "sleep":
         time.sleep(float(rest))
+    elif action == "orphan":   # a child that leaves the agent's process group (setsid)
+        child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        with open((record or os.path.join(state, "record")) + ".orphans", "a") as f:
+            f.write(f"{child.pid}\n")
     elif action == "hang-once":
         os.makedirs(state, exist_ok=True)
         marker = os.path.join(state, "hung-once-" + os.environ.get("BRAT_TASK", ""))

@@ -1,0 +1,225 @@
+"""What the witness and the deacon act on is their own: a half-removed tree is never taken for
+work, a session that ended on another clone is never run again, no publish is lost, no commit an
+agent made is left on no ref, and a record from the log never names what they signal or commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from helpers import BIN, git, grite, make_repo, status
+from sync_helpers import bare_hub, clone, write_hook
+from witnesskit import alive, kill_group, make_bench
+
+FILES = 6000   # enough that `git worktree remove` takes long enough to be cut short
+
+
+def _fault_git(tmp_path) -> str:
+    """A directory whose `git` is the real one, except that the first `git worktree remove` is
+    SIGKILLed once it has deleted some files, and so is the process that ran it (a power cut)."""
+    d = tmp_path / "faultbin"
+    d.mkdir()
+    real = shutil.which("git")
+    guard = tmp_path / "fault-fired"
+    (d / "git").write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, signal, subprocess, sys, time
+        args = sys.argv[1:]
+        if "worktree" in args and "remove" in args and not os.path.exists({str(guard)!r}):
+            open({str(guard)!r}, "w").close()
+            tree = args[-1]
+            count = lambda: sum(len(f) for _d, _s, f in os.walk(tree))
+            total = count()
+            p = subprocess.Popen([{real!r}, *args])
+            deadline = time.monotonic() + 60
+            while p.poll() is None and time.monotonic() < deadline and count() > total - 100:
+                time.sleep(0.001)
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+            os.kill(os.getppid(), signal.SIGKILL)
+            sys.exit(137)
+        os.execv({real!r}, [{real!r}, *args])
+        """))
+    (d / "git").chmod(0o755)
+    return str(d)
+
+
+def _many_files(repo) -> int:
+    for i in range(FILES):
+        path = repo / "src" / f"d{i % 30}" / f"f{i}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"file {i}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "many files")
+    return len(git(repo, "ls-tree", "-r", "--name-only", "main").splitlines())
+
+
+@pytest.mark.parametrize("finder", ["witness", "deacon"])
+def test_a_work_tree_removal_killed_halfway_never_lands_a_deletion(repo, tmp_path, finder):
+    files = _many_files(repo)
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "Small change", "write work.txt more", "commit work", "done ok")
+    faulty = {"PATH": f"{_fault_git(tmp_path)}{os.pathsep}{bench.env['PATH']}"}
+    w = subprocess.Popen([str(BIN / "git-brat"), "witness", "run", "--once"], cwd=repo,
+                         env={**os.environ, **bench.env, **faulty}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        w.wait(timeout=180)
+    finally:
+        kill_group(w)
+    assert w.returncode == -signal.SIGKILL
+    tree = repo / ".git" / "brat" / "worktrees" / t
+    left = sum(len(f) for _d, _s, f in os.walk(tree / "src"))
+    assert 0 < left < FILES   # the removal was cut short halfway
+    if finder == "deacon":
+        report = bench.json("deacon", "run", "--once")
+        assert any(a["action"] == "pruned" and "interrupted" in a["detail"]
+                   for a in report["actions"])
+        assert not tree.exists()
+    bench.brat("task", "reply", t, "-m", "also this")
+    bench.brat("witness", "run", "--once")
+    assert bench.show(t)["status"] == "needs-review"
+    changed = git(repo, "diff", "--name-status", f"main...brat/{t}").splitlines()
+    assert changed == ["M\twork.txt"] or changed == ["A\twork.txt"]
+    assert len(git(repo, "ls-tree", "-r", "--name-only", f"brat/{t}").splitlines()) == files + 1
+
+
+def test_an_agents_commits_off_its_branch_are_kept_and_found(repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    script = textwrap.dedent("""\
+        case "$1" in
+          *DETACH*) git checkout -q --detach; echo important > d.txt; git add d.txt
+                    git commit -qm "detached work";;
+          *BRANCH*) git checkout -q -b my-own-branch; echo important > e.txt; git add e.txt
+                    git commit -qm "work on my own branch";;
+          *DROP*) echo lost > l.txt; git add l.txt; git commit -qm "dropped work"
+                  git reset -q --hard HEAD~1; echo kept > k.txt; git add k.txt
+                  git commit -qm "the work";;
+        esac
+        git brat task done -m finished
+        """)
+    bench.config(engines__sh__command=json.dumps(["sh", "-c", script, "agent", "{prompt}"]),
+                 witness__engine="sh", witness__max_retries="0")
+    c = bench.convoy()
+    detach = bench.task(c, "DETACH: commit on a detached HEAD")
+    branch = bench.task(c, "BRANCH: commit on another branch")
+    drop = bench.task(c, "DROP: reset a commit away")
+    bench.brat("witness", "run", "--once")
+    for tid, name, text in ((detach, "d.txt", "important"), (branch, "e.txt", "important"),
+                            (drop, "k.txt", "kept")):
+        assert bench.show(tid)["status"] == "needs-review"   # not "done without any commit"
+        assert git(repo, "show", f"brat/{tid}:{name}") == text
+    kept = f"refs/brat/kept/{drop}/0"
+    assert git(repo, "log", "-1", "--format=%s", kept) == "dropped work"
+    [sess] = bench.sessions(drop)
+    assert bench.session(sess["id"])["kept"] == [kept]       # and reported
+    git(repo, "gc", "-q", "--prune=now")
+    assert git(repo, "show", f"{kept}:l.txt") == "lost"
+
+
+def test_a_forged_session_record_never_names_a_process_a_checkout_or_a_log(repo, tmp_path):
+    from git_brat import process
+    from git_brat.brat import board as model
+    from git_brat.grite.log.wal import Draft
+    from git_brat.grite.model import events as ev
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "A task", "write a.txt a", "commit a", "done ok")
+    (repo / ".env").write_text("PASSWORD=hunter2\n")
+    secret_log = tmp_path / "secret.log"
+    secret_log.write_text("token SECRET\n")
+    before_head, before_status = git(repo, "rev-parse", "HEAD"), status(repo)
+    victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        g = model.open_grite(str(repo))
+        forged = ev.new_entity_id()
+        g.append([Draft(forged, ev.Create(model.SESSION, {
+            "task": t, "status": "running", "host": process.hostname(), "pid": victim.pid,
+            "pid_start": 0, "witness_pid": victim.pid, "witness_start": 0,
+            "worktree": str(repo), "branch": "main", "engine": "fake"}))], "forged")
+        for _ in range(2):
+            bench.json("deacon", "run", "--once")
+            bench.brat("witness", "run", "--once")
+        time.sleep(0.5)
+        assert victim.poll() is None                       # never signalled
+        assert git(repo, "rev-parse", "HEAD") == before_head and status(repo) == before_status
+        sess = bench.session(forged)
+        assert "SECRET" not in json.dumps(sess) and not sess.get("output_tail")
+    finally:
+        victim.kill()
+        victim.wait(timeout=10)
+
+
+def _two_clones(tmp_path, pre_receive: str = ""):
+    hub = bare_hub(tmp_path / "hub.git")
+    if pre_receive:
+        write_hook(hub / "hooks", "pre-receive", pre_receive)
+    seed = tmp_path / "seed"
+    make_repo(seed)
+    git(seed, "push", "-q", str(hub), "main")
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    ba, bb = make_bench(a, tmp_path), make_bench(b, tmp_path)
+    bb.env["FAKE_RECORD"] = str(ba.record)   # one record of every agent run, across both
+    return ba, bb
+
+
+def test_a_session_that_ended_on_another_clone_is_fetched_never_run_again(tmp_path):
+    ba, bb = _two_clones(tmp_path)
+    t = ba.task(ba.convoy(), "Long", "sleep 4", "write w.txt a", "commit w", "done ok")
+    grite(ba.repo, "sync")
+    w = ba.start_witness("--once")
+    try:
+        ba.wait_for(lambda: ba.runs(), 60)
+        grite(ba.repo, "sync")            # B sees the session running
+        grite(bb.repo, "sync")
+        assert bb.show(t)["status"] == "running"
+        w.wait(timeout=120)
+    finally:
+        kill_group(w)
+    assert ba.show(t)["status"] == "needs-review"
+    for args in (("witness", "run", "--once"), ("deacon", "run", "--once")):
+        bb.brat(*args)
+        assert len([r for r in ba.runs() if r["task"] == t]) == 1
+        [sess] = bb.sessions(t)
+        assert sess["status"] == "done"
+    assert bb.show(t)["status"] == "needs-review"
+
+
+def test_two_sessions_ending_together_both_reach_the_hub(tmp_path):
+    # The hub takes its time over every push of a log: two pushes of one ref overlap.
+    slow = "#!/bin/sh\nif grep -q ' refs/grite/replicas/'; then sleep 3; fi\nexit 0\n"
+    ba, bb = _two_clones(tmp_path, slow)
+    c = ba.convoy()
+    tasks = [ba.task(c, f"Task {i}", "sleep 1", f"write f{i}.txt {i}", f"commit {i}", "done ok")
+             for i in range(2)]
+    grite(ba.repo, "sync")
+    ba.brat("witness", "run", "--once", "--max-sessions", "2")
+    grite(bb.repo, "sync")
+    for t in tasks:
+        assert bb.show(t)["status"] == "needs-review"
+
+
+def test_a_child_the_agent_moved_out_of_its_group_ends_with_the_session(repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "Daemonize", "orphan", "write a.txt a", "commit a", "done ok")
+    orphans = tmp_path / "record.jsonl.orphans"
+    try:
+        bench.brat("witness", "run", "--once")
+        [pid] = [int(p) for p in orphans.read_text().split()]
+        assert bench.show(t)["status"] == "needs-review"
+        bench.wait_for(lambda: not alive(pid), 10)
+    finally:
+        for p in (orphans.read_text().split() if orphans.exists() else []):
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
