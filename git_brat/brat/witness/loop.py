@@ -371,8 +371,10 @@ class Witness:
         if self._version is None:
             import shutil
             # Short: a session waits on it, and a missing version costs only a status column.
-            self._version = engines.version_of(self.preset, shutil.which(self.preset.binary)
-                                               if self.preset.binary else None, timeout=15.0)
+            store = self.g.store
+            self._version = engines.version_of(
+                self.preset, shutil.which(self.preset.binary) if self.preset.binary else None,
+                timeout=15.0, repo=engines.repository_dirs(store.toplevel(), store.common_dir))
         return self._version
 
     # -- supervising ------------------------------------------------------------------------
