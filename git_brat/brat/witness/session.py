@@ -154,6 +154,10 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
     resume_id = ""
     if preset.resumes and last is not None and last.get("engine") == preset.name:
         resume_id = last.get("engine_session", "")
+        if resume_id and not engines.resume_id_ok(preset, resume_id):
+            raise UsageError(f"task {tid}: the conversation to resume, {resume_id!r} (session "
+                             f"{last.id} in the log), is not a {preset.name} conversation id: "
+                             f"refused (the next attempt starts a fresh conversation)")
     conv = board.convoys.get(task.get("convoy", ""))
     notes = [body for _e, _l, _a, _t, body in task.sorted_comments()
              if not body.startswith(("done: ", "reply: "))]
