@@ -174,20 +174,14 @@ MAX_BYTES = 256 << 10
 MAX_DEPTH = 32
 
 
-class _TooDeep(yaml.YAMLError):
-    def __init__(self, mark):
-        super().__init__()
-        self.problem_mark, self.problem = mark, f"nested deeper than {MAX_DEPTH} levels"
-
-
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader that refuses nesting deeper than MAX_DEPTH while composing."""
-
     _depth = 0
 
     def compose_node(self, parent, index):
         if self._depth >= MAX_DEPTH:
-            raise _TooDeep(self.peek_event().start_mark)
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} "
+                                              "levels", self.peek_event().start_mark)
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -465,16 +459,14 @@ def _located(store: Store) -> dict[str, tuple[str, str, bool, bool]]:
 
 
 def _read(path: str, source: str) -> str:
-    # Only a regular file in its folder: a committed symlink or FIFO is a bad template, never
-    # a file of the user's read, nor a read that waits forever.
+    # A regular file in its folder only: never through a committed symlink, nor from a FIFO.
     got = read_inside(os.path.dirname(path), os.path.basename(path), MAX_BYTES)
     if got is None:
         raise WorkflowError(f"{source}: not a regular file inside {os.path.dirname(source) or '.'}"
                             f"/: not read")
-    if got[1]:
-        raise WorkflowError(f"{source}: larger than {MAX_BYTES >> 10} KiB: not read "
-                            f"(a workflow template is a short file)")
     try:
+        if got[1]:
+            raise WorkflowError(f"{source}: larger than {MAX_BYTES >> 10} KiB: not read")
         return got[0].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise WorkflowError(f"{source}: cannot read: {exc}") from None
