@@ -19,6 +19,31 @@ def ensure_dir(path: str) -> None:
     os.makedirs(path, exist_ok=True)
 
 
+def private_dir(path: str) -> str:
+    """path as a directory only its owner can enter (0700), made if missing: it holds full
+    engine and check output, prompts and logs, which may carry the user's secrets."""
+    ensure_dir(path)
+    try:
+        if os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o700)
+    except OSError:   # not ours to change (a shared directory): its files are 0600 still
+        pass
+    return path
+
+
+def open_private(path: str, mode: str = "ab"):
+    """open(path, mode) for writing a file only its owner reads (0600), made if missing (an
+    older file of ours is narrowed to 0600 too)."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_APPEND if mode.startswith("a") else os.O_TRUNC
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        pass
+    return os.fdopen(fd, mode)
+
+
 def atomic_write(path: str, data: bytes) -> None:
     """Write data to path via a temp file in the same directory and os.replace."""
     directory = os.path.dirname(path) or "."

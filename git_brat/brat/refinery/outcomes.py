@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.board import Board
@@ -47,6 +47,7 @@ class Outcomes:
             self._done(r, "merged", detail, tip)
 
     def failed(self, r: Request, output: str, started: int) -> None:
+        output = redact.text(output)   # it syncs: the check's secrets stay in the merge log
         if output.startswith("conflict:"):
             self.conflict(r, output[len("conflict:"):].split(", "), started)
             return

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -21,6 +21,7 @@ from git_brat.brat.engines import Invocation, Preset, runner
 from git_brat.brat.witness import prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import UsageError
+from git_brat.files import open_private, private_dir
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
 from git_brat.grite.log.wal import Draft
@@ -117,7 +118,7 @@ def _shim_dir(g: Grite) -> str:
 
 
 def log_line(path: str, text: str) -> None:
-    with open(path, "ab") as f:
+    with open_private(path) as f:
         f.write(f"[brat] {text}\n".encode("utf-8", "replace"))
 
 
@@ -140,9 +141,8 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
             engine_version: Callable[[], str]) -> None:
     """(worker) The work tree, the prompt and the engine's command, then setup or the engine."""
     tid, preset = live.tid, live.preset
-    os.makedirs(os.path.dirname(live.log), exist_ok=True)
-    sdir = layout.session_dir(g.store, live.sid)
-    os.makedirs(sdir, exist_ok=True)
+    private_dir(os.path.dirname(live.log))   # logs and prompts: 0600 in 0700 directories
+    sdir = private_dir(layout.session_dir(g.store, live.sid))
     resumed_branch = make_worktree(g, live)
     board: Board = info["board"]
     task: Entity = info["task"]
@@ -172,13 +172,13 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
         commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0)
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
-    with open(layout.session_prompt(g.store, live.sid), "w", encoding="utf-8") as f:
-        f.write(text)
+    with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
+        f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
                                   live.session_uuid)
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
-              "argv": engines.shown_argv(live.inv.argv, text), "resumed": resume_id,
+              "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
               "engine_session": live.session_uuid or resume_id}
     live.prepared = fields   # recorded with the pid, in one event, once it runs
