@@ -74,7 +74,7 @@ class Outcomes:
             mf["status"] = "blocked"
             self.write([Move(r.task, "blocked", r.merge, {
                 "last_failure": text, "needs_human": text + " by hand, then retry it",
-                "resolve_command": f"git brat refinery retry {r.task[:7]}"}, mf, reason=text)],
+                "resolve": "refinery-retry"}, mf, reason=text)],
                 "block", fields_at_tip=rq.failures_plus_one)
             self._done(r, "blocked", text)
         elif self._failures(r) + 1 >= self.rc.max_attempts:
@@ -93,7 +93,7 @@ class Outcomes:
                 base: str = "") -> None:
         ids = [r.merge for r in good]
         self.write([Move(r.task, "needs-review", r.merge, {
-            "needs_human": why, "resolve_command": "git brat refinery run --once"},
+            "needs_human": why, "resolve": "refinery-run"},
             {"status": "waiting", "result": why, "waited_commit": tip, "waited_on": base,
              "waited_head": r.head, "waited_batch": ids, **self._times(started)}, reason=why)
             for r in good], "wait")
