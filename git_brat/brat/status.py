@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -101,15 +102,25 @@ def _lease_live(lease_list: list[LeaseView], tid: str) -> bool:
     return any(l.state == "held" and _lease_on(l, tid) for l in lease_list)
 
 
-# Shown as a command to paste, yet written by whichever replica flagged the task: only a plain
-# git brat / git grite invocation is passed on; anything else gives the safe default.
-_SHELL_SPECIAL = set(";&|<>()$`\\\"'*?[]{}~!#\n\r\t")
+# A command to paste is built here, from the intervention's kind and the task's id (checked to
+# be an entity id), never taken from the log: any replica writes the log, and a plain
+# `git brat config set witness.setup ./x` is as harmful as a shell one. A role that flags a
+# task for a human names one of these in the task's `resolve` field.
+RESOLVE = {"refinery-retry": "git brat refinery retry {short}",
+           "refinery-run": "git brat refinery run --once"}
+_TASK_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def _safe_command(command, default: str) -> str:
-    if isinstance(command, str) and command.startswith(("git brat ", "git grite ")) and \
-            not any(c in _SHELL_SPECIAL or not c.isprintable() for c in command):
-        return command
+def _resolve_command(t: Entity, default: str) -> str:
+    short = t.id[:7]
+    kind = t.get("resolve")
+    if isinstance(kind, str) and kind in RESOLVE:
+        return RESOLVE[kind].format(short=short)
+    # Records of earlier versions carry the command itself: shown only when it is one this
+    # code builds for this task.
+    old = t.get("resolve_command")
+    if isinstance(old, str) and old in {c.format(short=short) for c in RESOLVE.values()}:
+        return old
     return default
 
 
@@ -128,16 +139,18 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
                                 command, iso(t.updated_at)))
 
     for t in sorted(board.tasks.values(), key=model.run_key):
+        if not isinstance(t.id, str) or not _TASK_ID.fullmatch(t.id):
+            continue   # forged: no command may be built from its id
         st, short, why = status_of(t), t.id[:7], model.reason_of(t)
         if t.get("needs_human") and st not in model.FINISHED and _raised_since_last_move(t):
             add("needs-human", t, str(t.get("needs_human")),
-                _safe_command(t.get("resolve_command"), f"git brat task show {short}"))
-        elif st == "failed":
+                _resolve_command(t, f"git brat task show {short}"))
+        elif st == "failed":   # a reply re-queues it with the answer the next attempt needs
             add("failed", t, why or "the task failed",
-                f"git brat task update {short} --status queued -m \"retry\"")
+                f"git brat task reply {short} -m \"what to do differently\"")
         elif st == "blocked":
             add("blocked", t, why or "blocked (no reason given)",
-                f"git brat task update {short} --status queued -m \"unblocked\"")
+                f"git brat task reply {short} -m \"your answer\"")
         elif st in ("running", "merging") and now_ms - t.updated_at > stuck_ms \
                 and not _lease_live(lease_list, t.id):
             mins = int((now_ms - t.updated_at) / 60000)

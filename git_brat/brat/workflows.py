@@ -13,7 +13,7 @@ from git_brat.brat import board as model
 from git_brat.brat.tasks import task_drafts
 from git_brat.grite.model import events as ev
 from git_brat.errors import NotFound, UsageError
-from git_brat.files import atomic_write
+from git_brat.files import atomic_write, read_inside
 from git_brat.git.store import Store
 from git_brat.grite.issues import summary
 from git_brat.grite.log.wal import Draft
@@ -168,8 +168,29 @@ class _Doc:
         return v
 
 
+# Templates are committed files (any pusher writes them): bounded before PyYAML sees them. Its
+# composer recurses once per nesting level, so 50,000 nested brackets were a RecursionError.
+MAX_BYTES = 256 << 10
+MAX_DEPTH = 32
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting deeper than MAX_DEPTH while composing."""
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} "
+                                              "levels", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def _compose(text: str, where: str):
-    loader = yaml.SafeLoader(text)
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
     except yaml.YAMLError as exc:
@@ -438,10 +459,16 @@ def _located(store: Store) -> dict[str, tuple[str, str, bool, bool]]:
 
 
 def _read(path: str, source: str) -> str:
+    # A regular file in its folder only: never through a committed symlink, nor from a FIFO.
+    got = read_inside(os.path.dirname(path), os.path.basename(path), MAX_BYTES)
+    if got is None:
+        raise WorkflowError(f"{source}: not a regular file inside {os.path.dirname(source) or '.'}"
+                            f"/: not read")
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
+        if got[1]:
+            raise WorkflowError(f"{source}: larger than {MAX_BYTES >> 10} KiB: not read")
+        return got[0].decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise WorkflowError(f"{source}: cannot read: {exc}") from None
 
 

@@ -14,6 +14,7 @@ from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import digest, replay_stream
 from git_brat.grite.log.refs import grite_dir, log_tips
+from git_brat.grite.sync.hookhashes import HookFile
 
 NOTES = ("unknown-ops", "history-cut")   # findings that say how things are, not what is wrong
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
@@ -22,7 +23,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
-    #            | stale-temp | history-cut
+    #            | stale-temp | history-cut | hook-changed | hook-unknown
     subject: str
     detail: str
     fixed: bool = False
@@ -34,6 +35,9 @@ class Report(msgspec.Struct):
     events: int
     logs: dict[str, str]
     findings: list[Finding]
+    # Every hook git runs here besides grite's shims (visible, or hidden under <hooks>/.grite/),
+    # with its sha256 and whether it is as recorded when grite was installed.
+    hooks: list[HookFile] = []
 
 
 def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) -> Report:
@@ -102,8 +106,10 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     if not cut:   # (a cut clone cannot replay what a snapshot covers)
         findings += _check_snapshots(g, fix)
     findings += _check_hooks(g, fix)
+    hook_files, hook_findings = _check_hook_files(g, fix)
+    findings += hook_findings
     ok = all(f.fixed or f.kind in NOTES for f in findings)
-    return Report(ok, len(commits), events, tips, findings)
+    return Report(ok, len(commits), events, tips, findings, hook_files)
 
 
 def _cached_state(g: Grite):
@@ -240,11 +246,48 @@ def _check_hooks(g: Grite, fix: bool) -> list[Finding]:
         return []
     fixed = False
     if fix:
+        # The user asked for the repair of a hook manager's move: the hooks it chains now are
+        # recorded as theirs (and listed with their hashes in the report).
         sync.install(g.store)
         fixed = not sync.hooks_not_live(g.store)[1]
     return [Finding("hooks-missing", hooks_dir, "; ".join(missing.values()) +
                     ": pushes do not publish and fetches do not import until they are back",
                     fixed)]
+
+
+def _check_hook_files(g: Grite, fix: bool) -> tuple[list[HookFile], list[Finding]]:
+    """grite's shims byte for byte as shipped; every other hook as recorded at install.
+
+    Whatever runs with the user's permissions (an agent in its work tree) can append a line to
+    a shim or drop a hook in; each runs on every ref update. --fix rewrites a changed shim; a
+    changed or unknown hook of someone else's is only reported: `git grite init` accepts the
+    hooks as they are then."""
+    from git_brat.grite.sync import exchange as sync
+    from git_brat.grite.sync import hookhashes
+    hooks_dir, _missing = sync.hooks_not_live(g.store)
+    if not hooks_dir:
+        return [], []   # grite's hooks were never installed here
+    findings = []
+    changed = hookhashes.changed_shims(hooks_dir)
+    if changed and fix:
+        sync.install(g.store, accept_hooks=False)
+    still = set(hookhashes.changed_shims(hooks_dir)) if changed and fix else set(changed)
+    for path in changed:
+        findings.append(Finding("hook-changed", path, "grite's shim differs from the one this "
+                                "git-grite ships (a line added?): it runs on every ref update; "
+                                "`git grite doctor --fix` rewrites it", path not in still))
+    files = hookhashes.check(g.store, hooks_dir)
+    for h in files:
+        where = "hidden in grite's hook directory" if h.hidden else "run by git"
+        if h.state == "changed":
+            findings.append(Finding("hook-changed", h.path, f"{where}: changed since grite was "
+                                    f"installed (sha256 {h.sha256[:16]}…); if you changed it, "
+                                    "`git grite init` accepts it"))
+        elif h.state == "unknown":
+            findings.append(Finding("hook-unknown", h.path, f"{where}: appeared after grite was "
+                                    f"installed (sha256 {h.sha256[:16]}…); if it is yours, "
+                                    "`git grite init` accepts it"))
+    return files, findings
 
 
 def _clear_lock(path: str, age: float) -> bool:

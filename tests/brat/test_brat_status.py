@@ -46,9 +46,10 @@ def test_status_story_from_a_workflow_to_a_landed_convoy(brepo):
     assert s["convoys"][0]["status"] == "failed"
     [i] = s["interventions"]
     assert (i["kind"], i["task"]) == ("failed", ids["implement"])
-    assert i["command"] == f'git brat task update {ids["implement"][:7]} --status queued -m "retry"'
+    assert i["command"] == \
+        f'git brat task reply {ids["implement"][:7]} -m "what to do differently"'
     human = brat(brepo, "status").out
-    assert "INTERVENTIONS (1)" in human and "$ git brat task update" in human
+    assert "INTERVENTIONS (1)" in human and "$ git brat task reply" in human
     # The suggested command is exactly what resolves it.
     run(["sh", "-c", i["command"]], brepo)
     s = brat_json(brepo, "status")
@@ -74,8 +75,7 @@ def test_interventions_blocked_stalled_stuck_and_needs_human_each_with_its_comma
     by_task = {i["task"]: i for i in s["interventions"]}
     assert by_task[blocked]["kind"] == "blocked"
     assert by_task[blocked]["detail"] == "needs the vendor's API key"
-    assert by_task[blocked]["command"] == \
-        f'git brat task update {blocked[:7]} --status queued -m "unblocked"'
+    assert by_task[blocked]["command"] == f'git brat task reply {blocked[:7]} -m "your answer"'
     assert by_task[waiting]["kind"] == "stalled"
     assert by_task[waiting]["command"] == f"git brat task dep remove {waiting[:7]} --on {dropped[:7]}"
     assert by_task[stuck]["kind"] == "stuck" and "no live lease" in by_task[stuck]["detail"]

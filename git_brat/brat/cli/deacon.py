@@ -8,7 +8,7 @@ import click
 from git_brat.brat import deacon
 from git_brat.brat import board as model
 from git_brat.brat.cli.refinery import load_config
-from git_brat.clikit import emit, json_option, when
+from git_brat.clikit import emit, json_option, printable, when
 from git_brat.errors import UsageError
 
 
@@ -48,8 +48,8 @@ def run(once, detach, as_json):
     for report in deacon.loop(g, cfg):
         if as_json:
             emit(True, report, lambda: None)
-        elif report.actions:
-            click.echo(_human(report))
+        elif report.actions:   # its targets and details come from the log: shown printable
+            click.echo(printable(_human(report)))
 
 
 @deacon_group.command("stop")

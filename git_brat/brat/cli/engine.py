@@ -18,12 +18,14 @@ def engine():
     """Coding agents the witness can run: presets, overrides in .brat/config.toml."""
 
 
-def _infos(names: list[str], cfg) -> list[engines.EngineInfo]:
+def _infos(names: list[str], cfg, g) -> list[engines.EngineInfo]:
     presets = [engines.resolve(n, cfg.engines) for n in names]
+    # The repository's files are never run to ask a version: its top and its git directory.
+    repo = engines.repository_dirs(g.store.toplevel(), g.store.common_dir)
     # `--version` of seven tools, a core's worth at a time: seven node and python start-ups at
     # once on a loaded 2-core machine take 20 s each, past any sane probe timeout.
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return list(pool.map(engines.info, presets))
+        return list(pool.map(lambda p: engines.info(p, repo=repo), presets))
 
 
 @engine.command("list")
@@ -32,7 +34,7 @@ def list_(as_json):
     """Every engine: binary, on PATH or not, version, the argv a session runs."""
     g = open_grite()
     cfg = load_config(g)
-    infos = _infos(engines.all_names(cfg.engines), cfg)
+    infos = _infos(engines.all_names(cfg.engines), cfg, g)
 
     def human():
         rows = [[i.name, i.binary or "-", "yes" if i.path else "no", i.version or "-",
@@ -50,7 +52,7 @@ def show(name, as_json):
     g = open_grite()
     cfg = load_config(g)
     p = engines.resolve(name, cfg.engines)
-    i = _infos([name], cfg)[0]
+    i = _infos([name], cfg, g)[0]
 
     def human():
         lines = [f"{i.name}" + ("" if i.builtin else "  (defined in .brat/config.toml)"),

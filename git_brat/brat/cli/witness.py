@@ -69,7 +69,8 @@ def run(once, engine, max_sessions, timeout, lease_ttl, convoy_id, detach, as_js
         pf = daemon.detach(g.store, "witness", args, os.getcwd())
         emit(as_json, pf, lambda: f"witness running in the background (pid {pf.pid}); log: {pf.log}")
         return
-    w.say = (lambda _l: None) if as_json else (lambda line: click.echo(line, err=True))
+    w.say = (lambda _l: None) if as_json else \
+        (lambda line: click.echo(printable(line), err=True))   # lines quote the log
     view = None
     if not as_json and sys.stderr.isatty():
         view = LiveView()

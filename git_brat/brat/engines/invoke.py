@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 import msgspec
 
-from git_brat.brat.engines.presets import PRESETS, Preset
+from git_brat.brat.engines.presets import ANY_ID, PRESETS, Preset
 from git_brat.errors import NotFound, UsageError
 
 
@@ -45,7 +46,7 @@ def resolve(name: str, configured: "Mapping[str, Any] | None" = None) -> Preset:
         fields["argv"] = list(over.command)
         if base is not None and base.name != "shell":
             # Your own argv: the preset's resume and result rules may not fit it any more.
-            fields.update(resume=None, new_session_args=[])
+            fields.update(resume=None, new_session_args=[], resume_id_format=ANY_ID)
     for key in ("prompt", "result", "model", "timeout"):
         value = getattr(over, key)
         if value is not None:
@@ -69,6 +70,13 @@ def _fill(template: list[str], values: dict[str, str]) -> list[str]:
     return out
 
 
+def resume_id_ok(p: Preset, resume_id: str) -> bool:
+    """Whether a conversation id (from the log: any replica writes it) fits the engine's format,
+    so it cannot land in its argv as an option or as anything but the one id."""
+    return isinstance(resume_id, str) and re.fullmatch(p.resume_id_format, resume_id) is not None \
+        and not resume_id.startswith("-")
+
+
 def invocation(p: Preset, prompt: str, workdir: str, session_dir: str,
                resume_id: str = "", session_uuid: str = "") -> Invocation:
     """The argv for one session; `resume_id` continues that conversation when the engine can."""
@@ -76,6 +84,10 @@ def invocation(p: Preset, prompt: str, workdir: str, session_dir: str,
         raise UsageError(f"engine {p.name} has no command: set engines.{p.name}.command in "
                          f".brat/config.toml (an argv list, e.g. [\"my-agent\", \"{{prompt}}\"])")
     resumed = bool(resume_id and p.resume)
+    if resumed and not resume_id_ok(p, resume_id):
+        raise UsageError(f"the conversation id {resume_id!r} to resume is not a {p.name} "
+                         f"conversation id (format {p.resume_id_format}): refused, it would "
+                         f"reach the engine's command line")
     template = list(p.resume if resumed else p.argv)
     if not resumed and session_uuid:
         template += p.new_session_args

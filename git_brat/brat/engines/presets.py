@@ -13,6 +13,14 @@ import msgspec
 
 # Placeholders an argv template may hold; each is replaced inside one argv element, never
 # through a shell, so task text in {prompt} stays one inert argument.
+# What a conversation id to resume may look like. It comes from the log (any replica writes
+# it) and lands in the engine's argv: never anything that could be an option ('-' first), a
+# path out of place, or a second argument.
+ANY_ID = r"[A-Za-z0-9_/][A-Za-z0-9_.:@+=/-]{0,511}"
+UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# A session directory of ours (.git/brat/sessions/<32 hex>), for engines that resume from files.
+SESSION_DIR = r"/(?:[^/\0\n]+/)*brat/sessions/[0-9a-f]{32}"
+
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workdir}", "{session_dir}",
                 "{session_uuid}", "{resume_id}")
 
@@ -31,6 +39,7 @@ class Preset(msgspec.Struct, kw_only=True):
     # session's conversation id is known even if the engine never printed it.
     new_session_args: list[str] = []
     resume: list[str] | None = None        # argv template to continue conversation {resume_id}
+    resume_id_format: str = ANY_ID         # regex a {resume_id} must match in full
     session_keys: list[str] = []           # JSON keys (dotted) holding the engine's session id
     message_keys: list[str] = []           # JSON keys holding the final message
     error_when: dict[str, Any] = {}        # JSON key -> value that marks the run as failed
@@ -65,7 +74,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         new_session_args=["--session-id", "{session_uuid}"],
         resume=["claude", "-p", "{prompt}", "--resume", "{resume_id}", "--output-format", "json",
                 "--dangerously-skip-permissions"],
-        session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True}),
+        session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True},
+        resume_id_format=UUID),
     Preset(
         name="aider", package="pypi aider-chat", scratch=[".aider*"],
         # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
@@ -78,7 +88,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
                 "--no-detect-urls", "--restore-chat-history",
                 "--chat-history-file", "{resume_id}/aider.chat.md",
-                "--input-history-file", "{resume_id}/aider.input.history"]),
+                "--input-history-file", "{resume_id}/aider.input.history"],
+        resume_id_format=SESSION_DIR),
     Preset(
         name="codex", package="npm @openai/codex",
         argv=["codex", "exec", "--json", "--skip-git-repo-check",
@@ -88,14 +99,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "--dangerously-bypass-approvals-and-sandbox", "-C", "{workdir}", "resume",
                 "{resume_id}", "{prompt}"],
         session_keys=["thread_id"], message_keys=["item.text"],
-        error_when={"type": "error"}),
+        # `resume` takes the id positionally: a UUID, never an option.
+        error_when={"type": "error"}, resume_id_format=UUID),
     Preset(
         name="opencode", package="npm opencode-ai",
         argv=["opencode", "run", "--format", "json", "--dir", "{workdir}", "{prompt}"],
         result="json", model_args=["-m", "{model}"],
         resume=["opencode", "run", "--format", "json", "--dir", "{workdir}", "-s", "{resume_id}",
                 "{prompt}"],
-        session_keys=["sessionID"], message_keys=["part.text"], error_when={"type": "error"}),
+        session_keys=["sessionID"], message_keys=["part.text"], error_when={"type": "error"},
+        resume_id_format=r"ses_[A-Za-z0-9]{1,64}"),
     Preset(
         name="gemini", package="npm @google/gemini-cli",
         # stream-json, not json: json is one pretty-printed document, unreadable line by line
@@ -108,7 +121,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "--resume", "{resume_id}"],
         # A failed tool call is {"type": "tool_result", "status": "error"} too: the exit
         # status (non-zero when the model fails) is the verdict.
-        session_keys=["session_id"], message_keys=["content", "response"], error_when={}),
+        session_keys=["session_id"], message_keys=["content", "response"], error_when={},
+        resume_id_format=UUID),
     Preset(
         name="cn", package="npm @continuedev/cli",
         argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
@@ -123,7 +137,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
                 "-C", "{workdir}", "--resume", "{resume_id}"],
         session_keys=["sessionId", "session_id"], message_keys=["data.content"],
-        error_when={"type": "session.error"}),
+        error_when={"type": "session.error"}, resume_id_format=UUID),
     # Any command: [engines.shell] command = [...] in .brat/config.toml.
     Preset(name="shell", argv=[], version_args=[]),
     # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.

@@ -10,8 +10,7 @@ import threading
 import msgspec
 
 from git_brat.brat.engines.invoke import Invocation, invocation
-from git_brat.brat.engines.presets import Preset
-
+from git_brat.brat.engines.presets import PRESETS, Preset
 
 
 class EngineInfo(msgspec.Struct):
@@ -30,22 +29,65 @@ class EngineInfo(msgspec.Struct):
     timeout: float | None
 
 
-def version_of(p: Preset, path: str | None, timeout: float = 60.0) -> str:
-    """The first line `path --version` prints (a preset's version_args); "" if it says nothing.
-    Remembered per binary file (its real path, size and mtime): node tools take seconds to
-    start, and an installed file's version never changes."""
-    if not path or not p.version_args:
+PROBE_TIMEOUT = 15.0
+
+
+def repository_dirs(toplevel: str | None, common_dir: str) -> tuple[str, ...]:
+    """The directories whose files are the repository's (never run by a probe): the work tree
+    and the main checkout (or the git directory itself when bare)."""
+    main = os.path.dirname(common_dir) if os.path.basename(common_dir) == ".git" else common_dir
+    return tuple(d for d in (toplevel, main) if d)
+PROBE_OUTPUT = 4096      # bytes of a probe's output read (the version is its first line)
+
+
+def probe_path(p: Preset, repo: "str | tuple[str, ...]" = "") -> str | None:
+    """The absolute path of a shipped preset's own binary on PATH when it may be asked its
+    version; None otherwise.
+
+    A version probe runs before anyone chose to run an engine (`engine list`, the witness's
+    start), so it runs only what the user installed: never a command from .brat/config.toml
+    (anyone who can push writes that file), never a binary inside the repository (a committed
+    ./tools/claude, or a relative or in-repo directory on PATH)."""
+    shipped = PRESETS.get(p.name)
+    if not p.builtin or shipped is None or not p.version_args or p.binary != shipped.binary \
+            or list(p.version_args) != list(shipped.version_args) or os.sep in p.binary:
+        return None
+    path = shutil.which(p.binary)
+    if not path or not os.path.isabs(path):
+        return None
+    real = os.path.realpath(path)
+    for top in (repo,) if isinstance(repo, str) else repo:
+        top = os.path.realpath(top) if top else ""
+        if top and (real == top or real.startswith(top.rstrip(os.sep) + os.sep)):
+            return None
+    return path
+
+
+def version_of(p: Preset, path: str | None, timeout: float = PROBE_TIMEOUT,
+               repo: "str | tuple[str, ...]" = "") -> str:
+    """The first line `path --version` prints (a preset's version_args); "" if it says nothing
+    or may not be asked (probe_path). Run in an empty temporary directory, never the user's
+    checkout, with a timeout and its output capped. Remembered per binary file (its real path,
+    size and mtime): node tools take seconds to start, and an installed file's version never
+    changes."""
+    if not path or path != probe_path(p, repo):
         return ""
     key = _version_key(path, p.version_args)
     known = _known_versions()
     if key and key in known:
         return known[key]
+    import tempfile
     try:
-        proc = subprocess.run([path, *p.version_args], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="git-brat-probe-") as cwd, \
+                tempfile.TemporaryFile() as out:
+            proc = subprocess.run([path, *p.version_args], stdin=subprocess.DEVNULL,
+                                  stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                  timeout=timeout)
+            out.seek(0)
+            raw = out.read(PROBE_OUTPUT)
     except (OSError, subprocess.SubprocessError):
         return ""
-    text = (proc.stdout or proc.stderr).decode("utf-8", "replace").strip()
+    text = raw.decode("utf-8", "replace").strip()
     version = text.splitlines()[0][:80] if text else ""
     if key and version and proc.returncode == 0:
         _remember_version(key, version)
@@ -97,10 +139,14 @@ def _remember_version(key: str, version: str) -> None:
                 os.unlink(tmp)
 
 
-def info(p: Preset, workdir: str = "<worktree>", with_version: bool = True) -> EngineInfo:
+def info(p: Preset, workdir: str = "<worktree>", with_version: bool = True,
+         repo: "str | tuple[str, ...]" = "") -> EngineInfo:
+    """What `engine list/show` show of an engine; its version only per probe_path (`repo`: the
+    repository's top, whose files are never run)."""
     path = shutil.which(p.binary) if p.binary else None
     inv = invocation(p, "<prompt>", workdir, "<session-dir>", session_uuid="<uuid>") \
         if p.argv else Invocation([], dict(p.env), None, False)
-    return EngineInfo(p.name, p.binary, path, version_of(p, path) if with_version else "",
+    return EngineInfo(p.name, p.binary, path,
+                      version_of(p, path, repo=repo) if with_version else "",
                       p.package, p.builtin, p.resumes, p.prompt, p.result, p.model, inv.argv,
                       dict(p.env), p.timeout)

@@ -9,6 +9,7 @@ import msgspec
 
 from git_brat.brat import engines
 from git_brat.brat.engines import EngineResult, Invocation, Preset
+from git_brat.files import open_private, private_dir
 from git_brat.process import Proc, hostname, start_time, stop_group
 
 def spawn(inv: Invocation, cwd: str, log_path: str, env: dict[str, str]) -> tuple[subprocess.Popen, Proc]:
@@ -17,8 +18,8 @@ def spawn(inv: Invocation, cwd: str, log_path: str, env: dict[str, str]) -> tupl
     A file, not a pipe: if the witness dies the engine keeps a place to write, and the log
     stays whole for the recovery report.
     """
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    log = open(log_path, "ab")
+    private_dir(os.path.dirname(log_path))
+    log = open_private(log_path)     # the engine's whole output: it may hold secrets
     stdin = open(inv.stdin, "rb") if inv.stdin else subprocess.DEVNULL
     try:
         popen = subprocess.Popen(inv.argv, cwd=cwd, env={**env, **inv.env}, stdin=stdin,

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.brat import engines
 from git_brat.brat import board as model
 from git_brat.brat import layout
@@ -21,7 +21,7 @@ from git_brat.brat.mayor.plan import Plan, PlanError, TasksPlan, parse
 from git_brat.grite.model import events as ev
 from git_brat.grite.cache.projection import actor_names
 from git_brat.errors import Conflict, GriteError, NotFound, UsageError
-from git_brat.files import atomic_write
+from git_brat.files import atomic_write, private_dir
 from git_brat.grite.issues import check_text, summary
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
@@ -177,12 +177,12 @@ def stop(g: Grite) -> str:
 def run_dir(g: Grite) -> tuple[int, str]:
     """The next free .git/brat/mayor/<n>/ of this clone (made atomically)."""
     base = layout.mayor(g.store)
-    os.makedirs(base, exist_ok=True)
+    private_dir(base)   # prompts, answers, engine logs: only this user reads them
     used = [int(n) for n in os.listdir(base) if n.isdigit()]
     n = max(used, default=0) + 1
     while True:
         try:
-            os.mkdir(layout.mayor_exchange(g.store, n))
+            os.mkdir(layout.mayor_exchange(g.store, n), 0o700)
             return n, layout.mayor_exchange(g.store, n)
         except FileExistsError:
             n += 1
@@ -329,7 +329,7 @@ def create(g: Grite, ans: Answer) -> AskResult:
     plan = {"kind": ans.kind, "workflow": ans.workflow or "", "vars": ans.vars,
             "title": ans.title, "body": ans.body,
             "tasks": [msgspec.to_builtins(t) for t in ans.tasks]}
-    record = {"question": ans.question, "answer": ans.answer[:RECORD_CHARS],
+    record = {"question": ans.question, "answer": redact.text(ans.answer)[:RECORD_CHARS],
               "truncated": len(ans.answer) > RECORD_CHARS, "plan": plan, "created": made,
               "engine": ans.engine, "session_id": ans.session_id, "resumed": ans.resumed,
               "run": ans.exchange, "at": process.now_ms()}

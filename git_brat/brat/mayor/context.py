@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 from git_brat.brat import board as model
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
+from git_brat.files import read_inside
 from git_brat.git import worktree
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State
@@ -55,16 +55,17 @@ def layout(files: list[str], limit: int) -> list[str]:
 
 
 def excerpt(top: str, files: list[str], names: tuple[str, ...], limit: int) -> tuple[str, str]:
-    """(file name, its first `limit` characters) of the first of names tracked at the top."""
+    """(file name, its first `limit` bytes) of the first of names tracked at the top: a
+    regular file inside the work tree only (a committed symlink out of it is not read)."""
     have = set(files)
     for name in names:
         if name in have:
-            try:
-                with open(os.path.join(top, name), encoding="utf-8", errors="replace") as f:
-                    text = f.read(limit + 1)
-            except OSError:
+            got = read_inside(top, name, limit)
+            if got is None:
                 continue
-            return name, text[:limit] + ("\n[… truncated]" if len(text) > limit else "")
+            text = got[0].decode("utf-8", "replace")
+            return name, text + (f"\n[… truncated: {name} is longer than {limit} bytes]"
+                                 if got[1] else "")
     return "", ""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.board import Board
@@ -47,6 +47,7 @@ class Outcomes:
             self._done(r, "merged", detail, tip)
 
     def failed(self, r: Request, output: str, started: int) -> None:
+        output = redact.text(output)   # it syncs: the check's secrets stay in the merge log
         if output.startswith("conflict:"):
             self.conflict(r, output[len("conflict:"):].split(", "), started)
             return
@@ -73,7 +74,7 @@ class Outcomes:
             mf["status"] = "blocked"
             self.write([Move(r.task, "blocked", r.merge, {
                 "last_failure": text, "needs_human": text + " by hand, then retry it",
-                "resolve_command": f"git brat refinery retry {r.task[:7]}"}, mf, reason=text)],
+                "resolve": "refinery-retry"}, mf, reason=text)],
                 "block", fields_at_tip=rq.failures_plus_one)
             self._done(r, "blocked", text)
         elif self._failures(r) + 1 >= self.rc.max_attempts:
@@ -92,7 +93,7 @@ class Outcomes:
                 base: str = "") -> None:
         ids = [r.merge for r in good]
         self.write([Move(r.task, "needs-review", r.merge, {
-            "needs_human": why, "resolve_command": "git brat refinery run --once"},
+            "needs_human": why, "resolve": "refinery-run"},
             {"status": "waiting", "result": why, "waited_commit": tip, "waited_on": base,
              "waited_head": r.head, "waited_batch": ids, **self._times(started)}, reason=why)
             for r in good], "wait")

@@ -23,6 +23,7 @@ from git_brat.grite.model import events as ev
 from git_brat.git import merge, worktree
 from git_brat.grite import locks
 from git_brat.errors import Conflict, GriteError
+from git_brat.files import open_private, private_dir
 from git_brat.grite.repo import Grite
 
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later
@@ -342,14 +343,14 @@ class Refinery(Outcomes):
             worktree.reset(worktree_path(self.g), tip)
         self.report.check_runs += 1
         logs = [merge_log(self.g, r.merge) for r in reqs]
-        os.makedirs(os.path.dirname(logs[0]), exist_ok=True)
+        private_dir(os.path.dirname(logs[0]))   # check output may hold secrets: 0600 in 0700
         t0 = process.now_ms()
         self.write([Move(r.task, None, r.merge, merge_fields={
             "status": "checking", "check_started_at": t0, "checked_commit": tip})
             for r in reqs], "check")
         header = (f"== check `{self.rc.check}` on {tip[:12]} for "
                   f"{', '.join(r.task[:7] for r in reqs)} at {time.strftime('%H:%M:%S')} ==\n")
-        with open(logs[0], "ab") as f:
+        with open_private(logs[0]) as f:
             f.write(header.encode())
             f.flush()
             start_at = f.tell()
@@ -358,10 +359,10 @@ class Refinery(Outcomes):
             f.seek(start_at)
             output = f.read()
         footer = f"== exit {code} after {(process.now_ms() - t0) / 1000:.1f}s ==\n".encode()
-        with open(logs[0], "ab") as f:
+        with open_private(logs[0]) as f:
             f.write(footer)
         for other in logs[1:]:
-            with open(other, "ab") as f:
+            with open_private(other) as f:
                 f.write(header.encode() + output + footer)
         if code == 0:
             return True, ""

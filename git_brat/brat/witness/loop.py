@@ -12,7 +12,7 @@ from typing import Callable
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -367,8 +367,10 @@ class Witness:
         if self._version is None:
             import shutil
             # Short: a session waits on it, and a missing version costs only a status column.
-            self._version = engines.version_of(self.preset, shutil.which(self.preset.binary)
-                                               if self.preset.binary else None, timeout=15.0)
+            store = self.g.store
+            self._version = engines.version_of(
+                self.preset, shutil.which(self.preset.binary) if self.preset.binary else None,
+                timeout=15.0, repo=engines.repository_dirs(store.toplevel(), store.common_dir))
         return self._version
 
     # -- supervising ------------------------------------------------------------------------
@@ -502,14 +504,15 @@ class Witness:
         salvaged, kept_all, kept = session.save_work(store, live, self.preset.scratch)
         head = store.refs.branch_tip(live.branch) or ""
         commits = store.objects.count(live.target, head) if head else 0
-        tail = runner.tail(live.log, TAIL_LINES)
+        # What the log records of the output syncs to every clone: secrets redacted.
+        tail = redact.text(runner.tail(live.log, TAIL_LINES))
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
         if not engine_session and self.preset.resumes and not self.preset.session_keys \
                 and live.phase == "engine":
             # An engine that resumes from its files (aider's chat history), not by an id.
             engine_session = layout.session_dir(store, live.sid)
-        error = result.message if result is not None and result.is_error else None
+        error = redact.text(result.message) if result is not None and result.is_error else None
         facts = dict(session=live.sid, branch=live.branch, setup_failed=live.setup_failed,
                      exit_code=rc, engine_error=error, timeout=live.deadline - live.started,
                      commits=commits, tail=tail)

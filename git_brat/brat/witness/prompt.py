@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import msgspec
 
+from git_brat.files import read_inside
+
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
-MAX_INSTRUCTIONS = 16 << 10      # characters of each instructions file
+MAX_INSTRUCTIONS = 16 << 10      # bytes read of each instructions file
 MAX_FAILURE = 6 << 10            # characters of a previous failure's output
 
 
@@ -40,17 +40,18 @@ Do not switch branches, push, or merge into {target}: the merge queue does that.
 
 
 def instructions(workdir: str) -> list[tuple[str, str]]:
-    """The repository's agent instructions (AGENTS.md, CLAUDE.md) found at the top of workdir."""
+    """The repository's agent instructions (AGENTS.md, CLAUDE.md) found at the top of workdir.
+
+    Only regular files inside the work tree are read: the files are whoever committed them,
+    and a symlink out of the tree would paste the user's files into what goes to the engine."""
     out = []
     for name in INSTRUCTION_FILES:
-        path = os.path.join(workdir, name)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read(MAX_INSTRUCTIONS + 1)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
+        got = read_inside(workdir, name, MAX_INSTRUCTIONS)
+        if got is None:
             continue
-        if len(text) > MAX_INSTRUCTIONS:
-            text = text[:MAX_INSTRUCTIONS] + "\n[… cut]"
+        text = got[0].decode("utf-8", "replace")
+        if got[1]:
+            text += f"\n[… cut: {name} is longer than {MAX_INSTRUCTIONS} bytes]"
         if text.strip():
             out.append((name, text.strip()))
     return out

@@ -8,7 +8,7 @@ from typing import Callable
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -165,7 +165,8 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
         out = [Draft(s.id, ev.SetFields({
             "status": "crashed", "reason": why, "ended_at": process.now_ms(), "salvaged": salvaged,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,
-            "output_tail": runner.tail(layout.session_log(g.store, s.id), TAIL_LINES)[-4000:]
+            "output_tail": redact.tail(runner.tail(layout.session_log(g.store, s.id), TAIL_LINES),
+                                       4000)
             if local is not None else ""}))]
         task = b.tasks.get(tid)
         if task is not None and status_of(task) == "running" and task.get("session") == s.id:

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -22,6 +22,7 @@ from git_brat.brat.engines import Invocation, Preset, runner
 from git_brat.brat.witness import prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
+from git_brat.files import open_private, private_dir
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
 from git_brat.grite.log.wal import Draft
@@ -156,7 +157,7 @@ def stop_strays(sid: str) -> list[int]:
 
 
 def log_line(path: str, text: str) -> None:
-    with open(path, "ab") as f:
+    with open_private(path) as f:
         f.write(f"[brat] {text}\n".encode("utf-8", "replace"))
 
 
@@ -253,9 +254,8 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
             engine_version: Callable[[], str]) -> None:
     """(worker) The work tree, the prompt and the engine's command, then setup or the engine."""
     tid, preset = live.tid, live.preset
-    os.makedirs(os.path.dirname(live.log), exist_ok=True)
-    sdir = layout.session_dir(g.store, live.sid)
-    os.makedirs(sdir, exist_ok=True)
+    private_dir(os.path.dirname(live.log))   # logs and prompts: 0600 in 0700 directories
+    sdir = private_dir(layout.session_dir(g.store, live.sid))
     resumed_branch = make_worktree(g, live)
     board: Board = info["board"]
     task: Entity = info["task"]
@@ -267,6 +267,10 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
     resume_id = ""
     if preset.resumes and last is not None and last.get("engine") == preset.name:
         resume_id = last.get("engine_session", "")
+        if resume_id and not engines.resume_id_ok(preset, resume_id):
+            raise UsageError(f"task {tid}: the conversation to resume, {resume_id!r} (session "
+                             f"{last.id} in the log), is not a {preset.name} conversation id: "
+                             f"refused (the next attempt starts a fresh conversation)")
     conv = board.convoys.get(task.get("convoy", ""))
     notes = [body for _e, _l, _a, _t, body in task.sorted_comments()
              if not body.startswith(("done: ", "reply: "))]
@@ -281,13 +285,13 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
         commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0)
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
-    with open(layout.session_prompt(g.store, live.sid), "w", encoding="utf-8") as f:
-        f.write(text)
+    with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
+        f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
                                   live.session_uuid)
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
-              "argv": engines.shown_argv(live.inv.argv, text), "resumed": resume_id,
+              "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
               "engine_session": live.session_uuid or resume_id}
     live.prepared = fields   # recorded with the pid, in one event, once it runs

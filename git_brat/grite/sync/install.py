@@ -6,6 +6,7 @@ import os
 
 import msgspec
 
+from git_brat.grite.sync import hookhashes
 from git_brat.grite.sync import shims as hooks
 from git_brat.errors import NotFound
 from git_brat.files import atomic_write
@@ -53,8 +54,12 @@ def _load_manifest(store: Store) -> Installed:
         return Installed()
 
 
-def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
-    """Hooks into `git rev-parse --git-path hooks`, the fetch refspec on every (or the given) remote."""
+def install(store: Store, remotes: list[str] | None = None,
+            accept_hooks: bool = True) -> InstallResult:
+    """Hooks into `git rev-parse --git-path hooks`, the fetch refspec on every (or the given) remote.
+
+    `accept_hooks`: record the other hooks there as the user's (hookhashes); a repair passes
+    False, so it never vouches for a hook that changed."""
     manifest = _load_manifest(store)
     hooks_dir = store.hooks_dir()
     if not os.path.isdir(hooks_dir) and hooks_dir not in manifest.created_dirs:
@@ -65,6 +70,7 @@ def install(store: Store, remotes: list[str] | None = None) -> InstallResult:
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
     changes = hooks.install(hooks_dir, _hide_from_status(store, hooks_dir, manifest),
                             user=store.common_dir)
+    hookhashes.record(store, hooks_dir, accept=accept_hooks)
     atomic_write(_manifest_path(store), msgspec.json.encode(manifest))
     added = []
     for r in store.remotes() if remotes is None else remotes:
