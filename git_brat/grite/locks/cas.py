@@ -49,8 +49,10 @@ def apply(g: "Grite", resource: str, decide: Decide, st: Settings, record: bool 
             return _apply_remote(g, ref, resource, decide, st, record)
         except RemoteUnreachable as exc:
             if not st.fallback:
-                raise GriteError(f"{exc.message}; lease on {resource} unchanged "
-                                 f"(drop --no-fallback to use a local lease)")
+                # Still a RemoteUnreachable: a caller that never decides locally (the witness)
+                # tells an outage from a refusal by its type, and waits it out.
+                raise RemoteUnreachable(st.remote, f"{exc.detail}; lease on {resource} unchanged "
+                                        f"(drop --no-fallback to use a local lease)") from exc
             out = _apply_local(g, ref, resource, decide, st, record)
             out.note = f"remote {st.remote} unreachable"
             return out
