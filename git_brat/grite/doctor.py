@@ -22,7 +22,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
-    #            | stale-temp | history-cut
+    #            | stale-temp | history-cut | forged-lease
     subject: str
     detail: str
     fixed: bool = False
@@ -102,6 +102,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     if not cut:   # (a cut clone cannot replay what a snapshot covers)
         findings += _check_snapshots(g, fix)
     findings += _check_hooks(g, fix)
+    findings += _check_leases(g)
     ok = all(f.fixed or f.kind in NOTES for f in findings)
     return Report(ok, len(commits), events, tips, findings)
 
@@ -230,6 +231,19 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             f.fixed = True
         findings.append(f)
     return findings
+
+
+def _check_leases(g: Grite) -> list[Finding]:
+    """Records on live leases' refs that their history does not allow (an "acquire" over
+    another holder's live lease): ignored by every lease decision, reported here."""
+    from git_brat.grite import locks
+    try:
+        report = locks.status(g, locks.settings(g.store, local=True), refresh=False,
+                              released=False)
+    except GriteError as exc:
+        return [Finding("forged-lease", "", f"lease records could not be read: {exc.message}")]
+    return [Finding("forged-lease", f.sha, f"{f.resource}: {f.action} record ignored: {f.reason}")
+            for f in report.forged]
 
 
 def _check_hooks(g: Grite, fix: bool) -> list[Finding]:

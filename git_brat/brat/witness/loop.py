@@ -105,11 +105,10 @@ class Witness:
         self.preset = engines.resolve(opts.engine, cfg.engines)
         if not self.preset.argv:
             engines.invocation(self.preset, "", "", "")   # raises the clear "no command" error
-        # A witness that syncs never claims on a local lease: while the lock remote is down,
-        # every clone would run every task. It claims nothing and retries (_authority_down).
+        # Never a local lease while the lock remote is down (every clone would run every task):
+        # claim nothing, and ask it again later.
         self.st = locks.settings(g.store, ttl=opts.lease_ttl, fallback=False)
-        self._down_until = 0.0     # monotonic: no claims before this while the lock remote is down
-        self._down_for = 0.0       # the current backoff, seconds (0: the lock remote answers)
+        self.outage = locks.Outage()
         self.live: dict[str, LiveSession] = {}
         self.ended: list[SessionEnd] = []
         self.recovered: list[Recovered] = []
@@ -230,7 +229,7 @@ class Witness:
     # -- claiming ------------------------------------------------------------------------
 
     def claim(self) -> int:
-        if len(self.live) >= self.opts.max_sessions or time.monotonic() < self._down_until:
+        if len(self.live) >= self.opts.max_sessions or self.outage.waiting():
             return 0
         board = model.board(self.g, refresh=True)
         cid = self.g.resolve(self.opts.convoy, model.CONVOY).id if self.opts.convoy else None
@@ -273,8 +272,10 @@ class Witness:
             if self.opts.once:
                 self.held_elsewhere.add(tid)   # someone else runs it: not ours this pass
             return True
-        except locks.RemoteUnreachable as exc:
-            self._authority_down(exc)
+        except locks.RemoteUnreachable:
+            if self.outage.down():
+                self.say(f"warning: lock remote {self.st.remote} unreachable: claiming no task "
+                         f"until it answers; retrying")
             return True
         except GriteError as exc:
             self.say(f"warning: could not lease task {tid[:7]}: {exc.message}")
@@ -284,7 +285,8 @@ class Witness:
             # held by a session that never starts it would keep every witness off the task.
             self._release(res, holder)
             raise
-        self._authority_up()
+        if self.outage.up():
+            self.say(f"lock remote {self.st.remote} answers again: claiming")
         before = self._previous_session(res) if lease.action == "acquire" else ""
         if before and not self._knows(before):
             # A session we have never heard of held this task and let it go cleanly: it ran on
@@ -321,24 +323,6 @@ class Witness:
         with self._count:
             self.started += 1
         return self._launch(live, info)
-
-    def _authority_down(self, exc: GriteError) -> None:
-        """(worker) The lock remote did not answer: claim nothing for a while, doubling the
-        wait up to a minute; said once per outage, not once per task."""
-        with self._count:
-            first = not self._down_for
-            self._down_for = min(60.0, max(2.0, self._down_for * 2))
-            self._down_until = time.monotonic() + self._down_for
-        if first:
-            self.say(f"warning: lock remote {self.st.remote} unreachable: claiming no task until "
-                     f"it answers (a local lease would let other clones run the same tasks); "
-                     f"retrying")
-
-    def _authority_up(self) -> None:
-        with self._count:
-            was, self._down_for = self._down_for, 0.0
-        if was:
-            self.say(f"lock remote {self.st.remote} answers again: claiming")
 
     def _launch(self, live: LiveSession, info: dict) -> bool:
         """(worker) Prepare the work tree and prompt, start setup or the engine; True if it ended."""
