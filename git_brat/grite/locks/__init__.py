@@ -21,7 +21,7 @@ from git_brat.grite.locks.lease import (
     LeaseView, Outcome, current, default_holder_id, effective, history, holder_for, judge,
     lock_entity, parse_resource, read_lease, ref_for, refname_problem, resource_of, view)
 from git_brat.grite.locks.settings import Settings, committed_locks_table, lock_remote, settings
-from git_brat.grite.locks.status import Status, gc, status
+from git_brat.grite.locks.status import Status, gc, status, ungrounded_tokens
 
 __all__ = [
     "DEFAULT_SKEW", "DEFAULT_TTL", "LOCKS", "MAX_NAME", "MAX_TTL", "Forged", "Holder", "Lease",
@@ -29,4 +29,4 @@ __all__ = [
     "Status", "acquire", "append_fenced", "committed_locks_table", "current",
     "default_holder_id", "effective", "fence", "gc", "history", "holder_for", "judge",
     "lock_entity", "lock_remote", "parse_resource", "read_lease", "ref_for", "refname_problem",
-    "release", "renew", "resource_of", "settings", "status", "view"]
+    "release", "renew", "resource_of", "settings", "status", "ungrounded_tokens", "view"]

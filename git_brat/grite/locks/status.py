@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from git_brat.process import now_ms
-from git_brat.errors import CorruptObject, NotFound, RemoteUnreachable
+from git_brat.errors import CorruptObject, NotFound, RemoteUnreachable, UsageError
 from git_brat.grite.locks import authority, cas
 from git_brat.grite.locks.lease import (
     ENTRY, LOCKS, Forged, LeaseView, decide_expire, default_holder_id, effective, lease_decoder,
@@ -189,6 +189,28 @@ def _summarize_packed(store: "Store", packed, memo: Memo) -> PackedLive:
     summary = PackedLive(sorted(live), sorted(remotes))
     memo.set_packed_live(packed.key, summary)
     return summary
+
+
+def ungrounded_tokens(g: "Grite") -> list[Forged]:
+    """Lease tokens the log grants beyond every record this clone has of the lease's ref.
+
+    Replay fences by the log's LeaseToken events, which anyone who can push can write: one far
+    ahead makes every clone reject the genuine holder's events. Only the tip of each ref is
+    read (a report, not a decision)."""
+    store, out = g.store, []
+    known = _known_records(store)
+    for resource, token in g.state().fences.items():
+        try:
+            shas = known.get(ref_for(resource), [])
+            newest = max((read_lease(store, sha).token for sha in shas), default=None)
+        except (CorruptObject, UsageError):
+            continue
+        if newest is not None and token > newest:
+            out.append(Forged(resource, "", "lease-token", "", token,
+                              f"the log grants token {token}, but the lease's records go no "
+                              f"further than token {newest}: events written under the real "
+                              f"lease may be rejected"))
+    return out
 
 
 def gc(g: "Grite", st: Settings, dry_run: bool = False) -> Status:

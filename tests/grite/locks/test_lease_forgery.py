@@ -88,3 +88,26 @@ def test_an_expire_record_pushed_over_a_live_lease_does_not_free_it(tmp_path):
     refused = grite(bob, "lock", "acquire", "task:t1", "--remote", "origin", "--holder", "bob",
                     check=False)
     assert refused.returncode == 5 and "held by alice" in refused.err
+
+
+def test_a_lease_token_in_the_log_beyond_the_leases_own_records_is_reported(tmp_path):
+    import sys
+    hub = seeded_hub(tmp_path)
+    alice = clone(str(hub), tmp_path / "alice")
+    grite(alice, "lock", "acquire", "task:t1", "--holder", "alice", "--ttl", "600")
+    assert grite_json(alice, "doctor")["ok"]
+    # A pushed event granting a token far ahead of the lease (what a forger writes).
+    forge = ("from git_brat.grite.repo import Grite\n"
+             "from git_brat.grite.locks import lock_entity\n"
+             "from git_brat.grite.log.wal import Draft\n"
+             "from git_brat.grite.model import events as ev\n"
+             "g = Grite.open('.')\n"
+             "g.append([Draft(lock_entity('task:t1'), ev.LeaseToken('task:t1', 10**9, 'x', 1))],"
+             " 'forged')\n")
+    from pathlib import Path
+    run([sys.executable, "-c", forge], alice, env={"PYTHONPATH": str(Path(__file__).parents[3])})
+    report = grite(alice, "doctor", "--json", check=False)
+    assert report.returncode == 6
+    found = [f for f in json.loads(report.out)["findings"] if f["kind"] == "forged-lease"]
+    assert [f["subject"] for f in found] == ["task:t1"]
+    assert "grants token 1000000000" in found[0]["detail"]
