@@ -23,7 +23,7 @@ STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older on
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
-    #            | stale-temp | history-cut | hook-changed | hook-unknown
+    #            | stale-temp | history-cut | hook-changed | hook-unknown | forged-lease
     subject: str
     detail: str
     fixed: bool = False
@@ -108,6 +108,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_hooks(g, fix)
     hook_files, hook_findings = _check_hook_files(g, fix)
     findings += hook_findings
+    findings += _check_leases(g)
     ok = all(f.fixed or f.kind in NOTES for f in findings)
     return Report(ok, len(commits), events, tips, findings, hook_files)
 
@@ -236,6 +237,20 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             f.fixed = True
         findings.append(f)
     return findings
+
+
+def _check_leases(g: Grite) -> list[Finding]:
+    """Records on live leases' refs that their history does not allow (an "acquire" over
+    another holder's live lease): ignored by every lease decision, reported here."""
+    from git_brat.grite import locks
+    try:
+        report = locks.status(g, locks.settings(g.store, local=True), refresh=False,
+                              released=False)
+    except GriteError as exc:
+        return [Finding("forged-lease", "", f"lease records could not be read: {exc.message}")]
+    return [Finding("forged-lease", f.sha, f"{f.resource}: {f.action} record ignored: {f.reason}")
+            for f in report.forged] + [Finding("forged-lease", f.resource, f.reason)
+                                       for f in locks.ungrounded_tokens(g)]
 
 
 def _check_hooks(g: Grite, fix: bool) -> list[Finding]:

@@ -152,7 +152,11 @@ def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_pat
     grite(a, "lock", "release", "task:t2")
     git(a, "add", ".brat/config.toml")
     git(a, "commit", "-q", "-m", "locks on backup")
-    assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "backup"
+    # The first lease made origin's hub the lock authority, recorded in the log: a name
+    # committed later does not move leases to another hub (two hubs would both grant them).
+    assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "origin"
+    git(a, "remote", "rename", "origin", "hub")
+    assert grite_json(a, "lock", "acquire", "task:t3")["remote"] == "hub"
 
 
 def test_reads_work_on_a_read_only_repository_cold_or_warm(grepo):

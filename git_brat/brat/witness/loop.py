@@ -104,7 +104,10 @@ class Witness:
         self.preset = engines.resolve(opts.engine, cfg.engines)
         if not self.preset.argv:
             engines.invocation(self.preset, "", "", "")   # raises the clear "no command" error
-        self.st = locks.settings(g.store, ttl=opts.lease_ttl)
+        # Never a local lease while the lock remote is down (every clone would run every task):
+        # claim nothing, and ask it again later.
+        self.st = locks.settings(g.store, ttl=opts.lease_ttl, fallback=False)
+        self.outage = locks.Outage()
         self.live: dict[str, LiveSession] = {}
         self.ended: list[SessionEnd] = []
         self.recovered: list[Recovered] = []
@@ -225,7 +228,7 @@ class Witness:
     # -- claiming ------------------------------------------------------------------------
 
     def claim(self) -> int:
-        if len(self.live) >= self.opts.max_sessions:
+        if len(self.live) >= self.opts.max_sessions or self.outage.waiting():
             return 0
         board = model.board(self.g, refresh=True)
         cid = self.g.resolve(self.opts.convoy, model.CONVOY).id if self.opts.convoy else None
@@ -268,6 +271,11 @@ class Witness:
             if self.opts.once:
                 self.held_elsewhere.add(tid)   # someone else runs it: not ours this pass
             return True
+        except locks.RemoteUnreachable:
+            if self.outage.down():
+                self.say(f"warning: lock remote {self.st.remote} unreachable: claiming no task "
+                         f"until it answers; retrying")
+            return True
         except GriteError as exc:
             self.say(f"warning: could not lease task {tid[:7]}: {exc.message}")
             return True
@@ -276,6 +284,8 @@ class Witness:
             # held by a session that never starts it would keep every witness off the task.
             self._release(res, holder)
             raise
+        if self.outage.up():
+            self.say(f"lock remote {self.st.remote} answers again: claiming")
         before = self._previous_session(res) if lease.action == "acquire" else ""
         if before and not self._knows(before):
             # A session we have never heard of held this task and let it go cleanly: it ran on

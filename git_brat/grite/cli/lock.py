@@ -145,6 +145,12 @@ def release(resource, holder, force, no_fallback, remote, local, skew, as_json):
     emit(as_json, out, human)
 
 
+def _warn_forged(forged) -> None:
+    for f in forged:
+        warn(f"ignored lease record {f.sha[:12]} on {f.resource}: {f.reason} (lease "
+             f"records are not signed: anyone who can push can append one)")
+
+
 def _rows(leases, names: dict[str, str]) -> str:
     """A table; holders that are actors are shown by name (the log says who they are)."""
     rows = [["RESOURCE", "STATE", "TOKEN", "LEFT", "HOLDER"]]
@@ -166,6 +172,7 @@ def status(resource, remote, local, skew, as_json):
     report = locks.status(g, st, resource)
     for p in report.problems:
         warn(f"unreadable lease record {p}")
+    _warn_forged(report.forged)
     if report.note:
         warn(report.note)
     def human() -> str:

@@ -13,7 +13,8 @@ from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, GriteError, NotFound, RefLocked, RemoteUnreachable
 from git_brat.grite.locks.lease import (
     ENTRY, LOCKS, Decide, Holder, Lease, LeaseHeld, Outcome, Plan, decide_acquire, decide_release,
-    decide_renew, holder_for, lock_entity, read_lease, ref_for, view)
+    decide_renew, effective, holder_for, lock_entity, ref_for, view)
+from git_brat.grite.locks import authority
 from git_brat.grite.locks.settings import Settings
 from git_brat.grite.log.wal import Draft, lock_timeout
 
@@ -45,12 +46,15 @@ def apply(g: "Grite", resource: str, decide: Decide, st: Settings, record: bool 
     it is unreachable and st.fallback allows), else on this clone's ref."""
     ref = ref_for(resource)
     if st.remote:
+        st = authority.resolve(g, st)
         try:
             return _apply_remote(g, ref, resource, decide, st, record)
         except RemoteUnreachable as exc:
             if not st.fallback:
-                raise GriteError(f"{exc.message}; lease on {resource} unchanged "
-                                 f"(drop --no-fallback to use a local lease)")
+                # Still a RemoteUnreachable: a caller that never decides locally (the witness)
+                # tells an outage from a refusal by its type, and waits it out.
+                raise RemoteUnreachable(st.remote, f"{exc.detail}; lease on {resource} unchanged "
+                                        f"(drop --no-fallback to use a local lease)") from exc
             out = _apply_local(g, ref, resource, decide, st, record)
             out.note = f"remote {st.remote} unreachable"
             return out
@@ -66,8 +70,8 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
     while True:
         attempt += 1
         old = store.refs.read(ref)
-        prev = read_lease(store, old) if old else None
         now = now_ms()
+        prev = effective(store, old, now)[0] if old else None
         plan = decide(prev, now, "")
         if plan is None:
             return _unchanged(resource, prev, now, st, ref)
@@ -97,8 +101,8 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
     expected = base = store.refs.read(ref)
     fresh = False
     while True:
-        prev = read_lease(store, base) if base else None
         now = now_ms()
+        prev = effective(store, base, now)[0] if base else None
         try:
             plan = decide(prev, now, remote)
         except (Conflict, NotFound):
@@ -121,7 +125,10 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
             raise RemoteFailed(remote, f"the push of the lease on {resource}", exc.detail) from exc
         if won:
             _mirror(store, ref, mirrored, commit, _message(plan))
-            return _finish(g, ref, plan, st, record)
+            out = _finish(g, ref, plan, st, record)
+            if plan.grant and authority.recorded(g) is None:
+                authority.establish(g, st)
+            return out
         if not any(r in reason for r in _RACE_REASONS):
             raise GriteError(f"remote {remote} refused the lease update for {resource}: {reason}")
         if time.monotonic() > deadline:

@@ -9,7 +9,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from git_brat.process import hostname
+from git_brat.process import hostname, now_ms
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, CorruptObject, NotFound, UsageError
 from git_brat.grite.model.state import iso
@@ -222,7 +222,103 @@ def read_lease(store: "Store", sha: bytes) -> Lease:
 def current(g: "Grite", resource: str) -> Lease | None:
     """The lease record this clone has for resource (the local ref or the remote's mirror)."""
     sha = g.store.refs.read(ref_for(resource))
-    return read_lease(g.store, sha) if sha else None
+    return effective(g.store, sha, now_ms())[0] if sha else None
+
+
+class Forged(msgspec.Struct):
+    """A record on a lease ref that its history does not allow: ignored, and reported."""
+    resource: str
+    sha: str
+    action: str
+    holder: str
+    token: int
+    reason: str
+
+
+def effective(store: "Store", sha: bytes, now: int) -> tuple[Lease, list[Forged]]:
+    """The lease a ref's records really grant, and the records that do not count.
+
+    Anyone who can push can append a record, and a record only claims who wrote it: "acquire"
+    by another holder over a live lease would take it for as long as it says. So the records
+    are folded from the oldest one read (CHAIN records back at most), each judged against the
+    lease as it stood before it (_invalid); one that breaks the rules is skipped.
+    """
+    records: list[tuple[bytes, Lease]] = []
+    at: bytes | None = sha
+    while at and len(records) < CHAIN:
+        try:
+            lease, parent = _record(store, at)
+        except CorruptObject:
+            if not records:
+                raise
+            break   # an unreadable older record: fold from what came after it
+        records.append((at, lease))
+        at = parent
+    records.reverse()
+    # A record may claim a time no later than its reader's clock, nor than any record written
+    # after it (plus a margin for clocks): "acquired after the lease expired", dated ahead, lies.
+    latest, bound = [0] * len(records), now
+    for i in range(len(records) - 1, -1, -1):
+        latest[i] = bound + FUTURE_MS
+        bound = min(bound, records[i][1].written_at)
+    lease, forged = records[0][1], []
+    for i in range(1, len(records)):
+        rec_sha, rec = records[i]
+        why = _invalid(lease, rec, latest[i])
+        if why:
+            forged.append(Forged(lease.resource, rec_sha.decode(), rec.action, rec.holder.id,
+                                 rec.token, why))
+        else:
+            lease = rec
+    return lease, forged
+
+
+CHAIN = 100                      # records read back from a lease ref's tip to judge it
+# Records are content-addressed: what a sha says never changes, so a long-lived process (a
+# witness renewing every few seconds) reads each one once.
+_RECORDS: dict[bytes, tuple[Lease, bytes | None]] = {}
+
+
+def _record(store: "Store", sha: bytes) -> tuple[Lease, bytes | None]:
+    """(the record, its parent's sha); CorruptObject when it does not read or decode."""
+    got = _RECORDS.get(sha)
+    if got is None:
+        data, parents = store.objects.read_record(sha, ENTRY)
+        try:
+            got = (lease_decoder.decode(data), parents[0] if parents else None)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptObject(sha.decode(), f"lease record does not decode ({exc})") from exc
+        if len(_RECORDS) > 50_000:
+            _RECORDS.clear()
+        _RECORDS[sha] = got
+    return got
+FUTURE_MS = int(DEFAULT_SKEW * 1000)   # how far a record's clock may run ahead of its reader's
+_GRANTS = ("acquire", "takeover", "force-takeover")
+
+
+def _invalid(prev: Lease, rec: Lease, latest: int) -> str:
+    """Why rec cannot follow prev on a lease ref ("" when it can)."""
+    if rec.resource != prev.resource:
+        return f"names {rec.resource!r}, not {prev.resource!r}"
+    grant = rec.action in _GRANTS
+    if grant and rec.token != prev.token + 1:
+        return f"grants token {rec.token}, not {prev.token + 1}"
+    if not grant and rec.token != prev.token:
+        return f"changes token {prev.token} to {rec.token} without a grant"
+    if rec.action.startswith("force-"):
+        return ""   # a recorded override (--force): allowed, and its history says who
+    if prev.state == "released":
+        return "" if grant else f"{rec.action} of a released lease"
+    if rec.action == "expire":
+        if prev.expires_at < rec.written_at <= latest:
+            return ""
+        return f"expires {prev.holder.id}'s lease before it ran out"
+    if rec.holder.id == prev.holder.id:
+        return ""
+    if grant and prev.expires_at < rec.acquired_at <= latest:
+        return ""   # a takeover of a lease its holder let run out
+    return (f"{rec.action} by {rec.holder.id} while {prev.holder.id} held it "
+            f"(token {prev.token}, until {iso(prev.expires_at).isoformat()})")
 
 
 def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:

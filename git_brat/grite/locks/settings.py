@@ -56,6 +56,8 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
         name, src = remote, "--remote"
     else:
         name, src = lock_remote(store, cfg)
+    if name is not None:
+        _check_remote_name(store, name, src, committed=src.startswith("[locks] remote"))
     if name is not None and f"remote.{name}.url" not in cfg:
         path = _local_path(name)
         # Relative to the top of the work tree, as `git push ../hub.git` takes it.
@@ -68,6 +70,24 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
             if remote:
                 raise NotFound(f"{src} {name!r}: no such repository (the path does not exist)")
     return Settings(name, ttl_s, skew_s, fallback, timeout)
+
+
+def _check_remote_name(store: "Store", name: str, src: str, committed: bool) -> None:
+    """Refuse a lock remote that is no remote: an option (`--upload-pack=…` runs a command) or,
+    from the committed file, anything but one of this clone's configured remotes.
+
+    The committed file is written by whoever can push: a URL there would send this clone's
+    lease traffic (and credentials) wherever they like, so it may only name a remote this
+    clone's own git config defines. A URL typed on the command line or put in this clone's
+    git config is the user's own choice.
+    """
+    if name.startswith("-") or any(ord(c) < 0x20 or ord(c) == 0x7f for c in name):
+        raise UsageError(f"{src}: {name!r} is not a remote name or URL; "
+                         f"name one of `git remote` (or pass --local)")
+    if committed and name not in store.remotes():
+        raise UsageError(f"{src} names {name!r}, which is not a remote of this clone (the "
+                         f"committed file may only name a remote, never a URL); add it with "
+                         f"`git remote add {name} <url>` if it is yours, or pass --remote/--local")
 
 
 def _local_path(url: str) -> str | None:

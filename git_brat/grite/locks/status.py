@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from git_brat.process import now_ms
-from git_brat.errors import CorruptObject, NotFound, RemoteUnreachable
-from git_brat.grite.locks import cas
+from git_brat.errors import CorruptObject, NotFound, RemoteUnreachable, UsageError
+from git_brat.grite.locks import authority, cas
 from git_brat.grite.locks.lease import (
-    ENTRY, LOCKS, LeaseView, decide_expire, default_holder_id, lease_decoder, read_lease, ref_for,
-    view)
+    ENTRY, LOCKS, Forged, LeaseView, decide_expire, default_holder_id, effective, lease_decoder,
+    read_lease, ref_for, view)
 from git_brat.grite.locks.memo import Memo, PackedLive, Seen
 from git_brat.grite.locks.settings import Settings
 from git_brat.grite.log.refs import grite_dir
@@ -26,6 +26,7 @@ class Status(msgspec.Struct):
     leases: list[LeaseView]
     note: str = ""
     problems: list[str] = []
+    forged: list[Forged] = []    # records on the lease refs that do not count (lease.effective)
 
 
 def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool = True,
@@ -36,6 +37,7 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
     again (a year of finished work is tens of thousands of such refs)."""
     store, note = g.store, ""
     if st.remote and refresh:
+        st = authority.resolve(g, st)
         try:
             if resource:
                 cas.refresh(store, st.remote, ref_for(resource), st)
@@ -46,7 +48,13 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
         except cas.RemoteFailed as exc:
             note = f"could not read the leases of {st.remote} ({exc.detail}); showing this " \
                    f"clone's records"
-    now, leases, problems = now_ms(), [], []
+    now, leases, problems, forged = now_ms(), [], [], []
+
+    def judged(sha: bytes, name: bytes):
+        lease, bad = effective(store, sha, now)
+        forged.extend(bad)
+        return view(lease, now, st.skew_ms, name)
+
     memo = Memo(os.path.join(grite_dir(store), "cache")) if not released else None
     known = _known_records(store) if released else _unreleased_records(store, memo)
     seen = memo.seen([sha for shas in known.values() for sha in shas]) if memo else {}
@@ -58,20 +66,20 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
             continue
         try:
             if memo is None:   # every lease: each record read once
-                newest = max((read_lease(store, sha) for sha in records),
-                             key=lambda lease: (lease.token, lease.written_at))
-                leases.append(view(newest, now, st.skew_ms, name))
+                newest = max(records, key=lambda sha: (lambda lease: (
+                    lease.token, lease.written_at))(read_lease(store, sha)))
+                leases.append(judged(newest, name))
                 continue
             sha, was_released = _newest(store, records, seen, new)
             if not was_released:
-                leases.append(view(read_lease(store, sha), now, st.skew_ms, name))
+                leases.append(judged(sha, name))
         except CorruptObject as exc:
             problems.append(f"{name.decode()}: {exc.message}")
     if memo:
         memo.remember(new)
     if resource and not leases and not problems:
         raise NotFound(f"no lease on {resource}")
-    return Status(leases, note, problems)
+    return Status(leases, note, problems, forged)
 
 
 def _learn(store: "Store", shas: list[bytes], seen: dict[bytes, Seen],
@@ -183,6 +191,28 @@ def _summarize_packed(store: "Store", packed, memo: Memo) -> PackedLive:
     return summary
 
 
+def ungrounded_tokens(g: "Grite") -> list[Forged]:
+    """Lease tokens the log grants beyond every record this clone has of the lease's ref.
+
+    Replay fences by the log's LeaseToken events, which anyone who can push can write: one far
+    ahead makes every clone reject the genuine holder's events. Only the tip of each ref is
+    read (a report, not a decision)."""
+    store, out = g.store, []
+    known = _known_records(store)
+    for resource, token in g.state().fences.items():
+        try:
+            shas = known.get(ref_for(resource), [])
+            newest = max((read_lease(store, sha).token for sha in shas), default=None)
+        except (CorruptObject, UsageError):
+            continue
+        if newest is not None and token > newest:
+            out.append(Forged(resource, "", "lease-token", "", token,
+                              f"the log grants token {token}, but the lease's records go no "
+                              f"further than token {newest}: events written under the real "
+                              f"lease may be rejected"))
+    return out
+
+
 def gc(g: "Grite", st: Settings, dry_run: bool = False) -> Status:
     """Mark leases whose holders let them expire as released (recorded, tokens kept)."""
     report = status(g, st)
@@ -199,4 +229,4 @@ def gc(g: "Grite", st: Settings, dry_run: bool = False) -> Status:
         out = cas.apply(g, lease.resource, decide_expire(by, st.skew_ms), local)
         if out.action == "expire":
             done.append(out)
-    return Status(done, report.note, report.problems)
+    return Status(done, report.note, report.problems, report.forged)
