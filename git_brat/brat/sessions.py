@@ -35,6 +35,18 @@ def holder_id(sid: str) -> str:
     return f"session:{sid}"
 
 
+def witness_gone(s: Entity, host: str | None = None) -> int:
+    """The pid of the session's witness when it ran on this host and is gone, else 0.
+
+    Recovery and status ask this one question: on its own host a dead witness is known at
+    once, without waiting for its lease to run out."""
+    witness = process.Proc(s.get("witness_pid", 0), s.get("witness_start", 0), s.get("host", ""))
+    here = host or process.hostname()
+    if s.get("host") == here and witness.pid and not process.same_process(witness):
+        return witness.pid
+    return 0
+
+
 def branch_for(tid: str) -> str:
     return f"brat/{tid}"
 

@@ -57,8 +57,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
         tid = s.get("task", "")
         lease = held.get(ss.resource(tid))
         mine = lease is not None and lease.holder == ss.holder_id(s.id)
-        witness = process.Proc(s.get("witness_pid", 0), s.get("witness_start", 0), s.get("host", ""))
-        dead_here = s.get("host") == host and witness.pid and not process.same_process(witness)
+        dead_here = ss.witness_gone(s, host)
         if mine and lease.state == "held" and not dead_here:
             continue   # its witness is alive (or may be: its lease has not run out)
         if mine and lease.state == "held":
@@ -66,7 +65,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
                 locks.release(g, ss.resource(tid), st, locks.holder_for(g), force=True)
             except GriteError:
                 continue
-        why = ("its witness (pid %d) is gone" % witness.pid if dead_here else
+        why = ("its witness (pid %d) is gone" % dead_here if dead_here else
                "its lease expired: the witness stopped renewing it (crashed, killed, or cut off)")
         out.append(_recover_one(g, board, s, why, host))
         say(f"recovered session {s.id[:7]} of task {tid[:7]}: crashed ({why})")
