@@ -6,7 +6,10 @@ import json
 
 from bratkit import fail
 from helpers import brat, git
-from mayorkit import mrepo, record, runs  # noqa: F401  (fixtures)
+import mayorkit
+from mayorkit import runs
+
+mrepo, record = mayorkit.mrepo, mayorkit.record   # the kit's fixtures, used here by name
 
 
 def test_ask_says_its_engine_and_follows_a_changed_mayor_engine(mrepo, record):
