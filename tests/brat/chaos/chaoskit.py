@@ -44,9 +44,10 @@ def _run(args, cwd, env, check=True, timeout=120.0):
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _stop_group(p, signal.SIGKILL)
-        p.communicate()
-        raise Hung(f"`{' '.join(map(str, args[:1] + args[1:4]))}` in {Path(cwd).name} did not "
-                   f"finish in {timeout:g}s") from None
+        out, err = p.communicate()
+        said = " | ".join((out + err).strip().splitlines()[-3:])
+        raise Hung(f"`{' '.join(Path(str(a)).name if i == 0 else str(a) for i, a in enumerate(args[:4]))}` in {Path(cwd).name} did not "
+                   f"finish in {timeout:g}s (last said: {said or 'nothing'})") from None
     r = subprocess.CompletedProcess(args, p.returncode, out, err)
     if check and r.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, args))} in {cwd}: rc {r.returncode}\n{err}")
@@ -314,6 +315,8 @@ class Chaos:
         while time.monotonic() < deadline and not done:
             rounds += 1
             self.say(f"settle round {rounds}")
+            for c in CLONES:   # everyone publishes what it did before anyone works again
+                self.git(self.clone(c), "grite", "sync", check=False)
             for c in CLONES:
                 self.git(self.clone(c), "grite", "sync", check=False)
                 for t in self.statuses(c).items():   # a human unblocks what they blocked
@@ -371,7 +374,8 @@ class Chaos:
             done = [s for s in sessions if s["task"] == tid and s["status"] == "done"]
             if len(done) > 1 and not self.human.get(tid):
                 bad.append(f"one-run: task {tid[:7]} was worked to done by {len(done)} sessions "
-                           f"({', '.join(s['id'][:7] for s in done)}) with no human move between")
+                           f"({', '.join(s['id'][:7] for s in done)}) with no human move between "
+                           f"(no crash of the first either: it ended done)")
         dumps = {c: self.dump(c) for c in CLONES}
         for c in CLONES[1:]:
             diff = sorted(k for k in set(dumps["A"]) | set(dumps[c])
