@@ -16,7 +16,7 @@ import pytest
 import chaoskit
 
 SEEDS = [int(s) for s in os.environ.get("CHAOS_SEED", "1").split(",")]
-STEPS = int(os.environ.get("CHAOS_STEPS", "8"))
+STEPS = int(os.environ.get("CHAOS_STEPS", "6"))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
