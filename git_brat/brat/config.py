@@ -317,6 +317,11 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
         raise ConfigError(f"{where}: witness.engine = {show_value(w.engine)} is not allowed: expected "
                           f"one of {', '.join(known)} (or define [engines.{w.engine}])")
+    mayor = cfg.mayor.engine   # "" means the witness's engine
+    if mayor and mayor not in ENGINE_PRESETS and mayor not in cfg.engines:
+        known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
+        raise ConfigError(f"{where}: mayor.engine = {show_value(mayor)} is not allowed: expected "
+                          f"one of {', '.join(known)} (or define [engines.{mayor}])")
     if w.engine == "shell" and (cfg.engines.get("shell") is None or cfg.engines["shell"].command is None):
         raise ConfigError(f"{where}: witness.engine = \"shell\" needs engines.shell.command "
                           f"(the argv to run)")

@@ -35,6 +35,21 @@ def holder_id(sid: str) -> str:
     return f"session:{sid}"
 
 
+def witness_gone(store, s: Entity, host: str | None = None) -> int:
+    """The pid of the session's witness when this clone started it on this host and it is
+    gone, else 0.
+
+    Recovery and status ask this one question: on its own host a dead witness is known at
+    once, without waiting for its lease to run out. The pid comes from this clone's own local
+    record, never from the log (a record from the log may name anyone's process)."""
+    local = read_local(store, s.id, s.get("task", ""))
+    witness = process_of(local, "witness") if local is not None else None
+    here = host or process.hostname()
+    if witness is not None and witness.host == here and not process.same_process(witness):
+        return witness.pid
+    return 0
+
+
 def branch_for(tid: str) -> str:
     return f"brat/{tid}"
 

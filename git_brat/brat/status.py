@@ -68,6 +68,21 @@ class RecoveryReport(msgspec.Struct):
     needs_review: list[str]    # tasks whose crashed work survives and needs a human look
 
 
+class NotStarted(msgspec.Struct):
+    """A ready task the witness would pass over now, and why (its pick rule's words)."""
+    task: str
+    reason: str
+
+
+class DeadSession(msgspec.Struct):
+    """A session the log still calls live whose witness is known to be gone: it crashed, and
+    the next `witness run` or `deacon run` on this host recovers it."""
+    session: str
+    task: str
+    witness_pid: int
+    reason: str
+
+
 class Status(msgspec.Struct):
     generated_at: datetime
     convoy: str | None         # the --convoy filter, if any
@@ -80,6 +95,9 @@ class Status(msgspec.Struct):
     recovery: RecoveryReport
     deacon: Any = None         # what the deacon last did (deacon.LastRun), None if it never ran
     warnings: list[str] = []   # e.g. grite's hooks not live: pushes would not publish
+    not_started: list[NotStarted] = []    # ready tasks the witness passes over, and why
+    dead_sessions: list[DeadSession] = []  # live in the log, their witness gone on this host
+    no_branch: list[str] = []  # merge-queue tasks whose branch is not in this clone
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -237,19 +255,70 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
         convoys = [c for c in convoys if c.id == cid]
         tasks = {t.id for t in board.convoy_tasks(cid)}
         lease_list = [l for l in lease_list if any(_lease_on(l, t) for t in tasks)]
-    ready = [board.task_view(t) for t in board.ready(cid)]
-    sessions = [s for s in board.sessions() if tasks is None or s.task in tasks]
-    queue = [m for m in board.merge_queue() if tasks is None or m.task in tasks]
+    ready_tasks = board.ready(cid)
+    ready = [board.task_view(t) for t in ready_tasks]
+    from git_brat.brat.witness import pick
+    not_started = [NotStarted(t.id, why) for t in ready_tasks
+                   if (why := pick.passed_over(t, now_ms, leases=lease_list))]
+    sessions, dead = _sessions(g, board, tasks)
+    queue, unreached = merge_queue(g, cfg, board)
+    queue = [m for m in queue if tasks is None or m.task in tasks]
     # A convoy can be held up by a task in another convoy it depends on: show that one too.
     related = None if tasks is None else _with_prerequisites(board, tasks)
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
     from git_brat.brat.deacon import last_run
     from git_brat.grite.sync.install import hooks_warning
-    warning = hooks_warning(g.store)
+    warnings = [w for w in (hooks_warning(g.store),) if w]
+    if ready and (engine := pick.engine_problem(cfg)):
+        warnings.append(f"witness.engine: {engine}: `git brat witness run` cannot work on the "
+                        f"ready tasks")
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
                   recovery(g, board, tasks, lease_problems), last_run(g, board.state),
-                  [warning] if warning else [])
+                  warnings, not_started, dead,
+                  [t for t in unreached if tasks is None or t in tasks])
 
 
-__all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "build"]
+def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:
+    """The live sessions, those whose witness is gone on this host shown as crashed: the same
+    question recovery asks (sessions.witness_gone), so status agrees with the next witness run."""
+    from git_brat.brat import sessions as ss
+    out, dead = [], []
+    for v in board.sessions():
+        if tasks is not None and v.task not in tasks:
+            continue
+        e = board.state.entities.get(v.id)
+        pid = ss.witness_gone(g.store, e) if e is not None else 0
+        if pid:
+            dead.append(DeadSession(v.id, v.task, pid, f"its witness (pid {pid}) is gone"))
+            v = msgspec.structs.replace(v, status="crashed")
+        out.append(v)
+    return out, dead
+
+
+def merge_queue(g: Grite, cfg: Config, board: Board) -> tuple[list[MergeQueueEntry], list[str]]:
+    """The merge queue as the refinery takes it: what it is merging now (position 0), then its
+    requests numbered in its own order (refinery.queue.requests, the one rule), then the tasks
+    waiting for review whose branch this clone does not have, which it cannot take yet (their
+    ids are the second value)."""
+    from git_brat.brat.refinery import queue as rq
+    tasks = board.tasks
+    out = [MergeQueueEntry(0, m.task, m.title, m.convoy, m.status, m.priority, m.merge, m.since)
+           for m in board.merge_queue() if m.status == "merging"]
+    taken = set()
+    for i, r in enumerate(rq.requests(g, cfg, board), 1):
+        t = tasks[r.task]
+        taken.add(r.task)
+        out.append(MergeQueueEntry(i, r.task, r.title, t.get("convoy", ""), status_of(t),
+                                   r.priority, r.merge or None, iso(r.since)))
+    n, unreached = len(taken), []
+    for m in board.merge_queue():
+        if m.status == "needs-review" and m.task not in taken:
+            n += 1
+            out.append(msgspec.structs.replace(m, position=n))
+            unreached.append(m.task)
+    return out, unreached
+
+
+__all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "NotStarted", "DeadSession",
+           "build", "merge_queue"]

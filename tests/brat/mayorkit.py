@@ -31,7 +31,7 @@ def mrepo(brepo, record):
     """A repository whose config defines one fake engine per answer (committed: status clean)."""
     path = brepo / ".brat" / "config.toml"
     text = path.read_text()
-    settings = {"mayor.engine": "plan", "mayor.max_tasks": "4", "mayor.timeout": "30"}
+    settings = {"mayor.max_tasks": "4", "mayor.timeout": "30"}
     for mode in MODES:
         settings[f"engines.{mode}.command"] = _argv(mode, record)
     # A claude-shaped fake: a JSON result with session_id, and a resume template.
@@ -43,6 +43,7 @@ def mrepo(brepo, record):
     # Resumes, but reports no id (as aider): its session directory is the conversation's id.
     settings["engines.dirs.command"] = _argv("plan", record)
     settings["engines.dirs.resume"] = _argv("plan", record, "--resume", "{resume_id}")
+    settings["mayor.engine"] = "plan"   # once engines.plan is defined: an unknown one is refused
     for key, value in settings.items():
         text = config.set_text(text, key, value)[0]
     path.write_text(text)

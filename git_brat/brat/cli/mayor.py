@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import click
 
@@ -22,6 +23,9 @@ def _plan_text(r: m.AskResult) -> str:
         needs = f"  (needs {', '.join(t.needs)})" if t.needs else ""
         tid = f"{t.id[:7]}  " if t.id else ""
         lines.append(cut(f"  {tid}{t.key:<16} p{t.priority}  {t.title}{needs}", 80))
+    if r.engine_why:   # which engine answered, and why that one (a changed mayor.engine shows)
+        lines += textwrap.wrap(f"(asked engine {r.engine}: {r.engine_why})", 80,
+                               break_on_hyphens=False)
     return "\n".join(lines)
 
 

@@ -63,17 +63,31 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
     else:
         lines.append("CONVOYS  none (start one: git brat workflow run feature --var feature=...)")
     lines.append("")
-    lines += _section(f"READY ({len(s.ready)})" if s.ready else "READY", _rows(
-        [[sid(t.id), f"p{t.priority}", sid(t.convoy), t.title] for t in s.ready], [7, 2, 7, None]))
+    skipped = {n.task: n.reason for n in s.not_started}
+    ready = []
+    for t in s.ready:
+        ready += _rows([[sid(t.id), f"p{t.priority}", sid(t.convoy), t.title]], [7, 2, 7, None])
+        if t.id in skipped:   # the witness's own pick rule says it passes this one over
+            ready += textwrap.wrap(f"not started: {skipped[t.id]}", WIDTH - 4,
+                                   initial_indent="  ", subsequent_indent="  ",
+                                   break_on_hyphens=False)
+    lines += _section(f"READY ({len(s.ready)})" if s.ready else "READY", ready)
     lines.append("")
-    lines += _section("SESSIONS", _rows(
-        [[sid(x.id), sid(x.task), x.status, x.engine, x.branch] for x in s.sessions],
-        [7, 7, 9, 10, None]))
+    dead = {d.session: d for d in s.dead_sessions}
+    rows = [[sid(x.id), sid(x.task), f"crashed (witness pid {dead[x.id].witness_pid} gone)"
+             if x.id in dead else x.status, x.engine, x.branch] for x in s.sessions]
+    lines += _section("SESSIONS", _rows(rows, [7, 7, max([9] + [len(r[2]) for r in rows]), 10,
+                                               None]))
+    unreached = set(s.no_branch)
     lines += _section("MERGE QUEUE", _rows(
-        [[f"{m.position}.", sid(m.task), m.status, f"p{m.priority}", m.title] for m in s.merge_queue],
-        [3, 7, 12, 2, None]))
+        [["now" if m.position == 0 else f"{m.position}.", sid(m.task),
+          "no branch here" if m.task in unreached else m.status, f"p{m.priority}", m.title]
+         for m in s.merge_queue], [3, 7, 14, 2, None]))
+    gone = {f"session:{d.session}": d for d in s.dead_sessions}
     lines += _section("LEASES", _rows(
-        [[_resource(l.resource, sid), names.get(l.holder, l.holder), l.state, f"{l.remaining:.0f}s left" if l.state == "held"
+        [[_resource(l.resource, sid), names.get(l.holder, l.holder), l.state,
+          "witness gone" if l.state == "held" and l.holder in gone
+          else f"{l.remaining:.0f}s left" if l.state == "held"
           else f"since {when(l.expires_at)}"] for l in s.leases], [None, 14, 7, 22]))
     lines.append("")
     body = []
@@ -82,7 +96,12 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
         body.append(f"{_PASTE}{i.command}")   # never cut: it is meant to be pasted
     lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS", body)
     lines.append("")
-    lines += _section("RECOVERY", _recovery(s.recovery, sid))
+    crashed = []
+    for d in s.dead_sessions:   # the log still says running: the next witness or deacon run fixes it
+        crashed += [cut(f"session {sid(d.session)} (task {sid(d.task)}) crashed: {d.reason}",
+                        WIDTH - 2),
+                    "  `git brat witness run` or `git brat deacon run` recovers it"]
+    lines += _section("RECOVERY", crashed + _recovery(s.recovery, sid, bool(crashed)))
     if s.deacon is not None:   # what the janitor last did
         d = s.deacon
         did = "; ".join(f"{a.duty} {a.action} {cut(a.target, 40)}" for a in d.actions[:3])
@@ -99,7 +118,7 @@ def _resource(resource: str, sid) -> str:
     return f"task:{sid(name)}" if ns == "task" and len(name) == 32 else resource
 
 
-def _recovery(r: st.RecoveryReport, sid) -> list[str]:
+def _recovery(r: st.RecoveryReport, sid, more: bool = False) -> list[str]:
     out = []
     if r.rebuilt_from_log and r.snapshot:
         out.append(f"state rebuilt (no usable cache): {r.events - r.replayed} events from "
@@ -132,7 +151,7 @@ def _recovery(r: st.RecoveryReport, sid) -> list[str]:
     if r.needs_review:
         out.append("needs review before the convoy moves on: "
                    + ", ".join(sid(t) for t in r.needs_review))
-    return out or ["nothing to recover"]
+    return out or ([] if more else ["nothing to recover"])
 
 
 def _collect(convoy: str | None) -> tuple[st.Status, dict[str, str], dict[str, str]]:

@@ -63,6 +63,7 @@ class Answer(msgspec.Struct):
     body: str
     tasks: list[PlannedTask]
     touched: list[str] = []    # `git status` lines the engine changed (it was asked not to)
+    engine_why: str = ""       # where the engine came from, said to the user
 
 
 class AskResult(msgspec.Struct):
@@ -83,6 +84,7 @@ class AskResult(msgspec.Struct):
     created: bool = False
     declined: bool = False
     touched: list[str] = []
+    engine_why: str = ""       # e.g. "mayor.engine", or why it differs from the conversation's
 
 
 class Created(msgspec.Struct):
@@ -135,6 +137,31 @@ def engine_name(cfg: Config, wanted: str | None = None) -> str:
     return wanted or cfg.mayor.engine or cfg.witness.engine
 
 
+def configured(cfg: Config) -> str:
+    """Which setting names the mayor's engine (for messages)."""
+    return "mayor.engine" if cfg.mayor.engine else "witness.engine, as mayor.engine is not set"
+
+
+def engine_for(cfg: Config, conv: Entity | None) -> tuple[str, str]:
+    """(the engine this exchange asks, why that one).
+
+    A conversation opened with `mayor start --engine` keeps that engine; otherwise the
+    configured one is asked, so a changed mayor.engine takes effect at the next ask (the new
+    engine cannot resume the old one's conversation: it gets the earlier exchanges summarized).
+    """
+    if conv is None:
+        return engine_name(cfg), configured(cfg)
+    was = conv.get("engine", "")
+    if conv.get("engine_from") == "option":
+        return was, (f"chosen by `git brat mayor start --engine` for conversation "
+                     f"{conv.id[:7]}; `git brat mayor stop` returns to {configured(cfg)}")
+    now = engine_name(cfg)
+    if now != was:
+        return now, (f"{configured(cfg)}; conversation {conv.id[:7]} was with {was}, so {now} "
+                     f"starts afresh with the earlier exchanges summarized")
+    return now, configured(cfg)
+
+
 def preset(cfg: Config, name: str) -> engines.Preset:
     """The engine, usable: it has a command and its binary is on PATH."""
     p = engines.resolve(name, cfg.engines)
@@ -155,13 +182,14 @@ def start(g: Grite, cfg: Config, engine: str | None = None, brief: str = "") -> 
     brief = check_text(brief, "message", allow_empty=True, one_line=False).strip()
     name = preset(cfg, engine_name(cfg, engine)).name
     cid = ev.new_entity_id()
-    g.append([Draft(cid, ev.Create(KIND, _fields(name, brief)))],
+    g.append([Draft(cid, ev.Create(KIND, _fields(name, brief, "option" if engine else "config")))],
              summary("mayor.start", cid, name))
     return cid
 
 
-def _fields(engine: str, brief: str) -> dict:
-    return {"status": "open", "engine": engine, "brief": brief, "session_id": ""}
+def _fields(engine: str, brief: str, engine_from: str = "config") -> dict:
+    return {"status": "open", "engine": engine, "brief": brief, "session_id": "",
+            "engine_from": engine_from}
 
 
 def stop(g: Grite) -> str:
@@ -201,8 +229,10 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     top = g.store.toplevel()
     if not top:
         raise UsageError("the mayor needs a work tree to look at; this repository is bare")
-    p = preset(cfg, conv.get("engine") if conv is not None else engine_name(cfg))
-    resume_id = conv.get("session_id", "") if conv is not None and p.resumes else ""
+    name, why = engine_for(cfg, conv)
+    p = preset(cfg, name)
+    same = conv is not None and conv.get("engine") == p.name
+    resume_id = conv.get("session_id", "") if same and p.resumes else ""
     session_uuid = "" if resume_id else str(uuid.uuid4())
     text = prompt(g, cfg, conv, question, resumed=bool(resume_id))
     if p.prompt == "arg" and len(text.encode()) > ARG_MAX:
@@ -244,7 +274,7 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
     after = work_tree_status(top)
     ans = Answer(conv.id if conv is not None else None, n, where, p.name, session, inv.resumed,
                  question, answer, "", None, {}, "", "", [],
-                 [line for line in after if line not in before])
+                 [line for line in after if line not in before], why)
     try:
         _fill(g, ans, plan)
     except PlanError as exc:
@@ -304,7 +334,8 @@ def result(ans: Answer, dry_run: bool = False, declined: bool = False,
            convoy: str | None = None) -> AskResult:
     return AskResult(ans.conversation, ans.exchange, ans.answer_file, ans.engine, ans.session_id,
                      ans.resumed, ans.kind, ans.workflow, ans.vars, convoy, ans.title, ans.body,
-                     ans.tasks, dry_run, convoy is not None, declined, ans.touched)
+                     ans.tasks, dry_run, convoy is not None, declined, ans.touched,
+                     ans.engine_why)
 
 
 def create(g: Grite, ans: Answer) -> AskResult:
@@ -333,7 +364,7 @@ def create(g: Grite, ans: Answer) -> AskResult:
               "truncated": len(ans.answer) > RECORD_CHARS, "plan": plan, "created": made,
               "engine": ans.engine, "session_id": ans.session_id, "resumed": ans.resumed,
               "run": ans.exchange, "at": process.now_ms()}
-    drafts.append(Draft(cid, ev.SetFields({"session_id": ans.session_id,
+    drafts.append(Draft(cid, ev.SetFields({"session_id": ans.session_id, "engine": ans.engine,
                                            EXCHANGE + ev.new_entity_id()[:16]: record})))
     g.append(drafts, summary("mayor.ask", convoy, ans.title))
     ans.conversation = cid

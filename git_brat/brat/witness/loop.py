@@ -21,7 +21,7 @@ from git_brat.brat import tasks
 from git_brat.brat.board import MERGE, SESSION, status_of
 from git_brat.brat.config import Config
 from git_brat.brat.engines import runner
-from git_brat.brat.witness import session, verdict
+from git_brat.brat.witness import pick, session, verdict
 from git_brat.brat.witness.recover import Recovered, recover
 from git_brat.brat.witness.session import TAIL_LINES, LiveSession, log_line
 from git_brat.errors import Conflict, GriteError, NotFound
@@ -99,7 +99,8 @@ class Witness:
                                        thread_name_prefix="brat-session")
         self.jobs: dict[str, Future] = {}
         self._count = threading.Lock()
-        self.held_elsewhere: set[str] = set()
+        self.held_elsewhere: dict[str, str] = {}   # task -> the holder that refused us
+        self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
         self.preset = engines.resolve(opts.engine, cfg.engines)
         if not self.preset.argv:
@@ -238,7 +239,11 @@ class Witness:
         for t in board.ready(cid):
             if len(self.live) >= self.opts.max_sessions or self.stopping:
                 break
-            if t.id in busy or t.id in self.held_elsewhere or t.get("retry_after", 0) > now:
+            why = pick.passed_over(t, now, running_here=busy, held_elsewhere=self.held_elsewhere)
+            if why:
+                if t.id not in busy and t.id not in self._told:
+                    self._told.add(t.id)
+                    self.say(f"task {t.id[:7]} is ready but not started: {why}")
                 continue
             if self.start(t):
                 n += 1
@@ -267,9 +272,9 @@ class Witness:
         g.state(refresh=True)
         try:
             lease = locks.acquire(g, res, self.st, holder, record=False)   # token: with the claim
-        except locks.LeaseHeld:
-            if self.opts.once:
-                self.held_elsewhere.add(tid)   # someone else runs it: not ours this pass
+        except locks.LeaseHeld as exc:
+            if self.opts.once:   # someone else runs it: not ours this pass
+                self.held_elsewhere[tid] = exc.lease.holder.id
             return True
         except locks.RemoteUnreachable:
             if self.outage.down():

@@ -65,9 +65,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
         local = ss.read_local(g.store, s.id, tid)
         lease = held.get(ss.resource(tid))
         mine = lease is not None and lease.holder == ss.holder_id(s.id)
-        witness = ss.process_of(local, "witness") if local is not None else None
-        dead_here = witness is not None and witness.host == host and \
-            not process.same_process(witness)
+        dead_here = ss.witness_gone(g.store, s, host)
         if mine and lease.state == "held" and not dead_here:
             continue   # its witness is alive (or may be: its lease has not run out)
         if local is None:
@@ -89,7 +87,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
                 locks.release(g, ss.resource(tid), st, locks.holder_for(g), force=True)
             except GriteError:
                 continue
-        why = ("its witness (pid %d) is gone" % witness.pid if dead_here else
+        why = ("its witness (pid %d) is gone" % dead_here if dead_here else
                "its lease expired: the witness stopped renewing it (crashed, killed, or cut off)")
         out.append(_recover_one(g, board, s, why, local))
         say(f"recovered session {s.id[:7]} of task {tid[:7]}: crashed ({why})")

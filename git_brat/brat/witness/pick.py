@@ -1,0 +1,57 @@
+"""The witness's pick rule: which ready task it starts next, and why it passes one over."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping
+
+from git_brat.brat import engines
+from git_brat.brat import sessions as ss
+from git_brat.brat.config import Config
+from git_brat.errors import GriteError
+from git_brat.grite.locks import LeaseView
+from git_brat.grite.model.state import Entity
+
+
+def passed_over(task: Entity, now_ms: int, *, running_here: Iterable[str] = (),
+                held_elsewhere: Mapping[str, str] | None = None,
+                leases: Iterable[LeaseView] = ()) -> str:
+    """Why the witness will not start this ready task now ("" when it will).
+
+    The witness passes what it learnt from its own attempts (`held_elsewhere`: task -> the
+    holder that refused it); `status` passes the lease records it has; one rule for both.
+    """
+    if task.id in running_here:
+        return "this witness is starting it"
+    res = ss.resource(task.id)
+    held = next((lease for lease in leases if lease.resource == res and lease.state == "held"),
+                None)
+    if held is not None or (held_elsewhere and task.id in held_elsewhere):
+        holder = held.holder if held is not None else held_elsewhere[task.id]
+        left = f" for {held.remaining:.0f}s more" if held is not None else ""
+        return (f"its lease is held by {holder or 'another session'}{left}: another clone runs "
+                f"it, or a witness stopped before recording its session (then the task starts "
+                f"once the lease runs out)")
+    retry = task.get("retry_after", 0)
+    if isinstance(retry, (int, float)) and retry > now_ms:
+        return (f"it failed and waits {max(1, round((retry - now_ms) / 1000))}s more before "
+                f"the next try (witness.backoff)")
+    return ""
+
+
+def engine_problem(cfg: Config, engine: str | None = None) -> str:
+    """Why the witness could not start any session with this engine ("" when it could)."""
+    name = engine or cfg.witness.engine
+    try:
+        p = engines.resolve(name, cfg.engines)
+        if not p.argv:
+            engines.invocation(p, "", "", "")   # raises the "set engines.X.command" message
+    except GriteError as exc:
+        return exc.message
+    if p.binary and shutil.which(p.binary) is None:
+        how = f" (install it: {p.package})" if p.package else ""
+        return f"engine {p.name}: {p.binary!r} is not on PATH{how}"
+    return ""
+
+
+__all__ = ["passed_over", "engine_problem"]
