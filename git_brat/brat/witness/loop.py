@@ -165,6 +165,11 @@ class Witness:
 
     def run(self) -> Summary:
         restore = self._trap_signals()
+        from git_brat.brat.config import target_branch_problem
+        problem = target_branch_problem(self.g.store, self.cfg.refinery.target_branch)
+        if problem:
+            self.say(f"warning: refinery.target_branch: {problem}; finished work waits on its "
+                     f"branch until `git brat config set refinery.target_branch` names one")
         try:
             try:
                 self.recovered += recover(self.g, self.cfg, self.st, say=self.say)
@@ -509,7 +514,9 @@ class Witness:
                 kept_all = False   # keep the work tree: its files are the only copy
                 log_line(live.log, f"could not commit what the agent left: {exc.message}")
         head = store.refs.branch_tip(live.branch) or ""
-        commits = store.objects.count(live.target, head) if head else 0
+        # (against the session's base when the target branch is missing: nothing to count from)
+        commits = store.objects.count(live.target if store.objects.rev(live.target) else
+                                      live.base or live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
