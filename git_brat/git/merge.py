@@ -91,3 +91,11 @@ def ff_checkout(path: str, new: str) -> git.Result:
     """Bring a checkout of the target forward exactly as `git merge --ff-only` does (local
     edits carried; refused, changing nothing, if they collide)."""
     return _git(path, ["merge", "--ff-only", "-q", "--end-of-options", new])
+
+
+def follow_ref_move(path: str, old: str, new: str) -> git.Result:
+    """A checkout whose branch was moved from old to new under it (its index and files still
+    old's) brought along, as a checkout of new would: refused, changing nothing, when local
+    changes are in the way."""
+    # (read-tree takes no --end-of-options in git 2.39: old and new are shas the caller read)
+    return _git(path, ["read-tree", "-m", "-u", old, new])

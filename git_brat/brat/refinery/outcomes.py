@@ -19,6 +19,7 @@ class Outcome(msgspec.Struct):
     task: str
     merge: str
     result: str              # merged / failed / requeued / conflict / blocked / waiting / error
+                             # / left-out (its task was moved by hand during its check)
     detail: str = ""
     commit: str = ""
 
@@ -107,16 +108,17 @@ class Outcomes:
         for r in good:
             self._done(r, "waiting", why)
 
-    def left_out(self, stale: dict[str, str], reqs: list[Request], started: int) -> None:
+    def left_out(self, stale: dict[str, tuple[str, str]], reqs: list[Request],
+                 started: int) -> None:
         """Requests that changed while they were checked (see Refinery.moved_meanwhile): a task
         a human moved keeps the status they gave it (its merge request is superseded); one whose
         branch moved goes back to the queue with its new head, to be checked again."""
         moves = []
         for r in reqs:
-            why = stale.get(r.merge)
-            if why is None:
+            if r.merge not in stale:
                 continue
-            if why.startswith("moved to "):
+            what, why = stale[r.merge]
+            if what == "task":
                 moves.append(Move(r.task, None, r.merge, merge_fields={
                     "status": "superseded", "left_out": True, "result": why,
                     **self._times(started)}))

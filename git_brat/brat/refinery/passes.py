@@ -272,23 +272,24 @@ class Refinery(Outcomes):
             tips.add(m.get("waited_commit"))
         return tips.pop() if len(tips) == 1 and None not in tips else None
 
-    def moved_meanwhile(self, reqs: list[Request]) -> dict[str, str]:
-        """merge id -> why, for each request that no longer is what was built and checked: its
-        task left "merging" (a human moved it) or its branch's head is not the checked one."""
+    def moved_meanwhile(self, reqs: list[Request]) -> dict[str, tuple[str, str]]:
+        """merge id -> (what moved, why), for each request that no longer is what was built and
+        checked: its "task" left merging (a human moved it) or its "branch" is not at the
+        checked head any more."""
         tasks = model.board(self.g, refresh=True).tasks
         out = {}
         for r in reqs:
             t = tasks.get(r.task)
             st = model.status_of(t) if t is not None else "gone"
             if st != "merging":
-                out[r.merge] = f"moved to {st} during its check; left out"
+                out[r.merge] = ("task", f"moved to {st} during its check; left out")
                 continue
             found = rq.find_branch(self.store, r.branch)
             if found is None:
-                out[r.merge] = f"{r.branch} was deleted during its check; left out"
+                out[r.merge] = ("branch", f"{r.branch} was deleted during its check; left out")
             elif found[1] != r.head:
-                out[r.merge] = (f"{r.branch} moved to {found[1][:12]} during its check (checked "
-                                f"{r.head[:12]}); queued again to check the new head")
+                out[r.merge] = ("branch", f"{r.branch} moved to {found[1][:12]} during its check "
+                                          f"(checked {r.head[:12]}); queued to check the new head")
         return out
 
     def start(self, batch: list[Request], started: int) -> list[Request]:

@@ -353,6 +353,19 @@ class Witness:
                 self.say(f"warning: could not fetch from {self.st.remote}: {exc.message}")
         return sid in self.g.state(refresh=True).kinds
 
+    def _push_branch(self, live: LiveSession, head: str) -> None:
+        """A finished task's branch goes to the remote this witness syncs with: a hub's
+        refinery, or another clone's, can only merge what it can fetch (fast-forward only: a
+        branch moved there is not overwritten)."""
+        from git_brat.grite.sync import exchange as sync
+        if self.st.remote not in sync.synced_remotes(self.g.store):
+            return
+        ok, why = self.g.store.remote.push_task_branch(self.st.remote, head, live.branch,
+                                                       self.cfg.witness.heartbeat)
+        if not ok:
+            self.say(f"warning: could not push {live.branch} to {self.st.remote}: {why}")
+            log_line(live.log, f"could not push {live.branch} to {self.st.remote}: {why}")
+
     def _publish(self) -> None:
         """Publish our log before letting a lease go, so whoever takes the task next sees it."""
         from git_brat.grite.sync import exchange as sync
@@ -514,9 +527,14 @@ class Witness:
                 kept_all = False   # keep the work tree: its files are the only copy
                 log_line(live.log, f"could not commit what the agent left: {exc.message}")
         head = store.refs.branch_tip(live.branch) or ""
-        # (against the session's base when the target branch is missing: nothing to count from)
-        commits = store.objects.count(live.target if store.objects.rev(live.target) else
-                                      live.base or live.target, head) if head else 0
+        # An agent that moved the target onto its own work: noticed, and the user's checkout
+        # of the target kept consistent (brat/refinery/guard.py).
+        from git_brat.brat.refinery.guard import moved_by_session
+        moved = moved_by_session(store, live.target, live.base, head, live.worktree) \
+            if head else None
+        # (against the session's base when the target branch is missing, or holds the work)
+        commits = store.objects.count(live.target if store.objects.rev(live.target) and not
+                                      moved else live.base or live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
         engine_session = (result.session_id if result and result.session_id else "") or \
             live.session_uuid or ""
@@ -542,6 +560,12 @@ class Witness:
                 failures=task.get("failures", 0),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
                 witness_stopping=self.stopping, now=process.now_ms()), self.cfg.witness)
+            if moved is not None and v.merge:   # a human decides: an intervention, no merge
+                v = msgspec.structs.replace(v, task_to="blocked", merge=False,
+                                            task_reason=moved.detail, task_fields={
+                                                **v.task_fields, "needs_human": moved.detail,
+                                                "resolve_command": "git brat refinery retry "
+                                                                   + live.tid[:7]})
             outcome.update(status=v.status, reason=v.reason, task=v.task_to or status_of(task))
             end = {"status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
                    "exit_code": rc, "head": head, "commits": commits, "salvaged": salvaged,
@@ -563,6 +587,9 @@ class Witness:
             live.stop_reason = "lease-lost"
             self.g.append(lambda: build()[:1], text)
         self._publish()
+        if outcome.get("task") == "needs-review" and commits and head:
+            # After the log that asks for its merge: its arrival starts a hub's refinery.
+            self._push_branch(live, head)
         self._release(res, live.holder)
         if outcome.get("task") == "needs-review" and commits:
             from git_brat.brat.refinery import run as refinery_run

@@ -148,3 +148,97 @@ def test_work_done_while_the_target_branch_is_missing_waits_for_review_with_a_wa
     proc = bench.brat("witness", "run", "--once")
     assert "refinery.target_branch" in proc.err and "mian" in proc.err
     assert bench.show(t)["status"] == "needs-review"
+
+
+def test_a_task_in_review_whose_branch_no_clone_here_has_is_flagged_and_ordered_last(queue):
+    repo, cid = queue
+    from bratkit import move, task
+    first = request(repo, cid, "First", {"one.txt": "1\n"})
+    lost = task(repo, cid, "Branch elsewhere")
+    move(repo, lost, "running", "needs-review")               # its branch is on another clone
+    second = request(repo, cid, "Second", {"two.txt": "2\n"})
+    st = brat_json(repo, "refinery", "status")
+    assert [q["task"] for q in st["queue"]] == [first, second]
+    assert list(st["unreachable"]) == [lost] and f"brat/{lost}" in st["unreachable"][lost]
+    from git_brat.brat import board as model
+    from git_brat.brat.cli.refinery import load_config
+    from git_brat.brat.refinery.queue import queue_order
+    g = model.open_grite(str(repo))
+    assert queue_order(g, load_config(g)) == [first, second, lost]
+
+
+def _hub_refinery(hub) -> int | None:
+    from refinerykit import alive
+    try:
+        pid = int((hub / "brat" / "refinery.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if alive(pid) else None
+
+
+def _until(pred, seconds: float) -> bool:
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_a_witness_synced_with_a_hub_pushes_the_branch_it_finished_and_the_hub_lands_it(
+        tmp_path):
+    import os
+    import signal
+    from witnesskit import make_bench
+    hub = seeded_hub(tmp_path)
+    brat(hub, "init", "--hub")
+    user = clone(str(hub), tmp_path / "user", init=False)
+    bench = make_bench(user, tmp_path)
+    run(["git", "grite", "sync"], user)
+    t = bench.task(bench.convoy(), "Pushed", "write p.txt p", "commit add p", "done ok")
+    try:
+        bench.brat("witness", "run", "--once")
+        assert git(hub, "rev-parse", f"refs/heads/brat/{t}") == git(user, "rev-parse", f"brat/{t}")
+        assert _until(lambda: run(["git", "cat-file", "-e", "main:p.txt"], hub,
+                                  check=False).returncode == 0, 90), "the hub never merged it"
+        assert _until(lambda: _hub_refinery(hub) is None, 30)
+    finally:
+        pid = _hub_refinery(hub)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            _until(lambda: _hub_refinery(hub) is None, 30)
+    prompt = bench.runs()[0]["prompt"]
+    assert "Do not switch branches, push" not in prompt and "the witness publishes this" in prompt
+
+
+@pytest.mark.parametrize("dirty", [False, True])
+def test_an_agent_that_moves_the_target_itself_is_an_intervention_and_the_checkout_stays_true(
+        brepo, dirty):
+    import json
+    repo = brepo
+    git(repo, "add", ".brat")
+    git(repo, "commit", "-qm", "brat")
+    script = ("echo m > m.txt; git add m.txt; git commit -qm 'straight to main'; "
+              "git update-ref refs/heads/main HEAD; git brat task done -m done")
+    brat(repo, "config", "set", "engines.mover.command", json.dumps(["sh", "-c", script,
+                                                                        "{prompt}"]))
+    brat(repo, "config", "set", "witness.engine", "mover")
+    git(repo, "commit", "-qam", "engine")
+    before = git(repo, "rev-parse", "main")
+    if dirty:
+        (repo / "m.txt").write_text("mine\n")                # in the way of the agent's file
+    status_before = run(["git", "status", "--porcelain"], repo).out
+    tid = brat(repo, "task", "create", "--convoy", convoy(repo), "Mover").out.strip()
+    brat(repo, "witness", "run", "--once")
+    assert status_of(repo, tid) == "blocked"
+    [item] = [i for i in brat_json(repo, "status")["interventions"] if i["task"] == tid]
+    assert item["kind"] == "needs-human" and "moved main itself" in item["detail"]
+    assert item["command"] == f"git brat refinery retry {tid[:7]}"
+    assert run(["git", "status", "--porcelain"], repo).out == status_before   # no phantom
+    agent = git(repo, "rev-parse", f"brat/{tid}")
+    if dirty:
+        assert git(repo, "rev-parse", "main") == before and "taken back" in item["detail"]
+        assert (repo / "m.txt").read_text() == "mine\n"
+    else:
+        assert git(repo, "rev-parse", "main") == agent and (repo / "m.txt").read_text() == "m\n"

@@ -1,0 +1,59 @@
+"""Noticing an agent that moved the target branch itself, and keeping the user's checkout true."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from git_brat.git import merge, worktree
+from git_brat.git.store import Store
+
+
+class TargetMove(msgspec.Struct):
+    """The target branch moved, during a session, onto that session's own commits."""
+    target: str
+    old: str                       # where it was (the session's base)
+    new: str                       # where the agent put it
+    followed: list[str] = []       # checkouts of the target brought along (index and files)
+    undone: bool = False           # the move was taken back (a checkout could not follow)
+    detail: str = ""
+
+
+def moved_by_session(store: Store, target: str, base: str, head: str,
+                     session_tree: str = "") -> TargetMove | None:
+    """Whether the target now points into the session's branch beyond its base: a commit only
+    that branch had, so nobody but the session (its agent) can have put it there. Then every
+    checkout of the target (the user's) is made consistent: its index and files follow the
+    move when they are clean, else the move is taken back, leaving the work on the branch."""
+    ref = f"refs/heads/{target}"
+    new = store.refs.branch_tip(target)
+    if not new or not base or not head or new == base or not store.objects.is_ancestor(
+            new, head) or store.objects.is_ancestor(new, base):
+        return None
+    move = TargetMove(target, base, new)
+    own = os.path.realpath(session_tree) if session_tree else ""
+    for wt in worktree.listing(store.common_dir):
+        path = wt.get("worktree", "")
+        if wt.get("branch") != ref or "bare" in wt or os.path.realpath(path) == own:
+            continue
+        if merge.follow_ref_move(path, base, new).ok:
+            move.followed.append(path)
+        elif store.refs.cas(ref.encode(), new.encode(), base.encode(),
+                            f"brat: an agent moved {target}; taken back".encode()):
+            move.undone = True
+            break
+    short = new[:12]
+    if move.undone:
+        move.detail = (f"the agent moved {target} itself (to {short}, its own work); it was "
+                       f"taken back because {target} is checked out with local changes. The "
+                       f"work is on its branch: retry it to merge it through the queue")
+    else:
+        where = f"; {', '.join(move.followed)} updated to match" if move.followed else ""
+        move.detail = (f"the agent moved {target} itself to {short} (its own work, not "
+                       f"checked by the refinery){where}. Review {target}, then retry the task "
+                       f"to record it, or reset {target} to {base[:12]}")
+    return move
+
+
+__all__ = ["TargetMove", "moved_by_session"]
