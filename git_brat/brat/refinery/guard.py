@@ -6,8 +6,14 @@ import os
 
 import msgspec
 
+from git_brat.brat.board import MERGE
+from git_brat.errors import GriteError
 from git_brat.git import merge, worktree
 from git_brat.git.store import Store
+from git_brat.grite.repo import Grite
+
+# The end of the author email the witness gives every agent (brat/witness/session.py).
+AGENT_EMAIL_SUFFIX = ".agent@git-brat.invalid"
 
 
 class TargetMove(msgspec.Struct):
@@ -20,16 +26,32 @@ class TargetMove(msgspec.Struct):
     detail: str = ""
 
 
-def moved_by_session(store: Store, target: str, base: str, head: str,
+def _agent_made(store: Store, sha: str) -> bool:
+    """A commit authored in a session's work tree (the witness gives agents that identity)."""
+    try:
+        author = store.objects.read_commit(sha.encode()).author
+    except GriteError:
+        return False
+    return author.rstrip().rpartition("<")[2].rstrip(">").endswith(AGENT_EMAIL_SUFFIX)
+
+
+def moved_by_session(g: Grite, target: str, tip_at_start: str, base: str, head: str,
                      session_tree: str = "") -> TargetMove | None:
-    """Whether the target now points into the session's branch beyond its base: a commit only
-    that branch had, so nobody but the session (its agent) can have put it there. Then every
-    checkout of the target (the user's) is made consistent: its index and files follow the
-    move when they are clean, else the move is taken back, leaving the work on the branch."""
+    """Whether the target moved during the session (from tip_at_start; "": not known, not
+    judged) onto the session's own work: a commit of its branch beyond its base, authored in a
+    session's work tree, that the refinery did not land. (A branch that merged the target
+    meanwhile holds the target too, but then the target moved by the refinery's hand or a
+    person's, or not at all.) Then every checkout of the target (the user's) is made
+    consistent: its index and files follow the move when they are clean, else the move is
+    taken back, leaving the work on the branch."""
+    store = g.store
     ref = f"refs/heads/{target}"
     new = store.refs.branch_tip(target)
-    if not new or not base or not head or new == base or not store.objects.is_ancestor(
-            new, head) or store.objects.is_ancestor(new, base):
+    if not new or not tip_at_start or new == tip_at_start or not base or not head or \
+            new == base or not store.objects.is_ancestor(new, head) or \
+            store.objects.is_ancestor(new, base) or not _agent_made(store, new):
+        return None
+    if any(m.get("merged_commit") == new for m in g.state().of_kind(MERGE)):
         return None
     move = TargetMove(target, base, new)
     own = os.path.realpath(session_tree) if session_tree else ""

@@ -254,6 +254,7 @@ class Witness:
         holder = locks.holder_for(self.g, ss.holder_id(sid), sid)
         live = LiveSession.of(sid, task, self.preset, holder)
         live.target = self.cfg.refinery.target_branch
+        live.target_tip = self.g.store.refs.branch_tip(live.target) or ""
         live.branch = ss.branch_for(task.id)
         live.worktree = layout.worktree(self.g.store, task.id)
         live.log = layout.session_log(self.g.store, sid)
@@ -530,8 +531,8 @@ class Witness:
         # An agent that moved the target onto its own work: noticed, and the user's checkout
         # of the target kept consistent (brat/refinery/guard.py).
         from git_brat.brat.refinery.guard import moved_by_session
-        moved = moved_by_session(store, live.target, live.base, head, live.worktree) \
-            if head else None
+        moved = moved_by_session(self.g, live.target, live.target_tip, live.base, head,
+                                 live.worktree) if head else None
         # (against the session's base when the target branch is missing, or holds the work)
         commits = store.objects.count(live.target if store.objects.rev(live.target) and not
                                       moved else live.base or live.target, head) if head else 0

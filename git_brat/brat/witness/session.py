@@ -50,6 +50,7 @@ class LiveSession:
     base: str = ""
     start_head: str = ""
     target: str = ""
+    target_tip: str = ""       # the target's commit when the session started ("": unknown)
     log: str = ""
     engine_offset: int = 0
     inv: Invocation | None = None

@@ -242,3 +242,24 @@ def test_an_agent_that_moves_the_target_itself_is_an_intervention_and_the_checko
         assert (repo / "m.txt").read_text() == "mine\n"
     else:
         assert git(repo, "rev-parse", "main") == agent and (repo / "m.txt").read_text() == "m\n"
+
+
+def test_an_agent_that_merges_a_target_someone_else_moved_is_not_taken_for_moving_it(brepo):
+    import json
+    repo = brepo
+    git(repo, "add", ".brat")
+    git(repo, "commit", "-qm", "brat")
+    git(repo, "checkout", "-q", "-b", "work")
+    # While the agent works, a colleague lands on main; the agent merges main into its branch.
+    script = ("tree=$(git rev-parse main^{tree}); "
+              "c=$(GIT_AUTHOR_NAME=Colleague GIT_AUTHOR_EMAIL=c@example.com "
+              "git commit-tree $tree -p main -m 'Colleague'); git update-ref refs/heads/main $c; "
+              "echo z > z.txt; git add z.txt; git commit -qm z; git merge -q --no-edit main; "
+              "git brat task done -m ok")
+    brat(repo, "config", "set", "engines.merger.command", json.dumps(["sh", "-c", script,
+                                                                         "{prompt}"]))
+    brat(repo, "config", "set", "witness.engine", "merger")
+    tid = brat(repo, "task", "create", "--convoy", convoy(repo), "Merger").out.strip()
+    brat(repo, "witness", "run", "--once")
+    assert status_of(repo, tid) == "needs-review"
+    assert not [i for i in brat_json(repo, "status")["interventions"] if i["task"] == tid]
