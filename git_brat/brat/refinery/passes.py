@@ -22,6 +22,7 @@ from git_brat.brat.refinery.queue import Move, Request
 from git_brat.grite.model import events as ev
 from git_brat.git import merge, worktree
 from git_brat.git.objects import safe_subject
+from git_brat.git.run import environment
 from git_brat.grite import locks
 from git_brat.errors import Conflict, GriteError
 from git_brat.grite.repo import Grite
@@ -168,6 +169,7 @@ class Refinery(Outcomes):
         """Drain the queue as it stands: batch after batch until nothing is due."""
         self.report = PassReport(self.target)
         self.recover()
+        self.fetch_task_branches()
         tried: set[str] = set()
         for _ in range(1000):   # bounded: every batch removes its requests from the queue
             batch = plan.next_batch(self.queue(), tried, self.rc.batch)
@@ -181,6 +183,24 @@ class Refinery(Outcomes):
         if self.report.outcomes:
             self.publish()
         return self.report
+
+    def fetch_task_branches(self) -> None:
+        """The task branches other clones' witnesses pushed to refinery.remote, as that
+        remote's copies (refs/remotes/<remote>/brat/*): one refinery merges for every clone,
+        so it must see their work, and their logs (which tasks wait), not only this clone's.
+        Offline: what is here is used."""
+        from git_brat.grite.sync import exchange as sync
+        remote = self.rc.remote
+        if self.store.bare or remote not in self.store.remotes():
+            return
+        if sync.is_synced(self.store, remote):
+            try:
+                sync.sync(self.g, remote, push=False)
+            except GriteError as exc:
+                self.report.note = f"could not fetch the log from {remote}: {exc.message}"
+        self.store.remote.fetch(remote, [f"+refs/heads/{rq.BRANCH_PREFIX}*:refs/remotes/"
+                                         f"{remote}/{rq.BRANCH_PREFIX}*"],
+                                environment("transport"), self.settings.timeout)
 
     def publish(self) -> None:
         """Publish what this pass recorded on the remote it syncs with, so every clone sees

@@ -263,3 +263,20 @@ def test_an_agent_that_merges_a_target_someone_else_moved_is_not_taken_for_movin
     brat(repo, "witness", "run", "--once")
     assert status_of(repo, tid) == "needs-review"
     assert not [i for i in brat_json(repo, "status")["interventions"] if i["task"] == tid]
+
+
+def test_one_clones_refinery_lands_what_another_clones_witness_finished(tmp_path):
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    brat(a, "init")
+    brat(b, "init")
+    run(["git", "grite", "sync"], a)
+    run(["git", "grite", "sync"], b)
+    git(a, "checkout", "-q", "-b", "work")
+    tid = request(b, convoy(b), "Done on B", {"b.txt": "b\n"})
+    git(b, "push", "-q", "origin", f"brat/{tid}")              # as B's witness does
+    run(["git", "grite", "sync"], b)
+    report = refine(a)                                          # A fetched nothing by hand
+    assert outcomes(report) == {tid: "merged"}
+    assert git(hub, "show", "main:b.txt") == "b"
