@@ -1,8 +1,9 @@
-"""Noticing an agent that moved the target branch itself, and keeping the user's checkout true."""
+"""A session's end as the merge queue sees it: its branch published, the target not moved by it."""
 
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import msgspec
 
@@ -12,6 +13,7 @@ from git_brat.git import merge, worktree
 from git_brat.git.store import Store
 from git_brat.grite.repo import Grite
 
+PUSH_TIMEOUT = 60.0
 # The end of the author email the witness gives every agent (brat/witness/session.py).
 AGENT_EMAIL_SUFFIX = ".agent@git-brat.invalid"
 
@@ -78,4 +80,30 @@ def moved_by_session(g: Grite, target: str, tip_at_start: str, base: str, head: 
     return move
 
 
-__all__ = ["TargetMove", "moved_by_session"]
+def intervention(verdict, move: TargetMove, tid: str):
+    """A session's verdict (witness.verdict.Verdict) when its agent moved the target: not a
+    merge request but a blocked task a human decides on (keep it: retry; or reset the target)."""
+    if not verdict.merge:
+        return verdict
+    return msgspec.structs.replace(verdict, task_to="blocked", merge=False,
+                                   task_reason=move.detail, task_fields={
+                                       **verdict.task_fields, "needs_human": move.detail,
+                                       "resolve_command": f"git brat refinery retry {tid[:7]}"})
+
+
+def push_task_branch(g: Grite, remote: str, branch: str, head: str,
+                     say: Callable[[str], None]) -> bool:
+    """A finished task's branch pushed to the remote this clone syncs with, after the log that
+    asks for its merge (a hub's refinery merges it as it arrives; another clone's can only
+    merge what it can fetch); fast-forward only, so a branch moved there is not overwritten.
+    Whether it was pushed; a failure is said, as a warning."""
+    from git_brat.grite.sync import exchange as sync
+    if remote not in sync.synced_remotes(g.store):
+        return False
+    ok, why = g.store.remote.push_task_branch(remote, head, branch, PUSH_TIMEOUT)
+    if not ok:
+        say(f"warning: could not push {branch} to {remote}: {why}")
+    return ok
+
+
+__all__ = ["TargetMove", "moved_by_session", "intervention", "push_task_branch"]

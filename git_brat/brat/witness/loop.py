@@ -20,7 +20,8 @@ from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat import tasks
 from git_brat.brat.board import MERGE, SESSION, status_of
-from git_brat.brat.config import Config
+from git_brat.brat.config import Config, target_branch_problem
+from git_brat.brat.refinery import guard
 from git_brat.brat.engines import runner
 from git_brat.brat.witness import session, verdict
 from git_brat.brat.witness.recover import Recovered, recover
@@ -165,11 +166,8 @@ class Witness:
 
     def run(self) -> Summary:
         restore = self._trap_signals()
-        from git_brat.brat.config import target_branch_problem
-        problem = target_branch_problem(self.g.store, self.cfg.refinery.target_branch)
-        if problem:
-            self.say(f"warning: refinery.target_branch: {problem}; finished work waits on its "
-                     f"branch until `git brat config set refinery.target_branch` names one")
+        if problem := target_branch_problem(self.g.store, self.cfg.refinery.target_branch):
+            self.say(f"warning: refinery.target_branch: {problem}")
         try:
             try:
                 self.recovered += recover(self.g, self.cfg, self.st, say=self.say)
@@ -354,19 +352,6 @@ class Witness:
                 self.say(f"warning: could not fetch from {self.st.remote}: {exc.message}")
         return sid in self.g.state(refresh=True).kinds
 
-    def _push_branch(self, live: LiveSession, head: str) -> None:
-        """A finished task's branch goes to the remote this witness syncs with: a hub's
-        refinery, or another clone's, can only merge what it can fetch (fast-forward only: a
-        branch moved there is not overwritten)."""
-        from git_brat.grite.sync import exchange as sync
-        if self.st.remote not in sync.synced_remotes(self.g.store):
-            return
-        ok, why = self.g.store.remote.push_task_branch(self.st.remote, head, live.branch,
-                                                       self.cfg.witness.heartbeat)
-        if not ok:
-            self.say(f"warning: could not push {live.branch} to {self.st.remote}: {why}")
-            log_line(live.log, f"could not push {live.branch} to {self.st.remote}: {why}")
-
     def _publish(self) -> None:
         """Publish our log before letting a lease go, so whoever takes the task next sees it."""
         from git_brat.grite.sync import exchange as sync
@@ -528,12 +513,8 @@ class Witness:
                 kept_all = False   # keep the work tree: its files are the only copy
                 log_line(live.log, f"could not commit what the agent left: {exc.message}")
         head = store.refs.branch_tip(live.branch) or ""
-        # An agent that moved the target onto its own work: noticed, and the user's checkout
-        # of the target kept consistent (brat/refinery/guard.py).
-        from git_brat.brat.refinery.guard import moved_by_session
-        moved = moved_by_session(self.g, live.target, live.target_tip, live.base, head,
-                                 live.worktree) if head else None
-        # (against the session's base when the target branch is missing, or holds the work)
+        moved = guard.moved_by_session(self.g, live.target, live.target_tip, live.base, head,
+                                       live.worktree) if head else None   # an agent moved it?
         commits = store.objects.count(live.target if store.objects.rev(live.target) and not
                                       moved else live.base or live.target, head) if head else 0
         tail = runner.tail(live.log, TAIL_LINES)
@@ -561,12 +542,7 @@ class Witness:
                 failures=task.get("failures", 0),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
                 witness_stopping=self.stopping, now=process.now_ms()), self.cfg.witness)
-            if moved is not None and v.merge:   # a human decides: an intervention, no merge
-                v = msgspec.structs.replace(v, task_to="blocked", merge=False,
-                                            task_reason=moved.detail, task_fields={
-                                                **v.task_fields, "needs_human": moved.detail,
-                                                "resolve_command": "git brat refinery retry "
-                                                                   + live.tid[:7]})
+            v = guard.intervention(v, moved, live.tid) if moved is not None else v
             outcome.update(status=v.status, reason=v.reason, task=v.task_to or status_of(task))
             end = {"status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
                    "exit_code": rc, "head": head, "commits": commits, "salvaged": salvaged,
@@ -588,9 +564,8 @@ class Witness:
             live.stop_reason = "lease-lost"
             self.g.append(lambda: build()[:1], text)
         self._publish()
-        if outcome.get("task") == "needs-review" and commits and head:
-            # After the log that asks for its merge: its arrival starts a hub's refinery.
-            self._push_branch(live, head)
+        if outcome.get("task") == "needs-review" and commits and head:   # after its log
+            guard.push_task_branch(self.g, self.st.remote, live.branch, head, self.say)
         self._release(res, live.holder)
         if outcome.get("task") == "needs-review" and commits:
             from git_brat.brat.refinery import run as refinery_run
