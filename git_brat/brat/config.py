@@ -388,10 +388,39 @@ def valid_branch(name: str) -> bool:
                 or any(c.isspace() or c in "~^:?*[\\" or ord(c) < 32 for c in name))
 
 
+def default_target(store) -> str:
+    """Where work lands in this repository (see Store.default_branch_candidates), except that
+    with both main and master present, the one checked out is taken (a stale main lying
+    beside the master everyone works on is not the target)."""
+    names = [b for b in store.default_branch_candidates() if valid_branch(b)]
+    current = store.current_branch()
+    remote_head = any(store.refs.read(f"refs/remotes/{r}/HEAD".encode())
+                      for r in store.remotes())   # a clone: its remote's HEAD says
+    if not remote_head and current in ("main", "master") and \
+            store.refs.read(f"refs/heads/{current}".encode()):
+        return current
+    return names[0]
+
+
+def target_branch_problem(store, branch: str) -> str | None:
+    """Why branch cannot be the refinery's target here (None: it can): it exists neither as a
+    local branch nor on any remote this clone knows of."""
+    if store.refs.read(f"refs/heads/{branch}".encode()):
+        return None
+    for name in store.refs.under(b"refs/remotes/"):
+        if name.decode().split("/", 3)[3:] == [branch]:
+            return None
+    if not store.refs.under(b"refs/heads/") and store.current_branch() == branch:
+        return None   # a repository without a commit yet: its first one makes the branch
+    have = sorted(n.decode().removeprefix("refs/heads/") for n in store.refs.under(b"refs/heads/")
+                  if not n.startswith(b"refs/heads/brat/"))[:8]
+    return (f"branch {branch!r} exists neither here nor on a remote"
+            + (f" (branches here: {', '.join(have)})" if have else ""))
+
+
 def text_for(store) -> str:
-    """default_text for this repository: work lands on its default branch (see Store)."""
-    branch = next(b for b in store.default_branch_candidates() if valid_branch(b))
-    return default_text({"refinery.target_branch": branch})
+    """default_text for this repository: work lands on its default branch (see default_target)."""
+    return default_text({"refinery.target_branch": default_target(store)})
 
 
 def default_text(overrides: dict[str, Any] | None = None) -> str:

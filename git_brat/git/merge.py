@@ -31,12 +31,22 @@ def _conflicts(path: str, res: git.Result) -> list[str]:
     return conflicted_files(path) or ["(unknown: " + res.error_line() + ")"]
 
 
-def apply_rebase(path: str, head: str, ident: Ident) -> tuple[bool, list[str]]:
-    """Replay head's own commits onto the work tree's HEAD: (landed, conflicting files)."""
+def apply_rebase(path: str, head: str, ident: Ident,
+                 merge_message: str = "") -> tuple[bool, list[str]]:
+    """Replay head's own commits onto the work tree's HEAD: (landed, conflicting files).
+
+    A branch that already holds the work tree's HEAD (its author merged the target into it to
+    resolve a conflict) is taken as it is, a fast-forward; one with such merges on an older
+    target, whose replay conflicts (a replay drops the resolving merge), is merged instead
+    with merge_message, when one is given.
+    """
     onto = worktree.head(path)
     base = _git(path, ["merge-base", "--end-of-options", onto, head], check=True).out.strip()
     if base == head:
         return True, []                        # nothing new: already in
+    if base == onto:                           # it contains the target: nothing to replay
+        _git(path, ["merge", "--ff-only", "-q", "--end-of-options", head], check=True)
+        return True, []
     res = _git(path, ["rebase", "-q", "--onto", onto, "--end-of-options", base, head],
                fallback=ident)
     if res.ok:
@@ -44,6 +54,10 @@ def apply_rebase(path: str, head: str, ident: Ident) -> tuple[bool, list[str]]:
     files = _conflicts(path, res)
     _git(path, ["rebase", "--abort"])
     _git(path, ["checkout", "--detach", "-f", onto])   # a sha (no --end-of-options in checkout)
+    merges = _git(path, ["rev-list", "--min-parents=2", "--count", "--end-of-options",
+                         f"{base}..{head}"]).out.strip()
+    if merge_message and merges not in ("", "0"):
+        return apply_merge(path, head, merge_message, ident)
     return False, files
 
 
@@ -77,3 +91,11 @@ def ff_checkout(path: str, new: str) -> git.Result:
     """Bring a checkout of the target forward exactly as `git merge --ff-only` does (local
     edits carried; refused, changing nothing, if they collide)."""
     return _git(path, ["merge", "--ff-only", "-q", "--end-of-options", new])
+
+
+def follow_ref_move(path: str, old: str, new: str) -> git.Result:
+    """A checkout whose branch was moved from old to new under it (its index and files still
+    old's) brought along, as a checkout of new would: refused, changing nothing, when local
+    changes are in the way."""
+    # (read-tree takes no --end-of-options in git 2.39: old and new are shas the caller read)
+    return _git(path, ["read-tree", "-m", "-u", old, new])

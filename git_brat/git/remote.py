@@ -95,6 +95,16 @@ class Remote:
                         hooks=False)
         return res.ok, "" if res.ok else res.error_line()
 
+    def push_task_branch(self, remote: str, new: str, branch: str,
+                         timeout: float) -> tuple[bool, str]:
+        """push_branch for a branch the remote's own hooks must see arrive (a hub merges task
+        branches from its post-receive): none of this side's hook suppression goes along,
+        which a local (file) transport would pass on to the remote's receive-pack."""
+        env = git.environment("checkout", {"GIT_TERMINAL_PROMPT": "0"})
+        res = self._run(["push", "--porcelain", "--no-verify", "--end-of-options", remote,
+                         f"{new}:refs/heads/{branch}"], env, timeout)
+        return res.ok, "" if res.ok else res.error_line()
+
     def fetch_branch(self, remote: str, branch: str, timeout: float) -> str | None:
         """Fetch the remote's branch into refs/remotes/<remote>/<branch>; its tip, or None."""
         res = self._run(["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--end-of-options",

@@ -67,6 +67,11 @@ def set_(key, value, as_json):
     except FileNotFoundError:
         text = config.text_for(store)
     new, parsed = config.set_text(text, key, value)
+    if key == "refinery.target_branch":
+        problem = config.target_branch_problem(store, parsed)
+        if problem:
+            raise UsageError(f"refused: refinery.target_branch = {config.show_value(parsed)}: "
+                             f"{problem}; name a branch that exists, or create it first")
     atomic_write(path, new.encode())
     emit(as_json, {"key": key, "value": parsed, "file": os.path.join(".brat", "config.toml")},
          lambda: f"{key} = {config.show_value(parsed)}")

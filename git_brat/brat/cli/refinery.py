@@ -57,6 +57,9 @@ def status_(as_json):
                  f"{q.waiting:.0f}s", q.status, q.title] for q in s.queue]
         lines += ["  " + ln for ln in table(rows, [3, 7, 2, 4, 6, 7, None]).splitlines()] \
             if rows else ["  (empty)"]
+        if s.unreachable:
+            lines.append("\nUNREACHABLE (needs review, but no branch here to merge)")
+            lines += [f"  {tid[:7]}  {why}" for tid, why in s.unreachable.items()]
         lines.append("\nRECENT")
         rows = [[r.task[:7], r.status, f"{r.duration:.1f}s", when(r.finished_at), r.result]
                 for r in s.recent]
@@ -73,8 +76,11 @@ def status_(as_json):
 @click.option("--hook", is_flag=True, hidden=True,
               help="Started by a git hook: exit quietly unless refinery.trigger is hook and "
                    "no refinery runs.")
+@click.option("--wait", "wait", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="When another refinery holds the queue, poll for up to SECONDS before "
+                   "giving up (exit 5). Default: 0 with --once, else wait as a standby.")
 @json_option
-def run(once, detach, hook, as_json):
+def run(once, detach, hook, wait, as_json):
     """Merge requests: stack, check, land by compare-and-swap; until stopped, or --once."""
     g = model.open_grite()
     cfg = load_config(g)
@@ -84,11 +90,14 @@ def run(once, detach, hook, as_json):
         if rr.running_pid(g):
             raise UsageError(f"a refinery already runs here (pid {rr.running_pid(g)}); "
                              f"`git brat refinery stop` stops it")
-        pid = rr.detach(g, [*(["--once"] if once else []), *(["--hook"] if hook else [])])
+        pid = rr.detach(g, [*(["--once"] if once else []), *(["--hook"] if hook else []),
+                            *(["--wait", str(wait)] if wait is not None else [])])
         emit(as_json, {"pid": pid, "log": rr.log_path(g)},
              lambda: f"refinery started in the background (pid {pid}); log: {rr.log_path(g)}")
         return
-    report = rr.run(g, cfg, once, quiet_if_busy=hook)
+    if wait is None:   # a long-running refinery stands by for the one another clone runs
+        wait = 0.0 if once else float("inf")
+    report = rr.run(g, cfg, once, quiet_if_busy=hook, wait=wait)
 
     def human():
         if report.busy:

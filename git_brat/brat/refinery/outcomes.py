@@ -10,7 +10,7 @@ from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.queue import Move, Request
-from git_brat.errors import GriteError
+from git_brat.errors import Conflict, GriteError
 
 BACKOFF, BACKOFF_MAX = 10.0, 600.0   # seconds after an attempt that hit an error
 
@@ -19,6 +19,7 @@ class Outcome(msgspec.Struct):
     task: str
     merge: str
     result: str              # merged / failed / requeued / conflict / blocked / waiting / error
+                             # / left-out (its task was moved by hand during its check)
     detail: str = ""
     commit: str = ""
 
@@ -40,9 +41,17 @@ class Outcomes:
     def merged(self, good: list[Request], tip: str, note: str, started: int) -> None:
         short = tip[:12]
         detail = f"landed on {self.target} at {short}" + (f"; {note}" if note else "")
-        self.write([Move(r.task, "merged", r.merge, merge_fields={
-            "status": "merged", "merged_commit": tip, "result": detail, **self._times(started)})
-            for r in good], "merged")
+        mf = {"status": "merged", "merged_commit": tip, "result": detail, **self._times(started)}
+        try:
+            self.write([Move(r.task, "merged", r.merge, merge_fields=mf) for r in good], "merged")
+        except Conflict:
+            # A human moved a task between the last look and the landing: its work is on the
+            # target now, so that is what is recorded (as forced, with the reason), never nothing.
+            tasks = model.board(self.g, refresh=True).tasks
+            self.write([Move(r.task, "merged", r.merge, merge_fields=mf,
+                             force=model.status_of(tasks[r.task]) != "merging",
+                             reason=f"landed on {self.target} at {short} while it was moved")
+                        for r in good if r.task in tasks], "merged")
         for r in good:
             self._done(r, "merged", detail, tip)
 
@@ -99,6 +108,31 @@ class Outcomes:
             for r in good], "wait")
         for r in good:
             self._done(r, "waiting", why)
+
+    def left_out(self, stale: dict[str, tuple[str, str]], reqs: list[Request],
+                 started: int) -> None:
+        """Requests that changed while they were checked (see Refinery.moved_meanwhile): a task
+        a human moved keeps the status they gave it (its merge request is superseded); one whose
+        branch moved goes back to the queue with its new head, to be checked again."""
+        moves = []
+        for r in reqs:
+            if r.merge not in stale:
+                continue
+            what, why = stale[r.merge]
+            if what == "task":
+                moves.append(Move(r.task, None, r.merge, merge_fields={
+                    "status": "superseded", "left_out": True, "result": why,
+                    **self._times(started)}))
+                self._done(r, "left-out", why)
+                continue
+            found = rq.find_branch(self.store, r.branch)
+            moves.append(Move(r.task, "needs-review", r.merge, merge_fields={
+                "status": "queued", "result": why, "head": found[1] if found else r.head,
+                **self._times(started)}, reason=why, skip_if_not=("merging",)))
+            self._done(r, "requeued", why)
+            self.requeued.add(r.merge)
+        if moves:
+            self.write(moves, "left-out")
 
     def errored(self, reqs: list[Request], why: str, started: int) -> None:
         state = self.g.state(refresh=True)

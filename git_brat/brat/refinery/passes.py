@@ -21,6 +21,8 @@ from git_brat.brat.refinery.outcomes import Outcome, Outcomes
 from git_brat.brat.refinery.queue import Move, Request
 from git_brat.grite.model import events as ev
 from git_brat.git import merge, worktree
+from git_brat.git.objects import safe_subject
+from git_brat.git.run import environment
 from git_brat.grite import locks
 from git_brat.errors import Conflict, GriteError
 from git_brat.files import open_private, private_dir
@@ -31,6 +33,16 @@ TAIL_LINES, TAIL_CHARS = 40, 4000
 LEASE_TTL = 120.0
 # Who commits a merge when git has no identity of its own (a hub run by a daemon).
 REFINERY_IDENT = ("git-brat refinery", "refinery@git-brat.invalid")
+
+
+SUBJECT_MAX = 100             # characters of a task's title in a squash or merge subject
+
+
+def subject_title(title: str) -> str:
+    """A task's title as a commit subject: its first line, every control or hidden character
+    shown as an escape (a title is anyone's text; `git log` prints subjects raw), capped."""
+    line = safe_subject((title or "").strip().splitlines()[0] if (title or "").strip() else "")
+    return line if len(line) <= SUBJECT_MAX else line[:SUBJECT_MAX - 1].rstrip() + "\u2026"
 
 
 class Stopped(Exception):
@@ -68,6 +80,7 @@ class Refinery(Outcomes):
         self._renewed = 0.0
         self._check: subprocess.Popen | None = None
         self.wait_pids: list[int] = []   # git commands to let finish before touching a checkout
+        self.requeued: set[str] = set()  # merges left out because their branch moved
 
     # -- the lease -------------------------------------------------------------------
 
@@ -157,6 +170,7 @@ class Refinery(Outcomes):
         """Drain the queue as it stands: batch after batch until nothing is due."""
         self.report = PassReport(self.target)
         self.recover()
+        self.fetch_task_branches()
         tried: set[str] = set()
         for _ in range(1000):   # bounded: every batch removes its requests from the queue
             batch = plan.next_batch(self.queue(), tried, self.rc.batch)
@@ -165,9 +179,29 @@ class Refinery(Outcomes):
             tried.update(r.merge for r in batch)
             self.report.batches += 1
             self.process(batch)
+            tried -= self.requeued   # its branch moved during the check: checked again
+            self.requeued = set()
         if self.report.outcomes:
             self.publish()
         return self.report
+
+    def fetch_task_branches(self) -> None:
+        """The task branches other clones' witnesses pushed to refinery.remote, as that
+        remote's copies (refs/remotes/<remote>/brat/*): one refinery merges for every clone,
+        so it must see their work, and their logs (which tasks wait), not only this clone's.
+        Offline: what is here is used."""
+        from git_brat.grite.sync import exchange as sync
+        remote = self.rc.remote
+        if self.store.bare or remote not in self.store.remotes():
+            return
+        if sync.is_synced(self.store, remote):
+            try:
+                sync.sync(self.g, remote, push=False)
+            except GriteError as exc:
+                self.report.note = f"could not fetch the log from {remote}: {exc.message}"
+        self.store.remote.fetch(remote, [f"+refs/heads/{rq.BRANCH_PREFIX}*:refs/remotes/"
+                                         f"{remote}/{rq.BRANCH_PREFIX}*"],
+                                environment("transport"), self.settings.timeout)
 
     def publish(self) -> None:
         """Publish what this pass recorded on the remote it syncs with, so every clone sees
@@ -191,14 +225,14 @@ class Refinery(Outcomes):
         if not live:
             return
         try:
-            for redo in range(MAX_REDO + 1):
-                if redo:
-                    self.report.redone += 1
+            moves, rebuild = 0, False
+            # bounded: each round the target moved (at most MAX_REDO + 1) or a request left
+            for _round in range(MAX_REDO + 2 + len(live)):
                 local = self.store.objects.rev(f"refs/heads/{self.target}")
                 if local is None:
                     raise GriteError(f"target branch {self.target} does not exist")
                 base = self.base_tip(local)
-                tip = self.already_checked(live, base) if not redo else None
+                tip = self.already_checked(live, base) if not rebuild else None
                 if tip is not None:    # it waited for the user's checkout: nothing changed since
                     good = live
                 else:
@@ -211,6 +245,15 @@ class Refinery(Outcomes):
                         self.failed(r, out, started)
                     if not good:
                         return
+                # What was checked is what lands: a request whose task a human moved or whose
+                # branch gained commits meanwhile leaves, and the rest is built again without it.
+                stale = self.moved_meanwhile(good)
+                if stale:
+                    self.left_out(stale, good, started)
+                    live, rebuild = [r for r in good if r.merge not in stale], True
+                    if not live:
+                        return
+                    continue
                 verdict, detail = self.land(tip, local)
                 if verdict == "landed":
                     self.merged(good, tip, detail, started)
@@ -218,7 +261,14 @@ class Refinery(Outcomes):
                 if verdict == "waiting":
                     self.waiting(good, detail, started, tip, base)
                     return
-                live = good       # the target moved: do it again on the new tip
+                if verdict == "diverged":   # and the push failed: nowhere to land it
+                    self.errored(good, detail, started)
+                    return
+                live, rebuild = good, True   # the target moved: do it again on the new tip
+                moves += 1
+                if moves > MAX_REDO:
+                    break
+                self.report.redone += 1
             self.errored(live, f"{self.target} kept moving during {MAX_REDO + 1} attempts",
                          started)
         except (Stopped, KeyboardInterrupt):
@@ -243,6 +293,26 @@ class Refinery(Outcomes):
             tips.add(m.get("waited_commit"))
         return tips.pop() if len(tips) == 1 and None not in tips else None
 
+    def moved_meanwhile(self, reqs: list[Request]) -> dict[str, tuple[str, str]]:
+        """merge id -> (what moved, why), for each request that no longer is what was built and
+        checked: its "task" left merging (a human moved it) or its "branch" is not at the
+        checked head any more."""
+        tasks = model.board(self.g, refresh=True).tasks
+        out = {}
+        for r in reqs:
+            t = tasks.get(r.task)
+            st = model.status_of(t) if t is not None else "gone"
+            if st != "merging":
+                out[r.merge] = ("task", f"moved to {st} during its check; left out")
+                continue
+            found = rq.find_branch(self.store, r.branch)
+            if found is None:
+                out[r.merge] = ("branch", f"{r.branch} was deleted during its check; left out")
+            elif found[1] != r.head:
+                out[r.merge] = ("branch", f"{r.branch} moved to {found[1][:12]} during its check "
+                                          f"(checked {r.head[:12]}); queued to check the new head")
+        return out
+
     def start(self, batch: list[Request], started: int) -> list[Request]:
         ids = [r.merge for r in batch]
         moves = [Move(r.task, "merging", r.merge, merge_fields={
@@ -254,14 +324,21 @@ class Refinery(Outcomes):
         return [r for r in batch if model.status_of(tasks[r.task]) == "merging"]
 
     def base_tip(self, local: str) -> str:
-        """What the merge is built on: the local target, or the remote's when that is ahead."""
+        """What the merge is built on: the remote's target when the refinery pushes there (so
+        nothing of the user's that the user did not push goes along), else the local one."""
         remote = self.remote()
         if remote is None:
             return local
         theirs = self.store.remote.fetch_branch(remote, self.target, self.settings.timeout)
-        if theirs and theirs != local and self.store.objects.is_ancestor(local, theirs):
-            return theirs
-        return local
+        if theirs is None:
+            return local   # unreachable, or no such branch there yet: land() says which
+        if theirs != local and not self.store.objects.is_ancestor(local, theirs):
+            mine = self.store.objects.count(theirs, local)
+            state = "is ahead of" if self.store.objects.is_ancestor(theirs, local) else \
+                "has diverged from"
+            self.report.note = (f"{self.target} here {state} {remote}/{self.target} ({mine} "
+                                f"commit(s) not pushed, left out of what the refinery pushes)")
+        return theirs
 
     def reset(self, tip: str) -> None:
         path = worktree_path(self.g)
@@ -275,12 +352,12 @@ class Refinery(Outcomes):
 
     def apply(self, r: Request) -> tuple[bool, list[str]]:
         path, policy = worktree_path(self.g), self.rc.merge_policy
-        msg = f"{r.title} (brat task {r.task[:7]})"
+        msg = f"{subject_title(r.title)} (brat task {r.task[:7]})"
         if policy == "squash":
             return merge.apply_squash(path, r.head, msg, REFINERY_IDENT)
         if policy == "merge":
             return merge.apply_merge(path, r.head, f"Merge {r.branch}: {msg}", REFINERY_IDENT)
-        return merge.apply_rebase(path, r.head, REFINERY_IDENT)
+        return merge.apply_rebase(path, r.head, REFINERY_IDENT, f"Merge {r.branch}: {msg}")
 
     def stack_all(self, reqs: list[Request], started: int) -> list[Request]:
         """Apply each request onto the worktree in order; conflicting ones leave the batch."""
@@ -350,11 +427,13 @@ class Refinery(Outcomes):
             for r in reqs], "check")
         header = (f"== check `{self.rc.check}` on {tip[:12]} for "
                   f"{', '.join(r.task[:7] for r in reqs)} at {time.strftime('%H:%M:%S')} ==\n")
+        before = self._branches_and_tags()
         with open_private(logs[0]) as f:
             f.write(header.encode())
             f.flush()
             start_at = f.tell()
             code = self._run_check(f)
+        self._drop_check_refs(before, tip)
         with open(logs[0], "rb") as f:
             f.seek(start_at)
             output = f.read()
@@ -370,6 +449,30 @@ class Refinery(Outcomes):
         tail = "\n".join(lines)[-TAIL_CHARS:]
         why = "timed out" if code == "timeout" else f"exit {code}"
         return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{tail}"
+
+    def _branches_and_tags(self) -> dict[bytes, bytes]:
+        out = self.store.refs.under(b"refs/heads/")
+        out.update(self.store.refs.under(b"refs/tags/"))
+        return out
+
+    def _drop_check_refs(self, before: dict[bytes, bytes], tip: str) -> None:
+        """The check runs in the refinery's work tree, which shares the user's refs: a branch
+        or tag it made there (one holding the commit it checked, which exists nowhere else
+        yet) is removed, and a branch it checked out is let go (the tree is detached again)."""
+        path = worktree_path(self.g)
+        here = next((wt for wt in worktree.listing(self.store.common_dir)
+                     if os.path.realpath(wt.get("worktree", "")) == os.path.realpath(path)), {})
+        held = here.get("branch")
+        if held:
+            worktree.reset(path, tip)
+        target = self.store.objects.rev(f"refs/heads/{self.target}")
+        checked_is_new = target is None or not self.store.objects.is_ancestor(tip, target)
+        for name, sha in self._branches_and_tags().items():
+            if name in before or name.startswith(b"refs/heads/" + rq.BRANCH_PREFIX.encode()):
+                continue   # (a task branch made meanwhile is a witness's)
+            made_here = held is not None and name == held.encode()
+            if made_here or (checked_is_new and self.store.objects.is_ancestor(tip, sha.decode())):
+                self.store.refs.delete_if(name, sha)
 
     def _run_check(self, log) -> int | str:
         def started(proc) -> None:
@@ -405,6 +508,11 @@ class Refinery(Outcomes):
 
     def _land_locally(self, new: str, local: str) -> tuple[str, str]:
         ref = f"refs/heads/{self.target}"
+        if not self.store.objects.is_ancestor(local, new):
+            # The local target holds commits of the user's the merge was not built on (it was
+            # built on the remote's): moving it would drop them from the branch.
+            return "diverged", (f"{self.target} here has diverged from the remote's (it has "
+                                f"commits the remote lacks); `git pull` brings them together")
         for wt in worktree.listing(self.store.common_dir):
             if wt.get("branch") == ref and "bare" not in wt:
                 process.wait_for_exit(self.wait_pids)   # the git command whose hook started us

@@ -122,6 +122,40 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
     return out
 
 
+def queue_order(g: Grite, cfg: Config, board: Board | None = None,
+                now: int | None = None) -> list[str]:
+    """Task ids of the merge queue in the refinery's real order: what it is merging now (in
+    the order it started them), then the requests as it will take them (see requests), then
+    the needs-review tasks it cannot reach from this clone (see unreachable)."""
+    board = board or model.board(g)
+    merges = open_merges(board.state)
+    merging = [t for t in board.tasks.values() if status_of(t) == "merging"]
+    merging.sort(key=lambda t: (int((merges.get(t.id) or t).get("started_at", 0) or 0),
+                                model.age_key(t)))
+    out = [t.id for t in merging]
+    out += [r.task for r in requests(g, cfg, board, now)]
+    out += sorted(unreachable(g, board), key=lambda tid: model.age_key(board.tasks[tid]))
+    return out
+
+
+def unreachable(g: Grite, board: Board | None = None) -> dict[str, str]:
+    """task id -> why: the tasks in needs-review whose branch no ref of this clone holds (not
+    the local branch, no remote's copy), so no refinery here can merge them."""
+    board = board or model.board(g)
+    merges = open_merges(board.state)
+    out = {}
+    for t in board.tasks.values():
+        if status_of(t) != "needs-review":
+            continue
+        m = merges.get(t.id)
+        branch = (m.get("branch") if m else None) or task_branch(t.id)
+        if find_branch(g.store, branch) is None:
+            out[t.id] = (f"its branch {branch} is neither here nor on a remote this clone "
+                         f"fetched: the clone whose witness finished it must push it (`git push "
+                         f"<remote> {branch}`) or run `git brat refinery run` itself")
+    return out
+
+
 # -- writing: tasks and merge entities move together, validated at the tip --------------
 
 def merge_drafts(req: Request, target: str, session: str = "") -> list[Draft]:
@@ -197,4 +231,5 @@ def failures_plus_one(board: Board, m: Move) -> dict:
             "merge_failures": int(t.get("merge_failures", 0) or 0) + 1}
 
 
-__all__ = ["Request", "requests", "write", "Move", "lease_name", "task_branch", "OPEN", "DONE"]
+__all__ = ["Request", "requests", "queue_order", "unreachable", "write", "Move", "lease_name",
+           "task_branch", "OPEN", "DONE"]

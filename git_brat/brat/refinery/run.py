@@ -15,6 +15,7 @@ from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.refinery.passes import PassReport, Refinery, Stopped, merge_log
+from git_brat.errors import Conflict
 from git_brat.git.run import environment
 from git_brat.grite import locks
 from git_brat.grite.repo import Grite
@@ -48,12 +49,45 @@ def _kicked_since(g: Grite, t: float) -> bool:
         return False
 
 
+def busy_message(exc: locks.LeaseHeld) -> str:
+    """What a refinery that finds the queue's lease held says (the options it names exist)."""
+    h = exc.lease.holder
+    left = max(0.0, (exc.lease.expires_at - process.now_ms()) / 1000)
+    return (f"another refinery holds {exc.lease.resource} ({h.id}, lease renewed while it runs, "
+            f"{left:.0f}s left); one refinery merges for every clone. `git brat refinery run "
+            f"--wait SECONDS` waits for it to finish; its clone's `git brat refinery stop` "
+            f"stops it")
+
+
+def _acquire(g: Grite, ref: Refinery, wait: float) -> None:
+    """Take the lease, polling every POLL seconds up to `wait` while another refinery (another
+    clone's, mostly) has it; a waiting refinery is the one `refinery stop` finds here, unless
+    one of this clone's runs."""
+    deadline = time.monotonic() + wait
+    standby = False
+    while True:
+        try:
+            ref.acquire()
+            return
+        except locks.LeaseHeld as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if standby:
+                    daemon.forget(g.store, "refinery")
+                raise Conflict(busy_message(exc)) from exc
+            if not standby and running_pid(g) is None:
+                daemon.write_own(g.store, "refinery", log=log_path(g))
+                standby = True
+            time.sleep(min(POLL, left))
+
+
 def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
-        max_passes: int | None = None) -> RunReport:
+        max_passes: int | None = None, wait: float = 0.0) -> RunReport:
     """Passes until stopped (or one, with once), holding `refinery:<repo>` throughout.
 
     quiet_if_busy (a hook started it): nothing due means no lease is even taken; when another
-    refinery holds the lease, a kick file tells it to look again before it exits.
+    refinery holds the lease, a kick file tells it to look again before it exits. wait: how
+    long to poll for a lease another refinery holds before giving up.
     """
     report = RunReport([])
     from git_brat.brat.refinery.check import git_pids
@@ -64,15 +98,16 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
         ref = Refinery(g, cfg)
         ref.wait_pids = waits
         try:
-            ref.acquire()
-        except locks.LeaseHeld as exc:
             if quiet_if_busy:
-                layout.ensure_root(g.store)
-                with open(kick_path(g), "w") as f:
-                    f.write(f"{os.getpid()}\n")
-                report.busy = exc.message
-                return report
-            raise
+                ref.acquire()
+            else:
+                _acquire(g, ref, wait)
+        except locks.LeaseHeld as exc:
+            layout.ensure_root(g.store)
+            with open(kick_path(g), "w") as f:
+                f.write(f"{os.getpid()}\n")
+            report.busy = busy_message(exc)
+            return report
         started = time.time()
         _passes(g, ref, report, once, max_passes)
         if report.stopped or not once or not _kicked_since(g, started):
@@ -188,6 +223,7 @@ class RefineryStatus(msgspec.Struct):
     queue: list[QueueItem]
     current: list[Current]
     recent: list[Result]
+    unreachable: dict[str, str] = {}   # needs-review task -> why no refinery here can merge it
 
 
 def _last_line(path: str) -> tuple[int, str]:
@@ -224,7 +260,8 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
                                    iso(cs) if cs else None,
                                    round((now - m.get("started_at", now)) / 1000, 1), log, size,
                                    last))
-    done = [m for m in merges.values() if m.get("status") in rq.DONE and m.get("finished_at")]
+    done = [m for m in merges.values() if m.get("finished_at") and (
+        m.get("status") in rq.DONE or m.get("left_out"))]   # (a task a human moved mid-check)
     done.sort(key=lambda m: (m.get("finished_at"), m.id), reverse=True)
     results = [Result(m.id, m.get("task", ""),
                       board.tasks[m.get("task")].get("title", "") if m.get("task") in board.tasks
@@ -241,7 +278,7 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
     pid = running_pid(g)
     return RefineryStatus(rc.target_branch, rc.merge_policy, rc.batch, rc.check,
                           pid is not None or (lease is not None and lease.state == "held"), pid,
-                          lease, queue, current, results)
+                          lease, queue, current, results, rq.unreachable(g, board))
 
 
 __all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport"]

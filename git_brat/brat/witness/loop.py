@@ -12,18 +12,19 @@ from typing import Callable
 
 import msgspec
 
-from git_brat import process, redact
+from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import engines
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat import tasks
 from git_brat.brat.board import MERGE, SESSION, status_of
-from git_brat.brat.config import Config
+from git_brat.brat.config import Config, target_branch_problem
+from git_brat.brat.refinery import guard
 from git_brat.brat.engines import runner
 from git_brat.brat.witness import pick, session, verdict
 from git_brat.brat.witness.recover import Recovered, recover
-from git_brat.brat.witness.session import TAIL_LINES, LiveSession, log_line
+from git_brat.brat.witness.session import LiveSession, log_line
 from git_brat.errors import Conflict, GriteError, NotFound
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
@@ -168,6 +169,8 @@ class Witness:
 
     def run(self) -> Summary:
         restore = self._trap_signals()
+        if problem := target_branch_problem(self.g.store, self.cfg.refinery.target_branch):
+            self.say(f"warning: refinery.target_branch: {problem}")
         try:
             try:
                 self.recovered += recover(self.g, self.cfg, self.st, say=self.say)
@@ -256,6 +259,7 @@ class Witness:
         holder = locks.holder_for(self.g, ss.holder_id(sid), sid)
         live = LiveSession.of(sid, task, self.preset, holder)
         live.target = self.cfg.refinery.target_branch
+        live.target_tip = self.g.store.refs.branch_tip(live.target) or ""
         live.branch = ss.branch_for(task.id)
         live.worktree = layout.worktree(self.g.store, task.id)
         live.log = layout.session_log(self.g.store, sid)
@@ -506,31 +510,17 @@ class Witness:
 
     def _finish(self, live: LiveSession, rc: int | None) -> bool:
         """(worker) Record how the session ended, move its task, let its lease go; True."""
-        if live.popen is not None and process.group_alive(live.popen.pid):
-            process.stop_group(live.popen.pid, 2.0)   # what the engine left running in its group
-        strays = session.stop_strays(live.sid)        # and what it started outside that group
-        if strays:
-            log_line(live.log, f"stopped {len(strays)} process(es) the agent left outside its "
-                               f"group: {' '.join(map(str, strays))}")
         store = self.g.store
         seconds = round(time.monotonic() - live.started, 3)
-        output = runner.read_from(live.log, live.engine_offset) if live.phase == "engine" else ""
-        result = engines.read_result(self.preset, output) if live.phase == "engine" else None
-        salvaged, kept_all, kept = session.save_work(store, live, self.preset.scratch)
+        left = session.wind_up(store, live, self.preset)
         head = store.refs.branch_tip(live.branch) or ""
-        commits = store.objects.count(live.target, head) if head else 0
-        # What the log records of the output syncs to every clone: secrets redacted.
-        tail = redact.text(runner.tail(live.log, TAIL_LINES))
-        engine_session = (result.session_id if result and result.session_id else "") or \
-            live.session_uuid or ""
-        if not engine_session and self.preset.resumes and not self.preset.session_keys \
-                and live.phase == "engine":
-            # An engine that resumes from its files (aider's chat history), not by an id.
-            engine_session = layout.session_dir(store, live.sid)
-        error = redact.text(result.message) if result is not None and result.is_error else None
+        moved = guard.moved_by_session(self.g, live.target, live.target_tip, live.base, head,
+                                       live.worktree) if head else None   # an agent moved it?
+        commits = store.objects.count(live.target if store.objects.rev(live.target) and not
+                                      moved else live.base or live.target, head) if head else 0
         facts = dict(session=live.sid, branch=live.branch, setup_failed=live.setup_failed,
-                     exit_code=rc, engine_error=error, timeout=live.deadline - live.started,
-                     commits=commits, tail=tail)
+                     exit_code=rc, engine_error=left.error, timeout=live.deadline - live.started,
+                     commits=commits, tail=left.tail)
         res = ss.resource(live.tid)
         outcome: dict = {}
 
@@ -540,17 +530,19 @@ class Witness:
             sess = board.state.entities.get(live.sid)
             # The stop reason as it is now: a lost lease turns the retry into the session's record.
             v = verdict.decide(verdict.Facts(
-                **facts, stop_reason=live.stop_reason, task_status=status_of(task), task_session=task.get("session", ""),
+                **facts, stop_reason=live.stop_reason, task_status=status_of(task),
+                task_session=task.get("session", ""),
                 done=task.get("done_by") == live.sid, task_reason=model.reason_of(task),
                 failures=task.get("failures", 0),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
                 witness_stopping=self.stopping, now=process.now_ms()), self.cfg.witness)
+            v = guard.intervention(v, moved, live.tid) if moved is not None else v
             outcome.update(status=v.status, reason=v.reason, task=v.task_to or status_of(task))
             end = {"status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
-                   "exit_code": rc, "head": head, "commits": commits, "salvaged": salvaged,
-                   "engine_session": engine_session, "output_tail": tail[-4000:]}
-            if kept:
-                end["kept"] = [k.ref for k in kept]
+                   "exit_code": rc, "head": head, "commits": commits, "salvaged": left.salvaged,
+                   "engine_session": left.engine_session, "output_tail": left.tail[-4000:]}
+            if left.kept:
+                end["kept"] = [k.ref for k in left.kept]
             out = [Draft(live.sid, ev.SetFields(end))]
             if v.task_to:
                 out.append(tasks.move(board, live.tid, v.task_to, v.task_reason, **v.task_fields))
@@ -567,7 +559,9 @@ class Witness:
             # The lease moved on: the task is no longer ours to move; record the session alone.
             live.stop_reason = "lease-lost"
             self.g.append(lambda: build()[:1], text)
-        if self._publish():
+        if self._publish():   # a lease is never released while the session's end is unpublished
+            if outcome.get("task") == "needs-review" and commits and head:   # after its log
+                guard.push_task_branch(self.g, self.st.remote, live.branch, head, self.say)
             self._release(res, live.holder)
         if outcome.get("task") == "needs-review" and commits:
             from git_brat.brat.refinery import run as refinery_run
@@ -575,7 +569,7 @@ class Witness:
                 refinery_run.kick(self.g, self.cfg)
             except (GriteError, OSError) as exc:
                 log_line(live.log, f"could not start the refinery: {exc}")
-        if kept_all and live.worktree and os.path.isdir(live.worktree):
+        if left.kept_all and live.worktree and os.path.isdir(live.worktree):
             try:
                 for k in ss.remove_worktree(store, live.tid):
                     log_line(live.log, f"kept {k.commit[:12]} (on no branch) as {k.ref}")

@@ -36,7 +36,8 @@ How to report (run these from anywhere inside this work tree):
 - When the task is finished: `git brat task done -m "what you did"`.
 - To leave a note for the humans: `git brat task comment -m "..."`.
 - If you cannot go on without a human: `git brat task block -m "what you need"`.
-Do not switch branches, push, or merge into {target}: the merge queue does that."""
+Stay on this branch and leave {target} alone: when you say done, the witness publishes this
+branch (it pushes it where the team syncs) and the merge queue lands it on {target}."""
 
 
 def instructions(workdir: str) -> list[tuple[str, str]]:

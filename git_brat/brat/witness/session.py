@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Literal, NamedTuple
 
 from git_brat import process, redact
 from git_brat.git import worktree as git_worktree
@@ -52,6 +52,7 @@ class LiveSession:
     base: str = ""
     start_head: str = ""
     target: str = ""
+    target_tip: str = ""       # the target's commit when the session started ("": unknown)
     log: str = ""
     engine_offset: int = 0
     inv: Invocation | None = None
@@ -177,6 +178,39 @@ def salvage(store, tid: str, what: str, env: dict, skip: list[str] = (),
     if not os.path.isdir(worktree) or ss.removal_pending(store, tid):
         return None
     return git_worktree.commit_all(worktree, f"brat: {what}", env, skip, deletions=deletions)
+
+
+class Leftovers(NamedTuple):
+    """What a session left when it ended, as its end record needs it."""
+    salvaged: str                # the commit of what the agent left uncommitted, or ""
+    kept_all: bool               # everything is safe on a ref: the tree may go
+    kept: list[ss.Kept]
+    tail: str                    # the log's tail, secrets redacted (it syncs to every clone)
+    engine_session: str          # what the next attempt resumes
+    error: str | None            # the engine's own error, redacted
+
+
+def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
+    """(worker) A session's end: stop what the agent left running (in its group and out of
+    it), read the engine's result, and save its work before its tree goes."""
+    if live.popen is not None and process.group_alive(live.popen.pid):
+        process.stop_group(live.popen.pid, 2.0)   # what the engine left running in its group
+    strays = stop_strays(live.sid)                # and what it started outside that group
+    if strays:
+        log_line(live.log, f"stopped {len(strays)} process(es) the agent left outside its "
+                           f"group: {' '.join(map(str, strays))}")
+    engine_ran = live.phase == "engine"
+    output = runner.read_from(live.log, live.engine_offset) if engine_ran else ""
+    result = engines.read_result(preset, output) if engine_ran else None
+    salvaged, kept_all, kept = save_work(store, live, preset.scratch)
+    engine_session = (result.session_id if result and result.session_id else "") or \
+        live.session_uuid or ""
+    if not engine_session and preset.resumes and not preset.session_keys and engine_ran:
+        # An engine that resumes from its files (aider's chat history), not by an id.
+        engine_session = layout.session_dir(store, live.sid)
+    error = redact.text(result.message) if result is not None and result.is_error else None
+    return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
+                     engine_session, error)
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:

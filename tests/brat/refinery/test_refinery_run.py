@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import time
 
 
 from bratkit import convoy, fail, status_of
-from helpers import brat, brat_json, git, grite
+from helpers import BIN, brat, brat_json, git, grite
 from refinerykit import configure, log_subjects, outcomes, refine, request
 from sync_helpers import clone, seeded_hub
 
@@ -176,17 +178,30 @@ def test_one_refinery_per_repository_across_clones_through_the_hub(tmp_path):
     configure(a, check="echo holding; sleep 60")
     request(a, convoy(a), "Slow", {"s.txt": "s\n"})
     pid = brat_json(a, "refinery", "run", "--detach")["pid"]
+    waiter = None
     try:
         _wait_for(lambda: [c for c in brat_json(a, "refinery", "status")["current"]
                            if c["last_line"] == "holding"], 60, "the check to start")
         leases = grite(b, "lock", "status", "--remote", "origin", "--json").out
         assert '"resource":"refinery:hub"' in leases and '"state":"held"' in leases
         code, msg = fail(b, "refinery", "run", "--once")       # the other clone must wait
-        assert code == 5 and "refinery:hub is held" in msg
+        assert code == 5 and "another refinery holds refinery:hub" in msg and "--wait" in msg
+        # ... and can: it polls until the lease is free, then runs.
+        waiter = subprocess.Popen([str(BIN / "git-brat"), "refinery", "run", "--once", "--wait",
+                                   "120", "--json"], cwd=b, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(1)
+        assert waiter.poll() is None
         assert brat_json(a, "refinery", "stop")["stopped"]
+        out, err = waiter.communicate(timeout=120)
+        assert waiter.returncode == 0, err
+        assert json.loads(out)["passes"] and not json.loads(out)["busy"]
     finally:
         if _alive(pid):
             os.kill(pid, 9)
+        if waiter is not None and waiter.poll() is None:
+            os.killpg(waiter.pid, 9)
+            waiter.wait()
     brat(b, "refinery", "run", "--once")                      # released: now it may run
 
 
