@@ -11,7 +11,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.grite.model import events as ev
-from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked
+from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked, UsageError
 from git_brat.git.objects import CommitInfo
 from git_brat.git.store import Store
 from git_brat.grite.log.identity import Identity
@@ -98,12 +98,18 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         drafts = build(tip)
         if not drafts:   # the change is already there: a no-op writes nothing
             return Appended("", [])
-        base = max(head_lamport(store, tip), seen_lamport())
+        # Clamped: a clock that came from elsewhere (a cache made before replay bounded
+        # clocks) never makes a write impossible.
+        base = min(max(head_lamport(store, tip), seen_lamport()), ev.LAMPORT_MAX - len(drafts))
         now_ms = process.now_ms()
         events = [ev.make_event(d.entity, ident.actor.id, base + i + 1, now_ms, d.op, d.fence)
                   for i, d in enumerate(drafts)]
+        _refuse_out_of_bounds(events)
         payload = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, ident.replica.id,
                                            base + len(events), events))
+        if len(payload) > ev.MAX_BATCH_BYTES:
+            raise UsageError(f"refused: these changes are {len(payload)} bytes, over the "
+                             f"{ev.MAX_BATCH_BYTES} one batch may hold: make them in parts")
         message = summary(events)
         commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000)
         _pause_before_ref_update()
@@ -120,6 +126,19 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
                                f"under {attempt} attempts; try again")
         # Jittered exponential backoff, capped: contention clears in milliseconds.
         time.sleep(random.uniform(0, min(0.2, 0.002 * (2 ** min(attempt, 7)))))
+
+
+def _refuse_out_of_bounds(events: list[ev.Event]) -> None:
+    """Write nothing that every replay would reject or skip (see events' bounds)."""
+    if len(events) > ev.MAX_BATCH_EVENTS or len({e.entity for e in events}) > ev.MAX_BATCH_ENTITIES:
+        raise UsageError(f"{len(events)} changes at once is more than one batch may hold "
+                         f"({ev.MAX_BATCH_EVENTS} events over {ev.MAX_BATCH_ENTITIES} entities): "
+                         f"make them in parts")
+    for e in events:
+        why = ev.event_problem(e)
+        if why is not None:
+            raise UsageError(f"refused: replay would reject this change ({why}); "
+                             f"make it smaller")
 
 
 class LogReader:

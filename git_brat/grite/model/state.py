@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from git_brat.grite.model import events as ev
-from git_brat.grite.model.kinds import GROUP_FIELDS, STATUS_FIELDS
+from git_brat.grite.model.kinds import GROUP_FIELDS, KINDS, STATUS_FIELDS
 
 
 class Entity(msgspec.Struct):
@@ -71,9 +71,13 @@ class State(msgspec.Struct):
 
     def apply(self, e: ev.Event) -> bool:
         """Apply one event; False means the state needs a full replay (a fence moved backwards)."""
+        self.event_count += 1
+        why = ev.event_problem(e)
+        if why is not None:   # (its clock never reaches max_lamport: writers stay in bounds)
+            self.rejected[e.id] = Rejection(e.id, e.entity, why)
+            return True
         if e.lamport > self.max_lamport:
             self.max_lamport = e.lamport
-        self.event_count += 1
         op = e.op
         kind = type(op)
         if kind is ev.LeaseToken:
@@ -107,6 +111,9 @@ class State(msgspec.Struct):
         if e.ts > ent.updated_at:
             ent.updated_at = e.ts
         apply(ent, e, op)
+        if (kind is ev.Create or kind is ev.SetFields) and ent.created and \
+                (kind is ev.Create or any(f in op.fields for f in STATUS_FIELDS)):
+            self._recheck(ent)
         if kind is ev.Create:
             self.kinds[e.entity] = ent.kind
         elif kind is ev.AddTo and op.name.startswith("dep:"):
@@ -114,6 +121,54 @@ class State(msgspec.Struct):
             if e.entity not in sources:
                 sources.append(e.entity)
         return True
+
+    def _recheck(self, ent: Entity) -> None:
+        """Walk an entity's status changes in stamp order through its kind's state machine:
+        its status is where the legal ones lead, the others are rejected (with why).
+
+        A function of the set of changes, so the same in any arrival order: a change that
+        arrives late (lower stamp) may make a rejected later one legal, or the reverse.
+        """
+        rule = KINDS.get(ent.kind)
+        if rule is None or rule.transitions is None:
+            return
+        table, field, initial = rule.transitions, rule.status, rule.initial
+        changes = sorted((lam, actor, eid, f) for eid, (lam, actor, _ts, f) in ent.transitions.items()
+                         if field in f)
+        created = ent.create_stamp[2] if ent.create_stamp else ""
+        cur, cell, bad = None, None, {}
+        for lam, actor, eid, f in changes:
+            new = f[field]
+            if cur is None:
+                if eid != created:
+                    bad[eid] = f"changes the {ent.kind}'s {field} before it was created"
+                    continue
+                if new != initial:
+                    bad[eid] = f"creates a {ent.kind} as {new!r}, not {initial!r}"
+                cur, cell = initial, (initial, lam, actor, eid)
+            elif new == cur:
+                cell = (new, lam, actor, eid)
+            elif not isinstance(new, str) or new not in table:
+                bad[eid] = f"unknown {ent.kind} {field} {new!r}"
+            elif new in table.get(cur, ()) or (f.get("forced") is True and f.get("status_from") == cur):
+                cur, cell = new, (new, lam, actor, eid)
+            else:
+                forced = " (a force recorded from another status)" if f.get("forced") is True else ""
+                bad[eid] = f"illegal {ent.kind} transition {cur} -> {new}{forced}"
+        if cell is not None:
+            ent.fields[field] = cell
+        rejected = self.rejected
+        prefetch = getattr(rejected, "prefetch", None)
+        if prefetch is not None:
+            prefetch([c[2] for c in changes])
+        for _lam, _actor, eid, _f in changes:
+            why = bad.get(eid)
+            if why is not None:
+                held = rejected.get(eid)
+                if held is None or held.reason != why:
+                    rejected[eid] = Rejection(eid, ent.id, why)
+            elif eid in rejected:
+                rejected.pop(eid)
 
     def of_kind(self, kind: str, settled: tuple[str, ...] = (), before: int = 0) -> list[Entity]:
         """Created entities of one kind, leaving out the cold ones when asked.
