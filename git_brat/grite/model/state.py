@@ -443,9 +443,11 @@ def digest(state: State) -> bytes:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
+_MIN_MS = -62_135_596_800_000   # 0001-01-01
 
 
 def iso(ms: int) -> datetime:
     """A stamp in ms as a UTC datetime (exact arithmetic: twice as fast as fromtimestamp, and a
-    snapshot's check makes two per issue)."""
-    return _EPOCH + ms * _MS
+    snapshot's check makes two per issue). Clamped to what a datetime can hold: a stamp read
+    straight from a log (`git grite log`) may be anything a pusher wrote."""
+    return _EPOCH + min(max(ms, _MIN_MS), ev.TS_MAX) * _MS
