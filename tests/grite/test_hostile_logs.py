@@ -7,7 +7,7 @@ import json
 import msgspec
 
 from gritekit import forge_log
-from helpers import git, grite, grite_json, issues
+from helpers import git, grite, grite_json, issues, run
 
 from git_brat.grite.model import events as ev
 
@@ -76,3 +76,15 @@ def test_a_batch_of_too_many_entities_is_skipped_whole(grepo):
     proc = grite(grepo, "issue", "list", "--json")
     assert [i["id"] for i in json.loads(proc.out)] == [iid]
     assert bad in proc.err
+
+
+def test_an_events_blob_past_the_batch_size_is_skipped_unread(grepo):
+    (iid,) = issues(grepo, "an issue")
+    huge = ev.make_event(iid, "x", 50, 0, ev.Comment("A" * (ev.MAX_BATCH_BYTES + 16)))
+    bad = forge_log(grepo, FORGER, [huge])
+    for args in (["issue", "list"], ["rebuild", "--full"]):
+        proc = run(["/usr/bin/time", "-f", "rss=%M", "git", "grite", *args], grepo)
+        assert bad in proc.err and "skipped unread" in proc.err
+        peak_kb = int(proc.err.rpartition("rss=")[2].split()[0])
+        assert peak_kb < 48 * 1024, (args, peak_kb)   # never the 64 MB blob in memory
+    assert grite_json(grepo, "issue", "show", iid)["comments"] == []

@@ -12,6 +12,7 @@ import msgspec
 from git_brat import process
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked, UsageError
+from git_brat.git.catfile import TooLarge
 from git_brat.git.objects import CommitInfo
 from git_brat.git.store import Store
 from git_brat.grite.log.identity import Identity
@@ -177,10 +178,16 @@ class LogReader:
         order.reverse()
         return order
 
-    def batches(self, commits: list[str]) -> Iterator[tuple[str, ev.Batch]]:
-        """Decoded batches for commits (in the given order); corrupt ones are skipped."""
-        if len(commits) >= _BATCH_READ_THRESHOLD:
-            blobs: Iterable[tuple[str, bytes | None]] = self.store.catfile.cat_blobs(commits, "events")
+    def batches(self, commits: list[str], fetched: bool = True) -> Iterator[tuple[str, ev.Batch]]:
+        """Decoded batches for commits (in the given order); corrupt ones are skipped.
+
+        `fetched`: they may come from other replicas' logs, so each goes through cat-file,
+        whose header tells a blob's size: one past the bounds is skipped unread. A few
+        commits of this replica's own log (False) are read in-process, faster.
+        """
+        if fetched or len(commits) >= _BATCH_READ_THRESHOLD:
+            blobs: Iterable[tuple[str, bytes | None]] = self.store.catfile.cat_blobs(
+                commits, "events", ev.MAX_BATCH_BYTES)
         else:
             blobs = (self._read_one(c) for c in commits)
         return self._decoded(blobs)
@@ -194,7 +201,7 @@ class LogReader:
         """
         decode = ev.decode_batch
         try:
-            for blobs in self.store.catfile.stream_blobs(list(tips), "events"):
+            for blobs in self.store.catfile.stream_blobs(list(tips), "events", ev.MAX_BATCH_BYTES):
                 yield [decode(b) for b in blobs]
         except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise LogUnreadable(str(exc)) from exc
@@ -208,6 +215,10 @@ class LogReader:
         for sha, data in blobs:
             if data is None:
                 self._note(sha, "commit, tree or events blob missing or unreadable")
+                continue
+            if isinstance(data, TooLarge):
+                self._note(sha, f"events blob of {int(data)} bytes, over the "
+                                f"{ev.MAX_BATCH_BYTES} a batch may have; skipped unread")
                 continue
             try:
                 yield sha, ev.decode_batch(data)
