@@ -136,16 +136,16 @@ class State(msgspec.Struct):
         changes = sorted((lam, actor, eid, f) for eid, (lam, actor, _ts, f) in ent.transitions.items()
                          if field in f)
         created = ent.create_stamp[2] if ent.create_stamp else ""
-        cur, cell, bad = None, None, {}
+        cur, cell, bad, marks = None, None, {}, {}
         for lam, actor, eid, f in changes:
             new = f[field]
-            if cur is None:
-                if eid != created:
-                    bad[eid] = f"changes the {ent.kind}'s {field} before it was created"
-                    continue
+            if f.get("create") is True or eid == created:
                 if new != initial:
                     bad[eid] = f"creates a {ent.kind} as {new!r}, not {initial!r}"
-                cur, cell = initial, (initial, lam, actor, eid)
+                elif cur is None:
+                    cur, cell = initial, (initial, lam, actor, eid)
+            elif cur is None:
+                bad[eid] = f"changes the {ent.kind}'s {field} before it was created"
             elif new == cur:
                 cell = (new, lam, actor, eid)
             elif not isinstance(new, str) or new not in table:
@@ -155,8 +155,21 @@ class State(msgspec.Struct):
             else:
                 forced = " (a force recorded from another status)" if f.get("forced") is True else ""
                 bad[eid] = f"illegal {ent.kind} transition {cur} -> {new}{forced}"
-        if cell is not None:
-            ent.fields[field] = cell
+        if cell is None:   # no create gave it a legal start: it starts where they all must
+            cell = (initial, *ent.create_stamp)
+        ent.fields[field] = cell
+        # What only a move writes (where it came from, whether forced) is the last legal
+        # move's, never a rejected one's.
+        for lam, actor, eid, f in changes:
+            if eid not in bad:
+                for name in _MOVE_ONLY:
+                    if name in f:
+                        marks[name] = (f[name], lam, actor, eid)
+        for name in _MOVE_ONLY:
+            if name in marks:
+                ent.fields[name] = marks[name]
+            else:
+                ent.fields.pop(name, None)
         rejected = self.rejected
         prefetch = getattr(rejected, "prefetch", None)
         if prefetch is not None:
@@ -260,7 +273,7 @@ def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
         ent.kind, ent.created_at, ent.created_by = op.kind, e.ts, e.actor
     ent.created = True
     _set_fields(ent, op.fields, stamp)
-    _transition(ent, e, op.fields)
+    _transition(ent, e, op.fields, create=True)
 
 
 def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
@@ -269,11 +282,14 @@ def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
 
 
 TRANSITION_FIELDS = ("status_from", "reason", "forced")
+_MOVE_ONLY = ("status_from", "forced")   # fields no event but a status change writes
 
 
-def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any]) -> None:
+def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any], create: bool = False) -> None:
     if any(f in fields for f in STATUS_FIELDS):
         kept = {k: v for k, v in fields.items() if k in STATUS_FIELDS or k in TRANSITION_FIELDS}
+        if create:   # (a create is where a status starts, never a move: see State._recheck)
+            kept["create"] = True
         ent.transitions[e.id] = (e.lamport, e.actor, e.ts, kept)
 
 
