@@ -24,7 +24,7 @@ FORMAT_VERSION = 1
 # on them (and JSON readers) stays exact; a ts must be a date datetime can show (years to 9999).
 LAMPORT_MAX = 1 << 53
 TS_MAX = 253_402_300_799_999          # 9999-12-31T23:59:59.999Z in ms
-MAX_EVENT_BYTES = 1 << 20             # the text and values one event carries
+MAX_EVENT_BYTES = 4 << 20             # the text and values one event carries
 MAX_DEPTH = 32                        # nesting of a field's value (lists, maps)
 MAX_ID = 128                          # characters of an id, an actor, a set or field name
 MAX_BATCH_BYTES = 64 << 20            # one events blob, checked before it is decoded
