@@ -99,3 +99,16 @@ def recommit(repo, snap, entries: dict[str, bytes], ref: str | None = None) -> s
 
 def run_git_blob(repo, data: bytes) -> str:
     return run(["git", "hash-object", "-w", "--stdin"], repo, input=data).out.strip()
+
+
+def forge_log(repo, replica: str, payload: bytes | list[ev.Event], lamport: int = 0) -> str:
+    """What any pusher can do with plain git: a log commit holding `payload` (raw bytes, or
+    these events as a batch) under refs/grite/replicas/<replica>, as a fetch would leave it."""
+    if not isinstance(payload, bytes):
+        top = lamport or max((e.lamport for e in payload), default=0)
+        payload = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, replica, top, payload))
+    blob = git(repo, "hash-object", "-w", "--stdin", input=payload)
+    tree = git(repo, "mktree", input=f"100644 blob {blob}\tevents\n")
+    commit = git(repo, "commit-tree", tree, "-m", "grite: forged")
+    git(repo, "update-ref", f"refs/grite/replicas/{replica}", commit)
+    return commit

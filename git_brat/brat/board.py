@@ -18,17 +18,9 @@ from git_brat.grite.log.refs import grite_dir
 
 CONVOY, TASK, SESSION, MERGE = kinds.CONVOY, kinds.TASK, kinds.SESSION, kinds.MERGE
 STATES = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed", "dropped")
-# The state machine: where each state may go without --force.
-TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "queued": ("running", "blocked", "dropped"),
-    "running": ("needs-review", "queued", "blocked", "failed", "dropped"),
-    "needs-review": ("merging", "queued", "blocked", "failed", "dropped"),
-    "merging": ("merged", "needs-review", "queued", "blocked", "failed"),
-    "merged": (),
-    "blocked": ("queued", "dropped"),
-    "failed": ("queued", "dropped"),
-    "dropped": ("queued",),
-}
+# The state machine: where each state may go without --force (grite's kinds table holds it,
+# so that replay re-checks every move a log brings).
+TRANSITIONS: dict[str, tuple[str, ...]] = kinds.KINDS[kinds.TASK].transitions or {}
 IN_FLIGHT = ("running", "needs-review", "merging")
 # Settled statuses of tasks, sessions and merge requests (grite's kinds table): cold once
 # older than grite.coldAfterDays.
@@ -410,7 +402,7 @@ def history(g: Grite, tid: str) -> list[Transition]:
     out = []
     for eid, (lamport, actor, ts, fields) in sorted(ent.transitions.items(),
                                                      key=lambda kv: (kv[1][0], kv[1][1], kv[0])):
-        if "status" in fields:
+        if "status" in fields and eid not in state.rejected:   # (doctor lists rejected moves)
             out.append(Transition(eid, iso(ts), names.get(actor, actor), fields.get("status_from", ""),
                                   fields["status"], bool(fields.get("forced", False)),
                                   fields.get("reason", "")))

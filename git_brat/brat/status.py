@@ -62,7 +62,7 @@ class RecoveryReport(msgspec.Struct):
     replayed: int              # events the rebuild replayed from the logs (0 if none was needed)
     skipped_records: list[Problem]   # unreadable log records replay had to skip
     unreadable_leases: list[str]     # lease refs whose record cannot be read
-    rejected_events: int       # writes refused because their lease had moved on (fencing)
+    rejected_events: int       # events replay refused (stale lease, illegal move, bounds)
     crashed_sessions: list[CrashedSession]
     survived_branches: list[SurvivedBranch]
     needs_review: list[str]    # tasks whose crashed work survives and needs a human look

@@ -34,10 +34,11 @@ class CatFile:
             raise GriteError(f"git rev-list could not read everything: {line}")
         return res.out.split()
 
-    def cat_blobs(self, commits: list[str], entry: str
-                  ) -> Iterator[tuple[str, memoryview | bytes | None]]:
+    def cat_blobs(self, commits: list[str], entry: str, max_size: int | None = None
+                  ) -> Iterator[tuple[str, memoryview | bytes | TooLarge | None]]:
         """(commit, its `entry` blob's bytes or None if unreadable) for many record commits (log
-        batches, lease records) via cat-file --batch.
+        batches, lease records) via cat-file --batch. A blob over max_size bytes is stepped
+        over unread: TooLarge(its size) instead of its bytes (cat-file's header tells).
 
         Streams: blobs are yielded while git is still producing the rest, so decoding and
         replay in this process overlap with git's work on the other core. A damaged object
@@ -49,14 +50,14 @@ class CatFile:
                 for c in commits[start:]:
                     yield c, self._read(c, entry)
                 return
-            answered = yield from self._cat_some(commits[start:], entry)
+            answered = yield from self._cat_some(commits[start:], entry, max_size)
             if start + answered < len(commits):   # the record git stopped at: try it here
                 yield commits[start + answered], self._read(commits[start + answered], entry)
             stuck = stuck + 1 if answered == 0 else 0
             start += answered + 1
 
-    def _cat_some(self, commits: list[str], entry: str
-                  ) -> Generator[tuple[str, memoryview | None], None, int]:
+    def _cat_some(self, commits: list[str], entry: str, max_size: int | None = None
+                  ) -> Generator[tuple[str, memoryview | TooLarge | None], None, int]:
         """One cat-file for as many of commits as it answers; returns how many that was."""
         import threading   # (here: most commands never stream, and import time is theirs too)
         proc = subprocess.Popen(git.argv(["cat-file", "--batch=%(objecttype) %(objectsize)"],
@@ -74,7 +75,7 @@ class CatFile:
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         try:
-            return (yield from _parse_batch_output(proc.stdout, commits))
+            return (yield from _parse_batch_output(proc.stdout, commits, max_size))
         finally:   # also when the consumer stops early: never leave git running
             proc.stdout.close()
             if proc.poll() is None:
@@ -82,7 +83,8 @@ class CatFile:
             proc.wait()
             feeder.join()
 
-    def stream_blobs(self, tips: list[str], entry: str) -> Iterator[list[memoryview]]:
+    def stream_blobs(self, tips: list[str], entry: str, max_size: int | None = None
+                     ) -> Iterator[list[memoryview]]:
         """The `entry` blob of every commit reachable from tips, in chunks as git produces them.
 
         `git rev-list --objects --filter=object:type=blob | git cat-file --batch`, no Python in
@@ -91,7 +93,7 @@ class CatFile:
         Blobs come without their commit and in no useful order. Raises GriteError, after
         yielding what it could, if git failed, an object is missing, or a tree holds anything
         but `entry`: the caller then takes the careful, per-commit path, which can name what
-        is broken.
+        is broken, or at a blob over max_size bytes (before reading it).
         """
         if not tips:
             return
@@ -110,7 +112,7 @@ class CatFile:
             walk.stdout.close()   # cat-file now owns the pipe; it ends when rev-list does
             complete = False
             try:
-                yield from _blob_chunks(cat.stdout, entry.encode())
+                yield from _blob_chunks(cat.stdout, entry.encode(), max_size)
                 complete = True
             finally:
                 cat.stdout.close()
@@ -127,8 +129,12 @@ class CatFile:
                              f"{err.splitlines()[-1] if err else 'an object is missing'}")
 
 
-def _parse_batch_output(out, commits: list[str]) -> Generator[tuple[str, memoryview | None],
-                                                               None, int]:
+class TooLarge(int):
+    """The size of a blob stepped over unread (larger than the caller takes in)."""
+
+
+def _parse_batch_output(out, commits: list[str], max_size: int | None = None
+                        ) -> Generator[tuple[str, memoryview | TooLarge | None], None, int]:
     """Parse `git cat-file --batch='%(objecttype) %(objectsize)'` output as it arrives.
 
     Record i belongs to commits[i]. Reads large immutable chunks and yields zero-copy views
@@ -161,6 +167,19 @@ def _parse_batch_output(out, commits: list[str]) -> Generator[tuple[str, memoryv
         if not size_text.isdigit():
             return n   # not a header git writes: stop; the caller restarts after this record
         size = int(size_text)
+        if max_size is not None and size > max_size:
+            have = len(data) - pos
+            if have >= size + 1:
+                pos += size + 1
+            else:   # dropped as it comes, never held whole
+                left, data, pos = size + 1 - have, b"", 0
+                while left > 0:
+                    chunk = out.read1(min(left, 1 << 20))
+                    if not chunk:
+                        return n
+                    left -= len(chunk)
+            yield c, TooLarge(size)
+            continue
         while len(data) - pos < size + 1:
             if not more(size + 1 - (len(data) - pos)):
                 return n   # cut short: git died inside this object
@@ -171,7 +190,7 @@ def _parse_batch_output(out, commits: list[str]) -> Generator[tuple[str, memoryv
     return len(commits)
 
 
-def _blob_chunks(out, entry: bytes) -> Iterator[list[memoryview]]:
+def _blob_chunks(out, entry: bytes, max_size: int | None = None) -> Iterator[list[memoryview]]:
     """Parse `git cat-file --batch='%(objectsize) %(rest)'` output (rest: the blob's path in
     its tree) into lists of zero-copy blob views, one list per read from the pipe.
 
@@ -195,6 +214,11 @@ def _blob_chunks(out, entry: bytes) -> Iterator[list[memoryview]]:
                 if views:
                     yield views
                 raise GriteError(f"git cat-file: {header.decode('utf-8', 'replace')}")
+            if max_size is not None and int(size) > max_size:
+                if views:
+                    yield views
+                raise GriteError(f"git cat-file: a blob of {int(size)} bytes, over the "
+                                 f"{max_size} taken in")
             end = eol + 1 + int(size)
             if end >= n:   # this blob (or its newline) is still in the pipe
                 if end - pos > (1 << 20):   # a blob bigger than a chunk: read the rest at once

@@ -16,7 +16,11 @@ from git_brat.grite.model.state import digest, replay_stream
 from git_brat.grite.log.refs import grite_dir, log_tips
 from git_brat.grite.sync.hookhashes import HookFile
 
-NOTES = ("unknown-ops", "history-cut")   # findings that say how things are, not what is wrong
+# Findings that say how things are, not what is wrong. A rejected event is one replay refused
+# (an illegal move, a clock or size past the bounds, a stale lease): it changes nothing, so
+# there is nothing to fix; it is listed so that who wrote it can be asked.
+NOTES = ("unknown-ops", "history-cut", "rejected")
+MAX_LISTED = 100   # rejected events named one by one; the rest are counted
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
 
@@ -24,6 +28,7 @@ class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
     #            | stale-temp | history-cut | hook-changed | hook-unknown | forged-lease
+    #            | rejected
     subject: str
     detail: str
     fixed: bool = False
@@ -89,6 +94,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     if truth.unknown:
         findings.append(Finding("unknown-ops", "", f"{len(truth.unknown)} events from a newer "
                                 "grite were kept but not replayed; upgrade to see them", True))
+    findings += rejected(truth)
     truth_digest = digest(truth)
     del truth   # a million events' state: not held while the next one is read
 
@@ -111,6 +117,16 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_leases(g)
     ok = all(f.fixed or f.kind in NOTES for f in findings)
     return Report(ok, len(commits), events, tips, findings, hook_files)
+
+
+def rejected(state) -> list[Finding]:
+    """The events replay rejected, each named with why (the first MAX_LISTED, then a count)."""
+    held = sorted(state.rejected.items())
+    out = [Finding("rejected", eid, f"{r.reason} (on {r.entity[:7]}); not applied", True)
+           for eid, r in held[:MAX_LISTED]]
+    if len(held) > MAX_LISTED:
+        out.append(Finding("rejected", "", f"{len(held) - MAX_LISTED} more events rejected", True))
+    return out
 
 
 def _cached_state(g: Grite):

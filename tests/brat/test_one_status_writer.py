@@ -98,9 +98,14 @@ def board_with(status: str, need: str | None = None) -> Board:
         nonlocal lamport
         lamport += 1
         state.apply(ev.make_event(entity, "c" * 32, lamport, 1000 + lamport, op))
-    apply(TID, ev.Create(TASK, {"title": "t", "status": status, "convoy": ""}))
+    def made(entity: str, title: str, where: str) -> None:
+        # Created queued (replay rejects any other start), then a recorded force to `where`.
+        apply(entity, ev.Create(TASK, {"title": title, "status": "queued", "convoy": ""}))
+        if where != "queued":
+            apply(entity, ev.SetFields({"status": where, "status_from": "queued", "forced": True}))
+    made(TID, "t", status)
     if need is not None:
-        apply(NEED, ev.Create(TASK, {"title": "n", "status": need, "convoy": ""}))
+        made(NEED, "n", need)
         apply(TID, ev.AddTo("dep:depends_on", NEED))
     return Board(state)
 

@@ -23,8 +23,9 @@ from git_brat.grite.log.refs import grite_dir
 # 5: issue views updated lazily (views, dirty); 6: unknown operations kept by event id;
 # 7: an SQLite file, a row per entity; 8: snapshots hold settled rows apart, and a cache
 # may wait for them. Snapshots carry it too: bump it whenever the same events would give a
-# different State.
-CACHE_VERSION = 8
+# different State. 9: replay rejects illegal task moves and events past the bounds (a cache or
+# snapshot made before may hold what they did).
+CACHE_VERSION = 9
 DB = "state.db"
 
 

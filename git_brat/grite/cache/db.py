@@ -132,6 +132,15 @@ class Rows:
         self.loaded[key] = value
         self.dirty.add(key)
 
+    def pop(self, key: str, default=None):
+        """Remove a key (replay takes back a rejection a late event made legal)."""
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        self.loaded[key] = _MISSING
+        self.dirty.add(key)
+        return value
+
     def setdefault(self, key: str, default):
         value = self.get(key, _MISSING)
         if value is _MISSING:
@@ -149,25 +158,31 @@ class Rows:
         """(key, value) in key order, decoded one at a time and not kept: a whole state at a
         million events is gigabytes as Python objects. What memory holds (changed or read)
         is merged in by key (keys are ASCII: SQLite's order is Python's)."""
-        held = sorted((k, v) for k, v in self.loaded.items() if v is not _MISSING)
+        held = sorted(((k, v) for k, v in self.loaded.items() if v is not _MISSING or
+                       k in self.dirty), key=lambda kv: kv[0])   # (dirty and missing: removed)
         i = 0
         for k, raw in self._stored_in_order():
             while i < len(held) and held[i][0] < k:
-                yield held[i]
+                if held[i][1] is not _MISSING:
+                    yield held[i]
                 i += 1
             if i < len(held) and held[i][0] == k:
-                yield held[i]
+                if held[i][1] is not _MISSING:
+                    yield held[i]
                 i += 1
             else:
                 yield k, self._decode(raw)
-        yield from held[i:]
+        yield from (kv for kv in held[i:] if kv[1] is not _MISSING)
 
     def items(self) -> list[tuple[str, Any]]:
         """Every stored key, with what memory changed on top (a full scan: not for hot paths)."""
         out = {}
         for k, v in self._stored():
             cur = self.loaded.get(k, _MISSING)
-            out[k] = cur if cur is not _MISSING else self._decode(v)
+            if cur is not _MISSING:
+                out[k] = cur
+            elif k not in self.dirty:   # (dirty and missing: removed)
+                out[k] = self._decode(v)
         out.update((k, v) for k, v in self.loaded.items() if v is not _MISSING)
         return list(out.items())
 
@@ -183,8 +198,10 @@ class Rows:
     def __len__(self) -> int:
         return len(self.items())
 
-    def flush_rows(self) -> list[tuple[str, str, bytes]]:
-        rows = [(self.space, k, _encode(self.loaded[k])) for k in self.dirty]
+    def flush_rows(self) -> list[tuple[str, str, bytes | None]]:
+        """The changed rows; a removed key's value is None."""
+        rows = [(self.space, k, None if self.loaded[k] is _MISSING else _encode(self.loaded[k]))
+                for k in self.dirty]
         self.dirty = set()
         return rows
 
@@ -478,7 +495,8 @@ def shrink_wal(conn: sqlite3.Connection) -> None:
 def _upsert(conn, rows, kv) -> None:
     conn.executemany("INSERT OR REPLACE INTO entity (id, kind, status, grp, created, updated, body) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-    conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", kv)
+    conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", [r for r in kv if r[2] is not None])
+    conn.executemany("DELETE FROM kv WHERE space=? AND k=?", [r[:2] for r in kv if r[2] is None])
 
 
 def read_meta(conn: sqlite3.Connection) -> bytes | None:

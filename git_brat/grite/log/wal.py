@@ -11,7 +11,8 @@ import msgspec
 
 from git_brat import process
 from git_brat.grite.model import events as ev
-from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked
+from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked, UsageError
+from git_brat.git.catfile import TooLarge
 from git_brat.git.objects import CommitInfo
 from git_brat.git.store import Store
 from git_brat.grite.log.identity import Identity
@@ -98,12 +99,18 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         drafts = build(tip)
         if not drafts:   # the change is already there: a no-op writes nothing
             return Appended("", [])
-        base = max(head_lamport(store, tip), seen_lamport())
+        # Clamped: a clock that came from elsewhere (a cache made before replay bounded
+        # clocks) never makes a write impossible.
+        base = min(max(head_lamport(store, tip), seen_lamport()), ev.LAMPORT_MAX - len(drafts))
         now_ms = process.now_ms()
         events = [ev.make_event(d.entity, ident.actor.id, base + i + 1, now_ms, d.op, d.fence)
                   for i, d in enumerate(drafts)]
+        _refuse_out_of_bounds(events)
         payload = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, ident.replica.id,
                                            base + len(events), events))
+        if len(payload) > ev.MAX_BATCH_BYTES:
+            raise UsageError(f"refused: these changes are {len(payload)} bytes, over the "
+                             f"{ev.MAX_BATCH_BYTES} one batch may hold: make them in parts")
         message = summary(events)
         commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000)
         _pause_before_ref_update()
@@ -120,6 +127,19 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
                                f"under {attempt} attempts; try again")
         # Jittered exponential backoff, capped: contention clears in milliseconds.
         time.sleep(random.uniform(0, min(0.2, 0.002 * (2 ** min(attempt, 7)))))
+
+
+def _refuse_out_of_bounds(events: list[ev.Event]) -> None:
+    """Write nothing that every replay would reject or skip (see events' bounds)."""
+    if len(events) > ev.MAX_BATCH_EVENTS or len({e.entity for e in events}) > ev.MAX_BATCH_ENTITIES:
+        raise UsageError(f"{len(events)} changes at once is more than one batch may hold "
+                         f"({ev.MAX_BATCH_EVENTS} events over {ev.MAX_BATCH_ENTITIES} entities): "
+                         f"make them in parts")
+    for e in events:
+        why = ev.event_problem(e)
+        if why is not None:
+            raise UsageError(f"refused: replay would reject this change ({why}); "
+                             f"make it smaller")
 
 
 class LogReader:
@@ -158,10 +178,16 @@ class LogReader:
         order.reverse()
         return order
 
-    def batches(self, commits: list[str]) -> Iterator[tuple[str, ev.Batch]]:
-        """Decoded batches for commits (in the given order); corrupt ones are skipped."""
-        if len(commits) >= _BATCH_READ_THRESHOLD:
-            blobs: Iterable[tuple[str, bytes | None]] = self.store.catfile.cat_blobs(commits, "events")
+    def batches(self, commits: list[str], fetched: bool = True) -> Iterator[tuple[str, ev.Batch]]:
+        """Decoded batches for commits (in the given order); corrupt ones are skipped.
+
+        `fetched`: they may come from other replicas' logs, so each goes through cat-file,
+        whose header tells a blob's size: one past the bounds is skipped unread. A few
+        commits of this replica's own log (False) are read in-process, faster.
+        """
+        if fetched or len(commits) >= _BATCH_READ_THRESHOLD:
+            blobs: Iterable[tuple[str, bytes | None]] = self.store.catfile.cat_blobs(
+                commits, "events", ev.MAX_BATCH_BYTES)
         else:
             blobs = (self._read_one(c) for c in commits)
         return self._decoded(blobs)
@@ -175,7 +201,7 @@ class LogReader:
         """
         decode = ev.decode_batch
         try:
-            for blobs in self.store.catfile.stream_blobs(list(tips), "events"):
+            for blobs in self.store.catfile.stream_blobs(list(tips), "events", ev.MAX_BATCH_BYTES):
                 yield [decode(b) for b in blobs]
         except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise LogUnreadable(str(exc)) from exc
@@ -189,6 +215,10 @@ class LogReader:
         for sha, data in blobs:
             if data is None:
                 self._note(sha, "commit, tree or events blob missing or unreadable")
+                continue
+            if isinstance(data, TooLarge):
+                self._note(sha, f"events blob of {int(data)} bytes, over the "
+                                f"{ev.MAX_BATCH_BYTES} a batch may have; skipped unread")
                 continue
             try:
                 yield sha, ev.decode_batch(data)

@@ -18,6 +18,19 @@ import msgspec
 
 FORMAT_VERSION = 1
 
+# Bounds. Anyone who can push writes events, so every one of these is checked on replay (an
+# event past them is rejected, a batch past them skipped as corrupt) and by the writer (which
+# refuses to write what replay would reject). Clocks stay below 2^53 so that any arithmetic
+# on them (and JSON readers) stays exact; a ts must be a date datetime can show (years to 9999).
+LAMPORT_MAX = 1 << 53
+TS_MAX = 253_402_300_799_999          # 9999-12-31T23:59:59.999Z in ms
+MAX_EVENT_BYTES = 4 << 20             # the text and values one event carries
+MAX_DEPTH = 32                        # nesting of a field's value (lists, maps)
+MAX_ID = 128                          # characters of an id, an actor, a set or field name
+MAX_BATCH_BYTES = 64 << 20            # one events blob, checked before it is decoded
+MAX_BATCH_EVENTS = 100_000
+MAX_BATCH_ENTITIES = 50_000
+
 
 class Create(msgspec.Struct, array_like=True, tag="c"):
     """Create an entity of `kind` with initial field values."""
@@ -150,8 +163,29 @@ def encode_batch(batch: Batch) -> bytes:
 def decode_batch(data: bytes) -> Batch:
     """Decode a batch; operations with tags this version does not know become UnknownOp.
 
-    Raises msgspec.DecodeError/ValidationError for bytes that are not a batch at all.
+    Raises msgspec.DecodeError/ValidationError for bytes that are not a batch at all, and
+    DecodeError for one past the batch bounds (bytes, events, entities, nesting), checked
+    before decoding where the bytes tell (size, the events array's length).
     """
+    if len(data) > MAX_BATCH_BYTES:
+        raise msgspec.DecodeError(f"events blob of {len(data)} bytes, over the "
+                                  f"{MAX_BATCH_BYTES} a batch may have")
+    count = _events_count(data)
+    if count is not None and count > MAX_BATCH_EVENTS:
+        raise msgspec.DecodeError(f"batch of {count} events, over the {MAX_BATCH_EVENTS} "
+                                  f"a batch may have")
+    try:
+        batch = _decode(data)
+    except RecursionError:   # msgspec has no depth limit of its own: Python's stops it
+        raise msgspec.DecodeError("events blob nested too deep to decode") from None
+    if len(batch.events) > MAX_BATCH_EVENTS or \
+            len({e.entity for e in batch.events}) > MAX_BATCH_ENTITIES:
+        raise msgspec.DecodeError(f"batch of {len(batch.events)} events over more than "
+                                  f"{MAX_BATCH_ENTITIES} entities")
+    return batch
+
+
+def _decode(data: bytes) -> Batch:
     try:
         return _batch_decoder.decode(data)
     except msgspec.ValidationError:
@@ -167,7 +201,96 @@ def decode_batch(data: bytes) -> Batch:
 
 
 def decode_head(data: bytes) -> BatchHead:
-    return _head_decoder.decode(data)
+    try:
+        return _head_decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("events blob nested too deep to decode") from None
+
+
+def _events_count(data: bytes) -> int | None:
+    """The length of a batch's events array, read from its msgpack header without decoding
+    the events (None when the bytes do not start like a batch: decoding then says why)."""
+    pos = 0
+    try:
+        if data[0] != 0x94:   # fixarray of 4: [v, replica, lamport, events]
+            return None
+        pos = 1
+        for want in ("int", "str", "int"):
+            b = data[pos]
+            if want == "int" and (b <= 0x7f or b >= 0xe0):
+                pos += 1
+            elif want == "int" and 0xcc <= b <= 0xd3:
+                pos += 1 + (1 << ((b - 0xcc) & 3))
+            elif want == "str" and 0xa0 <= b <= 0xbf:
+                pos += 1 + (b & 0x1f)
+            elif want == "str" and 0xd9 <= b <= 0xdb:
+                n = 1 << (b - 0xd9)
+                pos += 1 + n + int.from_bytes(data[pos + 1:pos + 1 + n], "big")
+            else:
+                return None
+        b = data[pos]
+        if 0x90 <= b <= 0x9f:
+            return b & 0x0f
+        if b in (0xdc, 0xdd):
+            n = 2 if b == 0xdc else 4
+            return int.from_bytes(data[pos + 1:pos + 1 + n], "big")
+    except IndexError:
+        pass
+    return None
+
+
+def event_problem(e: Event) -> str | None:
+    """Why replay must reject this event on its own (past a bound), or None."""
+    if not 0 <= e.lamport <= LAMPORT_MAX:
+        return f"Lamport clock {e.lamport} is outside 0..2^53"
+    if not 0 <= e.ts <= TS_MAX:
+        return f"timestamp {e.ts} is not a date between 1970 and 9999"
+    if max(len(e.id), len(e.entity), len(e.actor)) > MAX_ID:
+        return f"an id or actor longer than {MAX_ID} characters"
+    try:
+        size = _op_size(e.op)
+    except _TooDeep:
+        return f"a value nested deeper than {MAX_DEPTH} levels"
+    if size > MAX_EVENT_BYTES:
+        return f"{size} bytes of values, over the {MAX_EVENT_BYTES} an event may carry"
+    return None
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _op_size(op: Any) -> int:
+    kind = type(op)
+    if kind is Comment:
+        return len(op.body)
+    if kind is Create or kind is SetFields:
+        return sum(len(k) + _value_size(v, 1) for k, v in op.fields.items())
+    if kind is AddTo:
+        return len(op.name) + len(op.value)
+    if kind is RemoveFrom:
+        return len(op.name) + len(op.value) + sum(len(t) for t in op.observed)
+    if kind is UnknownOp:
+        return len(op.raw)
+    return 0
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _value_size(v: Any, depth: int) -> int:
+    """Roughly the bytes a field value holds (characters for text), checking its nesting."""
+    if isinstance(v, (str, bytes)):
+        return len(v)
+    if isinstance(v, _SCALARS):
+        return 8
+    if depth >= MAX_DEPTH:
+        raise _TooDeep
+    if isinstance(v, dict):
+        return sum(_value_size(k, depth + 1) + _value_size(x, depth + 1) for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return sum(_value_size(x, depth + 1) for x in v) + 1
+    return 8
 
 
 def op_name(op: Any) -> str:

@@ -4,8 +4,10 @@ grite stores every kind alike; what it needs to know of one is here. Settled sta
 entity's work: settled and unchanged for grite.coldAfterDays, it is cold, left out of default
 lists and moved by a snapshot to its cold part (snapdb.cold_condition), so a fresh clone is
 ready before that part arrives. brat's task, session and merge lists (brat/board.py) are these
-rows, not copies of them. The table decides only what a fresh clone can answer early, never an
-answer: every reader takes whatever split a snapshot made.
+rows, not copies of them; so is the task state machine (board.TRANSITIONS), kept here as data
+because replay, below brat, re-checks every move a fetched log brings against it. The cold
+split decides only what a fresh clone can answer early, never an answer: every reader takes
+whatever split a snapshot made.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ class Kind(NamedTuple):
     status: str = ""                  # the field holding its status ("": it has none)
     settled: tuple[str, ...] = ()     # statuses that end its work (): never cold
     group: str = ""                   # the field naming what it belongs to ("": nothing)
+    # The state machine replay re-checks (writers check it too): status -> where it may go
+    # unforced; None: any change is fine. `initial`: the status its create must give it.
+    transitions: dict[str, tuple[str, ...]] | None = None
+    initial: str = ""
 
 
 # grite's own
@@ -30,7 +36,16 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(ISSUE, "state", ("closed",)),            # exactly what `issue list` leaves out
     Kind(ACTOR),                                  # never cold: every list names actors
     Kind(CONVOY),                                 # its status is derived from its tasks
-    Kind(TASK, "status", ("merged", "dropped"), group=CONVOY),
+    Kind(TASK, "status", ("merged", "dropped"), group=CONVOY, initial="queued", transitions={
+        "queued": ("running", "blocked", "dropped"),
+        "running": ("needs-review", "queued", "blocked", "failed", "dropped"),
+        "needs-review": ("merging", "queued", "blocked", "failed", "dropped"),
+        "merging": ("merged", "needs-review", "queued", "blocked", "failed"),
+        "merged": (),
+        "blocked": ("queued", "dropped"),
+        "failed": ("queued", "dropped"),
+        "dropped": ("queued",),
+    }),
     Kind(SESSION, "status", ("done", "failed", "timed-out", "blocked", "stopped", "crashed",
                              "ended"), group=TASK),
     Kind(MERGE, "status", ("merged", "failed", "requeued", "conflict", "blocked", "dropped",

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from git_brat.grite.model import events as ev
-from git_brat.grite.model.kinds import GROUP_FIELDS, STATUS_FIELDS
+from git_brat.grite.model.kinds import GROUP_FIELDS, KINDS, STATUS_FIELDS
 
 
 class Entity(msgspec.Struct):
@@ -71,9 +71,13 @@ class State(msgspec.Struct):
 
     def apply(self, e: ev.Event) -> bool:
         """Apply one event; False means the state needs a full replay (a fence moved backwards)."""
+        self.event_count += 1
+        why = ev.event_problem(e)
+        if why is not None:   # (its clock never reaches max_lamport: writers stay in bounds)
+            self.rejected[e.id] = Rejection(e.id, e.entity, why)
+            return True
         if e.lamport > self.max_lamport:
             self.max_lamport = e.lamport
-        self.event_count += 1
         op = e.op
         kind = type(op)
         if kind is ev.LeaseToken:
@@ -107,6 +111,9 @@ class State(msgspec.Struct):
         if e.ts > ent.updated_at:
             ent.updated_at = e.ts
         apply(ent, e, op)
+        if (kind is ev.Create or kind is ev.SetFields) and ent.created and \
+                (kind is ev.Create or any(f in op.fields for f in STATUS_FIELDS)):
+            self._recheck(ent)
         if kind is ev.Create:
             self.kinds[e.entity] = ent.kind
         elif kind is ev.AddTo and op.name.startswith("dep:"):
@@ -114,6 +121,67 @@ class State(msgspec.Struct):
             if e.entity not in sources:
                 sources.append(e.entity)
         return True
+
+    def _recheck(self, ent: Entity) -> None:
+        """Walk an entity's status changes in stamp order through its kind's state machine:
+        its status is where the legal ones lead, the others are rejected (with why).
+
+        A function of the set of changes, so the same in any arrival order: a change that
+        arrives late (lower stamp) may make a rejected later one legal, or the reverse.
+        """
+        rule = KINDS.get(ent.kind)
+        if rule is None or rule.transitions is None:
+            return
+        table, field, initial = rule.transitions, rule.status, rule.initial
+        changes = sorted((lam, actor, eid, f) for eid, (lam, actor, _ts, f) in ent.transitions.items()
+                         if field in f)
+        created = ent.create_stamp[2] if ent.create_stamp else ""
+        cur, cell, bad, marks = None, None, {}, {}
+        for lam, actor, eid, f in changes:
+            new = f[field]
+            if f.get("create") is True or eid == created:
+                if new != initial:
+                    bad[eid] = f"creates a {ent.kind} as {new!r}, not {initial!r}"
+                elif cur is None:
+                    cur, cell = initial, (initial, lam, actor, eid)
+            elif cur is None:
+                bad[eid] = f"changes the {ent.kind}'s {field} before it was created"
+            elif new == cur:
+                cell = (new, lam, actor, eid)
+            elif not isinstance(new, str) or new not in table:
+                bad[eid] = f"unknown {ent.kind} {field} {new!r}"
+            elif new in table.get(cur, ()) or (f.get("forced") is True and f.get("status_from") == cur):
+                cur, cell = new, (new, lam, actor, eid)
+            else:
+                forced = " (a force recorded from another status)" if f.get("forced") is True else ""
+                bad[eid] = f"illegal {ent.kind} transition {cur} -> {new}{forced}"
+        if cell is None:   # no create gave it a legal start: it starts where they all must
+            cell = (initial, *ent.create_stamp)
+        ent.fields[field] = cell
+        # What only a move writes (where it came from, whether forced) is the last legal
+        # move's, never a rejected one's.
+        for lam, actor, eid, f in changes:
+            if eid not in bad:
+                for name in _MOVE_ONLY:
+                    if name in f:
+                        marks[name] = (f[name], lam, actor, eid)
+        for name in _MOVE_ONLY:
+            if name in marks:
+                ent.fields[name] = marks[name]
+            else:
+                ent.fields.pop(name, None)
+        rejected = self.rejected
+        prefetch = getattr(rejected, "prefetch", None)
+        if prefetch is not None:
+            prefetch([c[2] for c in changes])
+        for _lam, _actor, eid, _f in changes:
+            why = bad.get(eid)
+            if why is not None:
+                held = rejected.get(eid)
+                if held is None or held.reason != why:
+                    rejected[eid] = Rejection(eid, ent.id, why)
+            elif eid in rejected:
+                rejected.pop(eid)
 
     def of_kind(self, kind: str, settled: tuple[str, ...] = (), before: int = 0) -> list[Entity]:
         """Created entities of one kind, leaving out the cold ones when asked.
@@ -205,7 +273,7 @@ def _create(ent: Entity, e: ev.Event, op: ev.Create) -> None:
         ent.kind, ent.created_at, ent.created_by = op.kind, e.ts, e.actor
     ent.created = True
     _set_fields(ent, op.fields, stamp)
-    _transition(ent, e, op.fields)
+    _transition(ent, e, op.fields, create=True)
 
 
 def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
@@ -214,11 +282,14 @@ def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
 
 
 TRANSITION_FIELDS = ("status_from", "reason", "forced")
+_MOVE_ONLY = ("status_from", "forced")   # fields no event but a status change writes
 
 
-def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any]) -> None:
+def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any], create: bool = False) -> None:
     if any(f in fields for f in STATUS_FIELDS):
         kept = {k: v for k, v in fields.items() if k in STATUS_FIELDS or k in TRANSITION_FIELDS}
+        if create:   # (a create is where a status starts, never a move: see State._recheck)
+            kept["create"] = True
         ent.transitions[e.id] = (e.lamport, e.actor, e.ts, kept)
 
 
@@ -388,9 +459,11 @@ def digest(state: State) -> bytes:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
+_MIN_MS = -62_135_596_800_000   # 0001-01-01
 
 
 def iso(ms: int) -> datetime:
     """A stamp in ms as a UTC datetime (exact arithmetic: twice as fast as fromtimestamp, and a
-    snapshot's check makes two per issue)."""
-    return _EPOCH + ms * _MS
+    snapshot's check makes two per issue). Clamped to what a datetime can hold: a stamp read
+    straight from a log (`git grite log`) may be anything a pusher wrote."""
+    return _EPOCH + min(max(ms, _MIN_MS), ev.TS_MAX) * _MS

@@ -1,0 +1,117 @@
+"""Replay re-checks what a writer checks: the task state machine and the bounds of an event."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgspec
+import pytest
+
+from git_brat.grite.model import events as ev
+from git_brat.grite.model.state import canonical, replay, status_of
+
+TASK = "t" * 32
+
+
+def _task_log(*moves, actor="alice", start=1):
+    """A task created queued, then each (status, extra fields) in turn at rising clocks."""
+    out = [ev.make_event(TASK, actor, start, 1000, ev.Create("task", {"title": "t", "status": "queued"}))]
+    prev = "queued"
+    for i, (to, extra) in enumerate(moves):
+        fields = {"status": to, "status_from": prev, **extra}
+        out.append(ev.make_event(TASK, actor, start + i + 1, 1000 + i, ev.SetFields(fields)))
+        prev = to
+    return out
+
+
+def test_a_queued_task_moved_straight_to_merged_stays_queued_and_the_move_is_rejected():
+    forged = _task_log(("merged", {}))
+    state = replay(forged)
+    assert status_of(state.entities[TASK]) == "queued"
+    rej = state.rejected[forged[1].id]
+    assert rej.entity == TASK and "queued -> merged" in rej.reason
+
+
+def test_a_force_that_lies_about_where_the_task_was_is_rejected_and_a_true_one_kept():
+    log = _task_log(("running", {}))
+    lie = ev.make_event(TASK, "mallory", 9, 1, ev.SetFields(
+        {"status": "merged", "status_from": "merging", "forced": True}))
+    state = replay(log + [lie])
+    assert status_of(state.entities[TASK]) == "running"
+    assert "running -> merged" in state.rejected[lie.id].reason
+    assert "forced" not in state.entities[TASK].fields
+    true = _task_log(("running", {}), ("merged", {"forced": True}))
+    state = replay(true)
+    assert status_of(state.entities[TASK]) == "merged" and not state.rejected
+
+
+def test_a_create_that_starts_a_task_as_merged_is_rejected():
+    create = ev.make_event(TASK, "mallory", 1, 1, ev.Create("task", {"title": "x", "status": "merged"}))
+    state = replay([create])
+    assert status_of(state.entities[TASK]) == "queued" and create.id in state.rejected
+
+
+def test_a_late_earlier_move_makes_a_rejected_later_one_legal_in_the_stored_cache_too():
+    log = _task_log(("running", {}), ("needs-review", {}))
+    state = replay([log[0], log[2]])          # running has not arrived: queued -> needs-review
+    assert log[2].id in state.rejected
+    state.apply(log[1])
+    assert status_of(state.entities[TASK]) == "needs-review" and not state.rejected
+    # The legal path: the same state, nothing rejected, in every arrival order.
+    log += _task_log(("running", {}), ("needs-review", {}), ("merging", {}), ("merged", {}))[3:]
+    states = {canonical(replay(list(order))) for order in itertools.permutations(log)}
+    assert len(states) == 1
+    final = replay(log)
+    assert status_of(final.entities[TASK]) == "merged" and not final.rejected
+
+
+@pytest.mark.parametrize("lamport, ts, why", [
+    ((1 << 64) - 1, 1000, "Lamport clock"),
+    (5, 1 << 62, "timestamp"),
+    (5, -1, "timestamp"),
+])
+def test_an_event_with_an_impossible_clock_is_rejected_and_leaves_the_clock_alone(lamport, ts, why):
+    honest = _task_log(("running", {}))
+    bad = ev.make_event(TASK, "mallory", lamport, ts, ev.Comment("hi"))
+    state = replay(honest + [bad])
+    assert why in state.rejected[bad.id].reason
+    assert state.max_lamport == 2 and not state.entities[TASK].comments
+    assert canonical(replay(honest)) != canonical(state)   # (only by the rejection it lists)
+
+
+def test_values_nested_too_deep_or_too_big_are_rejected():
+    deep: object = "x"
+    for _ in range(ev.MAX_DEPTH + 1):
+        deep = [deep]
+    nested = ev.make_event(TASK, "m", 3, 1, ev.SetFields({"title": deep}))
+    big = ev.make_event(TASK, "m", 4, 1, ev.Comment("A" * (ev.MAX_EVENT_BYTES + 1)))
+    state = replay(_task_log() + [nested, big])
+    assert "nested" in state.rejected[nested.id].reason
+    assert "bytes" in state.rejected[big.id].reason
+    assert state.entities[TASK].get("title") == "t"
+
+
+def _raw_batch(depth: int) -> bytes:
+    val = b"\x91" * depth + b"\xa1x"
+    op = b"\x92" + msgspec.msgpack.encode("s") + b"\x81" + msgspec.msgpack.encode("title") + val
+    event = b"\x96" + b"".join(msgspec.msgpack.encode(x) for x in ["e" * 32, TASK, "x", 9, 0]) + op
+    return b"\x94" + b"".join(msgspec.msgpack.encode(x) for x in [1, "0" * 16, 9]) + b"\x91" + event
+
+
+def test_a_batch_nested_past_what_the_decoder_can_take_is_a_decode_error_not_a_crash():
+    with pytest.raises(msgspec.DecodeError, match="nested too deep"):
+        ev.decode_batch(_raw_batch(200_000))
+    head = b"\x94" + b"".join(msgspec.msgpack.encode(x) for x in [1, "0" * 16, 9, 0])
+    with pytest.raises(msgspec.DecodeError, match="nested too deep"):
+        ev.decode_head(head[:-1] + b"\x91" * 200_000)
+
+
+def test_a_batch_with_too_many_events_is_refused_before_it_is_decoded():
+    e = ev.make_event(TASK, "x", 1, 0, ev.Comment("hi"))
+    data = ev.encode_batch(ev.Batch(1, "0" * 16, 1, [e] * (ev.MAX_BATCH_EVENTS + 1)))
+    with pytest.raises(msgspec.DecodeError, match="events"):
+        ev.decode_batch(data)
+    many = [ev.make_event(f"{i:032x}", "x", 1, 0, ev.Comment("hi"))
+            for i in range(ev.MAX_BATCH_ENTITIES + 1)]
+    with pytest.raises(msgspec.DecodeError, match="entities"):
+        ev.decode_batch(ev.encode_batch(ev.Batch(1, "0" * 16, 1, many)))
