@@ -215,9 +215,7 @@ def in_session(store: Store) -> bool:
 
 def approve(store: Store, committed: config.Config, by: str) -> str:
     """Record the committed file's guarded values as approved by this user; their fingerprint."""
-    if in_session(store):
-        raise UsageError("an agent's session cannot approve the config: run `git brat trust` "
-                         "yourself, in the repository's own work tree")
+    refuse_in_session(store)
     values = guarded(committed)
     fp = fingerprint(values)
     layout.ensure_root(store)
@@ -243,7 +241,7 @@ class SetResult(msgspec.Struct):
     approved: bool = True
 
 
-def _refuse_in_session(store: Store) -> None:
+def refuse_in_session(store: Store) -> None:
     if in_session(store):
         raise UsageError("an agent's session cannot change what runs on this machine: change "
                          "the config yourself, in the repository's own work tree")
@@ -252,7 +250,7 @@ def _refuse_in_session(store: Store) -> None:
 def set_committed(store: Store, key: str, raw: str) -> SetResult:
     """KEY = VALUE in the repository's .brat/config.toml. A file approved before stays
     approved: the value is the user's own."""
-    _refuse_in_session(store)
+    refuse_in_session(store)
     top = store.main_toplevel()
     if not top:
         raise UsageError("this repository has no work tree, so it has no .brat/config.toml")
@@ -269,7 +267,7 @@ def set_committed(store: Store, key: str, raw: str) -> SetResult:
 def set_local(store: Store, key: str, raw: str) -> SetResult:
     """KEY = VALUE for this clone only: git config for refinery.trigger (the hooks read it
     without Python), .git/brat/config.local.toml for the rest. No approval: never synced."""
-    _refuse_in_session(store)
+    refuse_in_session(store)
     if key == "refinery.trigger":
         value = config.parse_value(key, raw)
         config.check_value(config.Refinery, "trigger", value, key, "")
@@ -339,5 +337,5 @@ def hook_hint(loaded: Loaded) -> str | None:
 
 __all__ = ["GUARDED", "HOOK_TRIGGER", "EXIT_UNAPPROVED", "Unapproved", "Change", "Approval",
            "Loaded", "guarded", "fingerprint", "approved_values", "config_file", "load",
-           "in_session", "approve", "revoke", "SetResult", "set_committed", "set_local", "origin", "summary", "require", "notice",
+           "in_session", "approve", "revoke", "SetResult", "refuse_in_session", "set_committed", "set_local", "origin", "summary", "require", "notice",
            "hook_hint"]

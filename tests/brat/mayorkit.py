@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from git_brat.brat import config
-from helpers import git, status
+from helpers import brat, git, status
 
 FAKE = str(Path(__file__).with_name("fake_mayor.py"))
 MODES = ("plan", "prose", "fenced", "malformed", "cycle", "unknown-need", "empty-title",
@@ -31,7 +31,7 @@ def mrepo(brepo, record):
     """A repository whose config defines one fake engine per answer (committed: status clean)."""
     path = brepo / ".brat" / "config.toml"
     text = path.read_text()
-    settings = {"mayor.engine": "plan", "mayor.max_tasks": "4", "mayor.timeout": "30"}
+    settings = {"mayor.max_tasks": "4", "mayor.timeout": "30"}
     for mode in MODES:
         settings[f"engines.{mode}.command"] = _argv(mode, record)
     # A claude-shaped fake: a JSON result with session_id, and a resume template.
@@ -43,9 +43,11 @@ def mrepo(brepo, record):
     # Resumes, but reports no id (as aider): its session directory is the conversation's id.
     settings["engines.dirs.command"] = _argv("plan", record)
     settings["engines.dirs.resume"] = _argv("plan", record, "--resume", "{resume_id}")
+    settings["mayor.engine"] = "plan"   # once engines.plan exists
     for key, value in settings.items():
         text = config.set_text(text, key, value)[0]
     path.write_text(text)
+    brat(brepo, "trust")   # written here, not by `config set`: approved as a user would
     (brepo / "src").mkdir()
     (brepo / "src" / "parser.py").write_text("def parse(s):\n    return s.split(' ')\n")
     (brepo / "AGENTS.md").write_text("Agents: run `make test` before committing.\n")

@@ -54,6 +54,8 @@ def trust_(show, revoke, as_json):
         emit(as_json, {"revoked": gone}, lambda: "approval forgotten: committed code-running "
              "settings wait for `git brat trust`" if gone else "nothing was approved here")
         return
+    if not show:
+        trust.refuse_in_session(store)
     loaded = trust.load(store)
     a = loaded.approval
     settings = trust.guarded(loaded.committed)
