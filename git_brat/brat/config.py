@@ -131,6 +131,13 @@ class Locks(_Section):
                     "remote syncing grite state, else origin.") = ""
 
 
+class Hub(_Section):
+    """A bare hub (`git brat init --hub`): read only from the hub's own brat/config.toml."""
+    run_checks: _d(bool, "Run refinery.check on pushed branches here: pushers' code then runs "
+                         "on the hub's machine. false: with a check configured the hub lands "
+                         "nothing and says why.") = False
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -158,11 +165,12 @@ class Config(_Section):
     status: StatusSettings = msgspec.field(default_factory=StatusSettings)
     mayor: Mayor = msgspec.field(default_factory=Mayor)
     locks: Locks = msgspec.field(default_factory=Locks)
+    hub: Hub = msgspec.field(default_factory=Hub)
     engines: dict[str, Engine] = {}
 
 
 SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings,
-            "mayor": Mayor, "locks": Locks}
+            "mayor": Mayor, "locks": Locks, "hub": Hub}
 
 
 # -- describing types ------------------------------------------------------------
@@ -325,6 +333,12 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
     if w.engine == "shell" and (cfg.engines.get("shell") is None or cfg.engines["shell"].command is None):
         raise ConfigError(f"{where}: witness.engine = \"shell\" needs engines.shell.command "
                           f"(the argv to run)")
+    if cfg.mayor.engine and cfg.mayor.engine not in ENGINE_PRESETS \
+            and cfg.mayor.engine not in cfg.engines:
+        known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
+        raise ConfigError(f"{where}: mayor.engine = {show_value(cfg.mayor.engine)} is not allowed: "
+                          f"expected one of {', '.join(known)}, or empty for the witness's "
+                          f"engine (or define [engines.{cfg.mayor.engine}])")
     branch = cfg.refinery.target_branch
     if not valid_branch(branch):
         raise ConfigError(f"{where}: refinery.target_branch = {show_value(branch)} is not allowed: "
@@ -332,13 +346,29 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
     return cfg
 
 
-def parse(text: str, where: str = CONFIG_PATH) -> Config:
+def parse_data(text: str, where: str = CONFIG_PATH) -> dict:
     import tomllib
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from None
-    return validate(data, where)
+
+
+def parse(text: str, where: str = CONFIG_PATH) -> Config:
+    return validate(parse_data(text, where), where)
+
+
+def read_text(path: str | None, where: str = CONFIG_PATH) -> str | None:
+    """A config file's text; None when there is none."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read: {exc}") from None
 
 
 def path_in(toplevel: str | None) -> str | None:
@@ -347,17 +377,8 @@ def path_in(toplevel: str | None) -> str | None:
 
 def load(toplevel: str | None) -> Config:
     """The config of the checkout at toplevel; defaults when it has none (or is bare)."""
-    path = path_in(toplevel)
-    if path is None:
-        return Config()
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        return Config()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{CONFIG_PATH}: cannot read: {exc}") from None
-    return parse(text)
+    text = read_text(path_in(toplevel))
+    return Config() if text is None else parse(text)
 
 
 # -- the default file ---------------------------------------------------------------
@@ -423,7 +444,7 @@ def text_for(store) -> str:
     return default_text({"refinery.target_branch": default_target(store)})
 
 
-def default_text(overrides: dict[str, Any] | None = None) -> str:
+def default_text(overrides: dict[str, Any] | None = None, hub: bool = False) -> str:
     """The config file `git brat init` writes: every key, its value and a comment with its default.
 
     overrides ({"refinery.target_branch": "trunk"}) set values that differ per repository.
@@ -434,6 +455,8 @@ def default_text(overrides: dict[str, Any] | None = None) -> str:
         setattr(getattr(cfg, section), name, value)
     out = [HEADER]
     for section, cls in SECTIONS.items():
+        if section == "hub" and not hub:
+            continue   # read only in a hub's own file
         out.append(f"[{section}]")
         out += _comment(cls.__doc__)
         for f in msgspec.inspect.type_info(cls).fields:
@@ -513,11 +536,13 @@ def parse_value(key: str, raw: str) -> Any:
     return check_value(cls, name, value, key, "")
 
 
-def set_text(text: str, key: str, raw: str) -> tuple[str, Any]:
-    """The config text with KEY set to VALUE (comments kept), validated as a whole."""
+def set_text(text: str, key: str, raw: str, whole: bool = True) -> tuple[str, Any]:
+    """The config text with KEY set to VALUE (comments kept), validated as a whole (whole:
+    else the caller validates it with what it overrides)."""
     import tomlkit
     value = parse_value(key, raw)
-    parse(text)   # refuse to edit a file that is already invalid: fix it first
+    if whole:
+        parse(text)   # refuse to edit a file that is already invalid: fix it first
     doc = tomlkit.parse(text)
     parts = key.split(".")
     table = doc
@@ -531,7 +556,8 @@ def set_text(text: str, key: str, raw: str) -> tuple[str, Any]:
         value = inline
     table[parts[-1]] = value
     new = tomlkit.dumps(doc)
-    parse(new)
+    if whole:
+        parse(new)
     return new, value
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from git_brat.brat import config
+from git_brat.brat import config, trust
 from git_brat.brat.refinery.hub import HubInit, init_hub
 from git_brat.errors import UsageError
 from git_brat.files import atomic_write
@@ -19,17 +19,21 @@ class BratInit(msgspec.Struct):
     grite: Any                 # what `git grite init` reported (replica, actor, hooks, refspecs)
     config: str                # path of the config file
     config_created: bool
+    approved: bool = False     # the file written is approved (its code-running settings)
+    hook_trigger: bool = False
 
 
-def init(g: Grite) -> BratInit:
+def init(g: Grite, hook_trigger: bool = False) -> BratInit:
     """Set up git-brat in a checkout. Idempotent: an existing config is kept (and validated),
-    never overwritten, and a bad one stops init before anything is written."""
+    never overwritten, and a bad one stops init before anything is written. hook_trigger:
+    this clone's hooks start the refinery (a local setting, never the committed file)."""
     from git_brat.grite import init as setup
     top = g.store.toplevel()
     if g.store.bare or not top:
-        raise UsageError("git brat init needs a work tree (this repository is bare): "
-                         "run it in a checkout; the config lives in .brat/config.toml there")
-    path = config.path_in(top)
+        raise UsageError("this repository is bare (no work tree): `git brat init --hub` makes it a hub that "
+                         "merges pushed task branches; or run `git brat init` in a checkout "
+                         "(the config lives in .brat/config.toml there)")
+    path = config.path_in(g.store.main_toplevel() or top)
     exists = os.path.exists(path)
     if exists:
         config.load(top)
@@ -38,7 +42,13 @@ def init(g: Grite) -> BratInit:
     result = setup.init(g)
     if not exists:
         atomic_write(path, text.encode())
-    return BratInit(result, config.CONFIG_PATH, not exists)
+        # The file init writes is the user's own: approved as written (a kept file is not).
+        if not trust.in_session(g.store):
+            trust.approve(g.store, config.parse(text), "git brat init")
+    if hook_trigger:
+        g.store.config_set(trust.HOOK_TRIGGER, "true")
+    return BratInit(result, config.CONFIG_PATH, not exists, trust.load(g.store).approval.approved,
+                    hook_trigger)
 
 
 def hub(g: Grite) -> HubInit:

@@ -122,6 +122,16 @@ def hub_config(store: Store) -> str:
     return os.path.join(root(store), "config.toml")
 
 
+def trust(store: Store) -> str:
+    """Which values of the committed config's code-running settings this user approved."""
+    return os.path.join(root(store), "trust.json")
+
+
+def local_config(store: Store) -> str:
+    """This clone's own settings, over the committed ones and never synced."""
+    return os.path.join(root(store), "config.local.toml")
+
+
 # -- the roles' pid files and logs, the deacon's stamp, the mayor's exchanges ----------------
 
 def _role(role: str) -> str:
@@ -160,4 +170,5 @@ __all__ = ["root", "ensure_root", "check_id", "worktrees", "worktree", "sessions
            "session_dir", "session_pid", "session_record", "removal_mark", "kept_ref",
            "session_prompt", "session_logs", "bin_dir",
            "refinery_worktree", "merge_log", "refinery_kick", "refinery_check", "hub_config",
+           "trust", "local_config",
            "pid_file", "role_log", "deacon_stamp", "mayor", "mayor_exchange", "mayor_answer"]

@@ -61,6 +61,32 @@ class Store:
             self._toplevel = (res.out.strip() or None) if res.ok else None
         return self._toplevel
 
+    def main_toplevel(self) -> str | None:
+        """The repository's own work tree, whichever work tree this command runs in (None in
+        a bare repository): a linked work tree (an agent's session) has files its user does
+        not vouch for."""
+        if self.bare:
+            return None
+        if os.path.realpath(self.git_dir) == os.path.realpath(self.common_dir):
+            return self.toplevel()
+        res = git.run(["worktree", "list", "--porcelain", "-z"], cwd=self.toplevel() or self.git_dir)
+        first = res.out.split("\0")[:3] if res.ok else []
+        if not first or not first[0].startswith("worktree ") or "bare" in first:
+            return None
+        return first[0][len("worktree "):]
+
+    def last_change(self, top: str, path: str) -> tuple[str, str, str, bool] | None:
+        """(short commit, author, subject, edited since) of the last commit touching path in
+        the work tree top; None when no commit has it. edited: the file differs from HEAD."""
+        res = git.run(["log", "-1", "--format=%h%x1f%an <%ae>%x1f%s", "--end-of-options",
+                       "HEAD", "--", path], cwd=top)
+        dirty = git.run(["--no-optional-locks", "status", "--porcelain", "--", path], cwd=top)
+        edited = bool(dirty.ok and dirty.out.strip())
+        if not res.ok or not res.out.strip():
+            return ("", "", "", True) if edited else None
+        sha, author, subject = (res.out.strip("\n").split("\x1f") + ["", ""])[:3]
+        return sha, author, subject, edited
+
     def tracked(self, paths: list[str]) -> set[str]:
         """Which of these work-tree paths (relative to the top) git tracks."""
         top = self.toplevel()
@@ -154,6 +180,15 @@ class Store:
     def config_add(self, key: str, value: str) -> None:
         self._config_read = None
         self._git(["config", "--add", "--end-of-options", key, value], check=True)
+
+    def config_set(self, key: str, value: str) -> None:
+        """Set key in the repository's own config (.git/config): never synced."""
+        self._config_read = None
+        self._git(["config", "--local", "--end-of-options", key, value], check=True)
+
+    def config_unset(self, key: str) -> None:
+        self._config_read = None
+        self._git(["config", "--local", "--unset-all", "--end-of-options", key])
 
     def config_unset_value(self, key: str, value: str) -> None:
         """Remove every `key = value` line (exact match), leaving other values of key alone."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from git_brat.brat import config
-from helpers import git, status
+from helpers import brat, git, status
 
 FAKE = str(Path(__file__).with_name("fake_mayor.py"))
 MODES = ("plan", "prose", "fenced", "malformed", "cycle", "unknown-need", "empty-title",
@@ -47,6 +47,7 @@ def mrepo(brepo, record):
     for key, value in settings.items():
         text = config.set_text(text, key, value)[0]
     path.write_text(text)
+    brat(brepo, "trust")   # written here, not by `config set`: approved as a user would
     (brepo / "src").mkdir()
     (brepo / "src" / "parser.py").write_text("def parse(s):\n    return s.split(' ')\n")
     (brepo / "AGENTS.md").write_text("Agents: run `make test` before committing.\n")

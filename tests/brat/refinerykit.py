@@ -44,7 +44,9 @@ def request(repo, cid: str, title: str, files: dict[str, str | None],
 
 def configure(repo, **keys) -> None:
     for key, value in keys.items():
-        brat(repo, "config", "set", f"refinery.{key}", str(value))
+        # Whether hooks start the refinery is the clone's own setting, never the committed file.
+        local = ["--local"] if key == "trigger" else []
+        brat(repo, "config", "set", f"refinery.{key}", str(value), *local)
 
 
 def refine(repo, *args, **kw) -> dict:

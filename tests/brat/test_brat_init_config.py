@@ -15,7 +15,7 @@ from helpers import brat, brat_json, git, make_repo, run, status, wal_tip
 
 def _every_key() -> dict[str, list[str]]:
     return {sec: [f.name for f in msgspec.inspect.type_info(cls).fields]
-            for sec, cls in config.SECTIONS.items()}
+            for sec, cls in config.SECTIONS.items() if sec != "hub"}   # hub: a hub's own file
 
 
 def test_init_sets_up_grite_and_writes_a_config_with_every_key_and_its_default(repo):
@@ -94,7 +94,7 @@ def test_init_in_a_bare_repository_is_refused_and_writes_nothing(repo, tmp_path)
     bare = tmp_path / "hub.git"
     git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
     code, msg = fail(bare, "init")
-    assert code == 2 and "bare" in msg and "work tree" in msg
+    assert code == 2 and "bare" in msg and "work tree" in msg and "git brat init --hub" in msg
     assert not (bare / "grite").exists()
     assert run(["git", "for-each-ref", "refs/grite"], bare).out == ""
 

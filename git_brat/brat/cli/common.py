@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from git_brat.brat import config
+from git_brat.brat import config, trust
 from git_brat.brat import board as model
 from git_brat.brat.board import Board, TaskView, open_grite  # noqa: F401  (the commands' door)
 from git_brat.clikit import table, warn
@@ -10,8 +10,18 @@ from git_brat.grite.repo import Grite, short_ids
 from git_brat.grite.model.state import State
 
 
-def load_config(g: Grite) -> config.Config:
-    return config.load(g.store.toplevel())
+def load_config(g: Grite, runs: str | None = None) -> config.Config:
+    """The effective config (see brat/trust.py). runs: what the command would run with it
+    ("the witness"), refused while the committed file has unapproved settings; otherwise the
+    approved values apply and a warning says so."""
+    loaded = trust.load(g.store)
+    if runs:
+        trust.require(loaded, runs)
+    else:
+        note = trust.notice(loaded)
+        if note:
+            warn(note)
+    return loaded.config
 
 
 def state(g: Grite) -> State:

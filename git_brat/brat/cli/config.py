@@ -1,4 +1,4 @@
-"""`git brat config get|set`: read and change .brat/config.toml (validated, comments kept)."""
+"""`git brat config get|set`: read and change .brat/config.toml (validated, comments kept), or this clone's own settings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import click
 import msgspec
 
 from git_brat.brat import config
-from git_brat.clikit import emit, json_option
-from git_brat.errors import UsageError
+from git_brat.brat import trust
+from git_brat.brat.layout import hub_config
+from git_brat.clikit import emit, json_option, warn
 from git_brat.files import atomic_write
 from git_brat.git.store import Store
 
@@ -42,39 +43,58 @@ def config_group():
 @click.argument("key", required=False)
 @json_option
 def get(key, as_json):
-    """Print the effective value of KEY (e.g. witness.concurrency), or everything."""
+    """Print the effective value of KEY (e.g. witness.concurrency), or everything.
+
+    In a bare hub: its own brat/config.toml. Unapproved settings of the committed file show
+    their approved values, with a warning (`git brat trust` reviews them).
+    """
     store = Store.discover()
-    cfg = config.load(store.toplevel())
+    loaded = trust.load(store)
+    cfg = loaded.config
     value = config.get(cfg, key) if key else msgspec.to_builtins(cfg)
-    emit(as_json, {"key": key, "value": value} if key else value, lambda: _toml(value))
+    note = trust.notice(loaded)
+    if note:
+        warn(note)
+    emit(as_json, {"key": key, "value": value, "approved": loaded.approval.approved}
+         if key else value, lambda: _toml(value))
 
 
 # ignore_unknown_options: a negative VALUE such as -3 is a value, not an option.
 @config_group.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
+@click.option("--local", "local", is_flag=True, help="This clone only, never committed: "
+              "git config for refinery.trigger, .git/brat/config.local.toml for the rest.")
 @json_option
-def set_(key, value, as_json):
-    """Set KEY to VALUE in .brat/config.toml (validated first; comments are kept)."""
+def set_(key, value, local, as_json):
+    """Set KEY to VALUE in .brat/config.toml (validated first; comments are kept).
+
+    Setting a key in a file you approved keeps it approved: the new value is yours.
+    """
     store = Store.discover()
-    top = store.toplevel()
-    if store.bare or not top:
-        raise UsageError("this repository has no work tree (bare), so it has no .brat/config.toml")
-    path = config.path_in(top)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = config.text_for(store)
-    new, parsed = config.set_text(text, key, value)
-    if key == "refinery.target_branch":
-        problem = config.target_branch_problem(store, parsed)
-        if problem:
-            raise UsageError(f"refused: refinery.target_branch = {config.show_value(parsed)}: "
-                             f"{problem}; name a branch that exists, or create it first")
-    atomic_write(path, new.encode())
-    emit(as_json, {"key": key, "value": parsed, "file": os.path.join(".brat", "config.toml")},
-         lambda: f"{key} = {config.show_value(parsed)}")
+    if store.bare:
+        path = hub_config(store)
+        text = config.read_text(path, path) or config.default_text(hub=True)
+        new, parsed = config.set_text(text, key, value)
+        atomic_write(path, new.encode())
+        emit(as_json, {"key": key, "value": parsed, "file": path},
+             lambda: f"{key} = {config.show_value(parsed)}")
+        return
+    if local:
+        res = trust.set_local(store, key, value)
+        emit(as_json, {"key": key, "value": res.value, "file": res.file, "local": True},
+             lambda: f"{key} = {config.show_value(res.value)} (this clone only: {res.file})")
+        return
+    res = trust.set_committed(store, key, value)
+    emit(as_json, {"key": key, "value": res.value, "file": os.path.join(".brat", "config.toml"),
+                   "approved": res.approved},
+         lambda: f"{key} = {config.show_value(res.value)}")
+    if key == "refinery.trigger" and res.value == "hook":
+        warn("hooks start the refinery only where a clone says so itself: "
+             "`git brat config set refinery.trigger hook --local`")
+    elif not res.approved:
+        warn(f"{config.CONFIG_PATH} still has settings you have not approved: "
+             f"review them with `git brat trust`")
 
 
 def register(group: click.Group) -> None:

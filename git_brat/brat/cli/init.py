@@ -13,8 +13,10 @@ from git_brat.grite.repo import Grite
 @click.command()
 @click.option("--hub", is_flag=True, help="In a bare repository: merge pushed task branches "
                                           "here (a post-receive hook runs the refinery).")
+@click.option("--hook-trigger", is_flag=True, help="This clone's git hooks (after a pull, "
+              "fetch or rebase) start the refinery: a local setting, never committed.")
 @json_option
-def init(hub, as_json):
+def init(hub, hook_trigger, as_json):
     """Set up git-brat here: grite, its hooks and refspecs, and .brat/config.toml.
 
     Idempotent: an existing config is kept (and validated), never overwritten.
@@ -26,7 +28,7 @@ def init(hub, as_json):
                                    f"branches; config {res.config}"
                                    + ("" if res.config_created else " (kept)"))
         return
-    out = setup.init(g)
+    out = setup.init(g, hook_trigger)
     result = out.grite
 
     def human():
@@ -40,6 +42,11 @@ def init(hub, as_json):
             lines.append(f"syncing through: {', '.join(result.remotes)}")
         lines.append(f"wrote {config.CONFIG_PATH} (every setting with its default; commit it to "
                      f"share them)" if out.config_created else f"kept {config.CONFIG_PATH}")
+        if not out.approved:
+            lines.append(f"{config.CONFIG_PATH} has settings that run code and that you have not "
+                         f"approved: review them with `git brat trust`")
+        if out.hook_trigger:
+            lines.append("this clone's hooks start the refinery (git config brat.hookTrigger)")
         return "\n".join(lines)
     emit(as_json, out, human)
     for w in getattr(result, "warnings", ()):

@@ -43,7 +43,7 @@ def mayor():
 def start(engine, brief, as_json):
     """Open a conversation (`ask` opens one itself when none is open)."""
     g = open_grite()
-    cfg = load_config(g)
+    cfg = load_config(g, runs="mayor start")
     cid = m.start(g, cfg, engine, brief)
     v = m.view(g.state(), g.resolve(cid, m.KIND), cfg)
     emit(as_json, v, lambda: f"mayor conversation {cid[:7]} open (engine {v.engine})")
@@ -61,7 +61,7 @@ def ask(question, dry_run, yes, as_json):
         raise UsageError("not at a terminal, so nothing can be confirmed: add --yes to create "
                          "the plan, or --dry-run to only show it")
     g = open_grite()
-    cfg = load_config(g)
+    cfg = load_config(g, runs="mayor ask")
     ans = m.consult(g, cfg, m.current(g.state()), question)
     if ans.touched:
         warn(f"the engine changed the work tree although it was asked not to: "

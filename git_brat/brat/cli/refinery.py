@@ -2,33 +2,23 @@
 
 from __future__ import annotations
 
-import os
 
 import click
 
-from git_brat.brat import config
+from git_brat.brat import config, trust
 from git_brat.brat import board as model
 from git_brat.brat.refinery import run as rr
+from git_brat.brat.refinery.hub import refuse_unless_checks_allowed as hub_check
 from git_brat.brat.refinery.passes import retry as retry_task
 from git_brat.clikit import emit, json_option, table, when
 from git_brat.errors import UsageError
 from git_brat.grite.repo import Grite
 
 
-def load_config(g: Grite) -> config.Config:
-    """.brat/config.toml of this checkout; in a bare hub, brat/config.toml in the git dir.
-    With no file at all, the target is the repository's default branch."""
-    from git_brat.brat.refinery.hub import config_path
-    path = config_path(g) if g.store.bare else config.path_in(g.store.toplevel())
-    if path and os.path.exists(path):
-        if not g.store.bare:
-            return config.load(g.store.toplevel())
-        with open(path, encoding="utf-8") as f:
-            return config.parse(f.read(), where=path)
-    cfg = config.Config()
-    cfg.refinery.target_branch = next(b for b in g.store.default_branch_candidates()
-                                      if config.valid_branch(b))
-    return cfg
+def load_config(g: Grite, runs: str | None = None) -> config.Config:
+    """.brat/config.toml of the repository; in a bare hub, brat/config.toml in the git dir."""
+    from git_brat.brat.cli.common import load_config as load
+    return load(g, runs)
 
 
 @click.group()
@@ -83,9 +73,12 @@ def status_(as_json):
 def run(once, detach, hook, wait, as_json):
     """Merge requests: stack, check, land by compare-and-swap; until stopped, or --once."""
     g = model.open_grite()
-    cfg = load_config(g)
+    loaded = trust.load(g.store)
+    cfg = loaded.config
     if hook and cfg.refinery.trigger != "hook":
-        return
+        return   # the clone's own setting decides whether a hook starts anything
+    trust.require(loaded, "refinery run")
+    hub_check(g, cfg)
     if detach:
         if rr.running_pid(g):
             raise UsageError(f"a refinery already runs here (pid {rr.running_pid(g)}); "

@@ -10,9 +10,9 @@ import time
 import click
 
 from git_brat.brat import status as st
-from git_brat.brat.cli.common import board, load_config, open_grite, shorts
+from git_brat.brat.cli.common import board, open_grite, shorts
 from git_brat.brat.board import STATES
-from git_brat.clikit import cut, emit, emit_json, json_option, printable, table, when
+from git_brat.clikit import cut, emit, emit_json, json_option, printable, table, warn, when
 
 WIDTH = 80
 # Column headings for task counts per state (4 characters each, so a convoy fits on one line).
@@ -157,9 +157,14 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False) -> list[str]:
 
 def _collect(convoy: str | None) -> tuple[st.Status, dict[str, str], dict[str, str]]:
     from git_brat.grite.cache.projection import actor_names
+    from git_brat.brat import trust
     g = open_grite()
     b = board(g)
-    return st.build(g, load_config(g), convoy, b), shorts(b), actor_names(b.state)
+    loaded = trust.load(g.store)
+    for note in (trust.notice(loaded), trust.hook_hint(loaded)):
+        if note:
+            warn(note)
+    return st.build(g, loaded.config, convoy, b), shorts(b), actor_names(b.state)
 
 
 @click.command()

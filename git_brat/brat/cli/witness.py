@@ -54,7 +54,7 @@ def run(once, engine, max_sessions, timeout, lease_ttl, convoy_id, detach, as_js
     a task's last session failed; 130 after Ctrl-C (sessions are stopped and recorded first).
     """
     g = open_grite()
-    cfg = load_config(g)
+    cfg = load_config(g, runs="witness run")
     opts = wit.options(cfg, engine, max_sessions, timeout, lease_ttl, convoy_id, once)
     w = wit.Witness(g, cfg, opts)   # checks engine and settings before anything runs
     if convoy_id:

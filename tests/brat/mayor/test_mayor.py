@@ -269,6 +269,7 @@ def test_the_conversation_syncs_and_a_second_clone_continues_it(mrepo, record, t
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(hub), str(other))
     brat(other, "init")
+    brat(other, "trust")   # its engines come from the committed file: approved in this clone
     grite(other, "sync", "origin")
     st = brat_json(other, "mayor", "status")["conversation"]
     assert st["id"] == first["conversation"] and st["session_id"] == "sess-1"

@@ -213,7 +213,8 @@ def test_kick_starts_a_detached_run_only_with_the_hook_trigger(brepo):
     tid = request(brepo, convoy(brepo), "Kicked", {"k.txt": "k\n"})
     g = model.open_grite(str(brepo))
     assert kick(g, load_config(g)) is None                    # trigger = manual
-    configure(brepo, trigger="hook")
+    configure(brepo, trigger="hook")                          # git config: read afresh
+    g = model.open_grite(str(brepo))
     pid = kick(g, load_config(g))
     try:
         _wait_for(lambda: status_of(brepo, tid) == "merged", 60, "the kicked refinery")

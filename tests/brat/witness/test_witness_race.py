@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from helpers import git, grite, run
+from helpers import brat, git, grite, run
 from sync_helpers import Daemon, bare_hub, clone
 from witnesskit import kill_group, make_bench
 
@@ -112,6 +112,8 @@ def test_a_clone_syncing_two_remotes_still_never_runs_a_task_another_clone_runs(
     git(tmp_path, "clone", "-q", "--bare", str(hub), str(backup))
     a = clone(str(hub), tmp_path / "a", init=False)
     b = clone(str(hub), tmp_path / "b", init=False)
+    brat(a, "trust")   # the committed [locks] remote, approved in each clone
+    brat(b, "trust")
     ba, bb = make_bench(a, tmp_path), make_bench(b, tmp_path)
     git(a, "remote", "add", "backup", str(backup))
     grite(a, "remote", "add-sync", "backup")

@@ -1,0 +1,353 @@
+"""What configuration takes effect: approval of the committed config's code-running settings, local overrides, the hub's own file."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import time
+from typing import Any
+
+import msgspec
+
+from git_brat.brat import config, layout
+from git_brat.errors import GriteError, UsageError
+from git_brat.files import atomic_write
+from git_brat.git.store import Store
+
+# Settings that run code on this machine or choose what runs: from the committed file (which
+# any pusher can change) they take effect only with values this user approved. The committed
+# refinery.trigger never takes effect at all: hooks start the refinery only on a local setting.
+GUARDED = ("witness.engine", "witness.setup", "refinery.check", "mayor.engine", "locks.remote",
+           "engines", "hub")
+# Whether git hooks start the refinery: this clone's git config, never a committed file.
+HOOK_TRIGGER = "brat.hookTrigger"
+EXIT_UNAPPROVED = 7   # documented in docs/reference.md
+
+
+class Unapproved(GriteError):
+    """A command would run settings of the committed config that the user has not approved."""
+    exit_code = EXIT_UNAPPROVED
+
+
+class Change(msgspec.Struct):
+    key: str
+    approved: Any      # the value this user approved (or the default)
+    committed: Any     # the value in the committed file now
+
+
+class Approval(msgspec.Struct):
+    approved: bool
+    file: str                   # the file the settings come from
+    changes: list[Change] = []  # guarded keys whose committed value is not the approved one
+    commit: str = ""            # the last commit that changed the file
+    author: str = ""
+    subject: str = ""
+    edited: bool = False        # the file differs from its last commit
+    fingerprint: str = ""       # of the committed file's guarded values
+    approved_fingerprint: str = ""
+    approved_at: str = ""
+
+
+class Loaded(msgspec.Struct):
+    config: Any                 # the effective config.Config
+    approval: Approval
+    committed: Any = None       # the committed file as written (config.Config), None on a hub
+    local: list[str] = []       # keys set by this clone's own settings
+    hub: bool = False
+
+
+# -- the values -------------------------------------------------------------------------
+
+def _drop_none(v):
+    if isinstance(v, dict):
+        return {k: _drop_none(x) for k, x in v.items() if x is not None}
+    return v
+
+
+def guarded(cfg: config.Config) -> dict[str, Any]:
+    """The code-running settings of cfg, key -> value (sections as tables)."""
+    out = {}
+    for key in GUARDED:
+        section, _, name = key.partition(".")
+        value = getattr(cfg, section)
+        out[key] = getattr(value, name) if name else _drop_none(msgspec.to_builtins(value))
+    return out
+
+
+DEFAULTS = guarded(config.Config())
+
+
+def fingerprint(values: dict[str, Any]) -> str:
+    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _record(store: Store) -> dict:
+    try:
+        with open(layout.trust(store), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    values = data.get("values") if isinstance(data, dict) else None
+    if not isinstance(values, dict) or fingerprint(values) != data.get("fingerprint"):
+        return {}
+    return data
+
+
+def approved_values(store: Store) -> dict[str, Any]:
+    """What this user approved, key by key; the defaults (which run nothing) for the rest."""
+    values = _record(store).get("values", {})
+    return {k: values.get(k, DEFAULTS[k]) for k in GUARDED}
+
+
+# -- loading ------------------------------------------------------------------------------
+
+def _set(data: dict, key: str, value: Any) -> None:
+    section, _, name = key.partition(".")
+    if not name:
+        data[section] = copy.deepcopy(value)
+        return
+    table = data.setdefault(section, {})
+    if isinstance(table, dict):
+        table[name] = value
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _keys(data: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in data.items():
+        if isinstance(v, dict) and not prefix and k != "engines":
+            out += _keys(v, k + ".")
+        else:
+            out.append(prefix + k)
+    return out
+
+
+def _hook_trigger(store: Store, default: bool = False) -> bool:
+    try:
+        return store.config_bool(HOOK_TRIGGER, default)
+    except GriteError as exc:
+        raise UsageError(f"{exc.message}; `git config {HOOK_TRIGGER} true` lets this clone's "
+                         f"hooks start the refinery") from None
+
+
+def _default_target(store: Store, cfg: config.Config, data: dict) -> None:
+    """With no target named, work lands on the repository's default branch."""
+    if "target_branch" not in data.get("refinery", {}):
+        cfg.refinery.target_branch = next(b for b in store.default_branch_candidates()
+                                          if config.valid_branch(b))
+
+
+def config_file(store: Store) -> str | None:
+    """The file the settings come from: the hub's own brat/config.toml in a bare repository,
+    else .brat/config.toml of the repository's own work tree (never a session's)."""
+    if store.bare:
+        return layout.hub_config(store)
+    return config.path_in(store.main_toplevel())
+
+
+def load(store: Store) -> Loaded:
+    """The effective config: committed values, the approved ones for the guarded keys,
+    this clone's local settings over both."""
+    path = config_file(store)
+    if store.bare:
+        text = config.read_text(path, path)
+        data = config.parse_data(text, path) if text is not None else {}
+        cfg = config.validate(data, path)
+        _default_target(store, cfg, data)
+        # The hub's git config decides when set; else the hub's own file (which no push reaches).
+        hook = _hook_trigger(store, cfg.refinery.trigger == "hook")
+        cfg.refinery.trigger = "hook" if hook else "manual"
+        return Loaded(cfg, Approval(True, path or ""), None, [], True)
+    text = config.read_text(path)
+    data = config.parse_data(text) if text is not None else {}
+    committed = config.validate(data)
+    local_path = layout.local_config(store)
+    local_text = config.read_text(local_path, local_path)
+    local = config.parse_data(local_text, local_path) if local_text is not None else {}
+    if local:
+        config._check_section(local, config.Config, "", local_path)
+    local_keys = _keys(local)
+    now, approved = guarded(committed), approved_values(store)
+    changes = [Change(k, approved[k], now[k]) for k in GUARDED
+               if now[k] != approved[k] and not any(lk == k or lk.startswith(k + ".")
+                                                    for lk in local_keys)]
+    effective = copy.deepcopy(data)
+    for c in changes:
+        _set(effective, c.key, c.approved)
+    where = config.CONFIG_PATH + (f" with {local_path}" if local else "")
+    cfg = config.validate(_merge(effective, local), where)
+    _default_target(store, cfg, _merge(data, local))
+    # Hooks read git config without Python: the one local switch, for both.
+    cfg.refinery.trigger = "hook" if _hook_trigger(store) else "manual"
+    record = _record(store)
+    approval = Approval(not changes, path or config.CONFIG_PATH, changes,
+                        fingerprint=fingerprint(now),
+                        approved_fingerprint=record.get("fingerprint", ""),
+                        approved_at=record.get("approved_at", ""))
+    if changes and path:
+        top = os.path.dirname(os.path.dirname(path))
+        last = store.last_change(top, config.CONFIG_PATH)
+        if last:
+            approval.commit, approval.author, approval.subject, approval.edited = last
+    return Loaded(cfg, approval, committed, local_keys)
+
+
+# -- approving -----------------------------------------------------------------------------
+
+def in_session(store: Store) -> bool:
+    """Whether this runs in an agent's session (its work tree or its environment): agents are
+    untrusted, and nothing they run may approve what runs on this machine."""
+    if os.environ.get("BRAT_SESSION"):
+        return True
+    here = os.path.realpath(store.toplevel() or "")
+    trees = os.path.realpath(layout.worktrees(store))
+    return bool(store.toplevel()) and (here == trees or here.startswith(trees + os.sep))
+
+
+def approve(store: Store, committed: config.Config, by: str) -> str:
+    """Record the committed file's guarded values as approved by this user; their fingerprint."""
+    refuse_in_session(store)
+    values = guarded(committed)
+    fp = fingerprint(values)
+    layout.ensure_root(store)
+    record = {"version": 1, "fingerprint": fp, "values": values, "by": by,
+              "approved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write(layout.trust(store), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+    return fp
+
+
+def revoke(store: Store) -> bool:
+    try:
+        os.unlink(layout.trust(store))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+# -- changing settings -----------------------------------------------------------------------
+
+class SetResult(msgspec.Struct):
+    value: Any
+    file: str
+    approved: bool = True
+
+
+def refuse_in_session(store: Store) -> None:
+    if in_session(store):
+        raise UsageError("an agent's session cannot change what runs on this machine: change "
+                         "the config yourself, in the repository's own work tree")
+
+
+def set_committed(store: Store, key: str, raw: str) -> SetResult:
+    """KEY = VALUE in the repository's .brat/config.toml. A file approved before stays
+    approved: the value is the user's own."""
+    refuse_in_session(store)
+    top = store.main_toplevel()
+    if not top:
+        raise UsageError("this repository has no work tree, so it has no .brat/config.toml")
+    path = config.path_in(top)
+    before = load(store).approval.approved
+    text = config.read_text(path)
+    new, value = config.set_text(text if text is not None else config.text_for(store), key, raw)
+    _refuse_missing_target(store, key, value)
+    atomic_write(path, new.encode())
+    if before:
+        approve(store, config.parse(new), "git brat config set")
+    return SetResult(value, path, load(store).approval.approved)
+
+
+def _refuse_missing_target(store: Store, key: str, value) -> None:
+    """A target branch that exists nowhere would fail every agent's work: refused when set."""
+    if key != "refinery.target_branch":
+        return
+    problem = config.target_branch_problem(store, value)
+    if problem:
+        raise UsageError(f"refused: refinery.target_branch = {config.show_value(value)}: "
+                         f"{problem}; name a branch that exists, or create it first")
+
+
+def set_local(store: Store, key: str, raw: str) -> SetResult:
+    """KEY = VALUE for this clone only: git config for refinery.trigger (the hooks read it
+    without Python), .git/brat/config.local.toml for the rest. No approval: never synced."""
+    refuse_in_session(store)
+    if key == "refinery.trigger":
+        value = config.parse_value(key, raw)
+        config.check_value(config.Refinery, "trigger", value, key, "")
+        store.config_set(HOOK_TRIGGER, "true" if value == "hook" else "false")
+        return SetResult(value, f"git config {HOOK_TRIGGER}")
+    path = layout.local_config(store)
+    text = config.read_text(path, path) or ""
+    new, value = config.set_text(text, key, raw, whole=False)
+    _refuse_missing_target(store, key, value)
+    top = store.main_toplevel()
+    committed = config.read_text(config.path_in(top)) if top else None
+    base = config.parse_data(committed) if committed is not None else {}
+    config.validate(_merge(base, config.parse_data(new, path)),
+                    f"{config.CONFIG_PATH} with {path}")
+    layout.ensure_root(store)
+    atomic_write(path, new.encode())
+    return SetResult(value, path)
+
+
+# -- saying it -----------------------------------------------------------------------------
+
+def _short(value: Any) -> str:
+    from git_brat.clikit import printable
+    text = config.show_value(value)
+    return printable(text if len(text) <= 60 else text[:57] + "...")
+
+
+def origin(a: Approval) -> str:
+    """Where the unapproved change comes from, in words (commit, author, subject)."""
+    from git_brat.clikit import printable
+    if a.commit:
+        text = f"commit {a.commit} by {a.author}: {a.subject[:60]}"
+        if a.edited:
+            text += "; edited since"
+        return printable(text)
+    return "not committed: edited in the work tree" if a.edited else "no commit"
+
+
+def summary(a: Approval) -> str:
+    keys = ", ".join(f"{c.key} = {_short(c.committed)}" for c in a.changes)
+    return f"{config.CONFIG_PATH} sets {keys} ({origin(a)}), not approved here"
+
+
+def require(loaded: Loaded, action: str) -> None:
+    """Refuse (exit 7) to run anything while the committed config has unapproved settings."""
+    if not loaded.approval.approved:
+        raise Unapproved(f"{summary(loaded.approval)}: {action} refused; review it with "
+                         f"`git brat trust`")
+
+
+def notice(loaded: Loaded) -> str | None:
+    """The warning a read-only command prints while the config is unapproved."""
+    if loaded.approval.approved:
+        return None
+    return (f"{summary(loaded.approval)}: the approved values apply until you run "
+            f"`git brat trust`")
+
+
+def hook_hint(loaded: Loaded) -> str | None:
+    """A committed refinery.trigger = "hook" no longer starts anything: say how to opt in."""
+    committed = loaded.committed
+    if committed is None or committed.refinery.trigger != "hook" or \
+            loaded.config.refinery.trigger == "hook":
+        return None
+    return (f"{config.CONFIG_PATH} sets refinery.trigger = \"hook\", which only a local setting "
+            f"turns on: `git brat config set refinery.trigger hook --local`")
+
+
+__all__ = ["GUARDED", "HOOK_TRIGGER", "EXIT_UNAPPROVED", "Unapproved", "Change", "Approval",
+           "Loaded", "guarded", "fingerprint", "approved_values", "config_file", "load",
+           "in_session", "approve", "revoke", "SetResult", "refuse_in_session", "set_committed", "set_local", "origin", "summary", "require", "notice",
+           "hook_hint"]
