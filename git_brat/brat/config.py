@@ -321,24 +321,15 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         if name not in ENGINE_PRESETS and eng.command is None:
             raise ConfigError(f"{where}: engines.{name} is not a preset ({', '.join(ENGINE_PRESETS)}),"
                               f" so engines.{name}.command is required")
-    if w.engine not in ENGINE_PRESETS and w.engine not in cfg.engines:
-        known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
-        raise ConfigError(f"{where}: witness.engine = {show_value(w.engine)} is not allowed: expected "
-                          f"one of {', '.join(known)} (or define [engines.{w.engine}])")
-    mayor = cfg.mayor.engine   # "" means the witness's engine
-    if mayor and mayor not in ENGINE_PRESETS and mayor not in cfg.engines:
-        known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
-        raise ConfigError(f"{where}: mayor.engine = {show_value(mayor)} is not allowed: expected "
-                          f"one of {', '.join(known)} (or define [engines.{mayor}])")
+    known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
+    for key, name, empty in (("witness.engine", w.engine, ""),
+                             ("mayor.engine", cfg.mayor.engine, ", or empty for the witness's engine")):
+        if (name or key == "witness.engine") and name not in known:
+            raise ConfigError(f"{where}: {key} = {show_value(name)} is not allowed: expected one "
+                              f"of {', '.join(known)}{empty} (or define [engines.{name}])")
     if w.engine == "shell" and (cfg.engines.get("shell") is None or cfg.engines["shell"].command is None):
         raise ConfigError(f"{where}: witness.engine = \"shell\" needs engines.shell.command "
                           f"(the argv to run)")
-    if cfg.mayor.engine and cfg.mayor.engine not in ENGINE_PRESETS \
-            and cfg.mayor.engine not in cfg.engines:
-        known = sorted(set(ENGINE_PRESETS) | set(cfg.engines))
-        raise ConfigError(f"{where}: mayor.engine = {show_value(cfg.mayor.engine)} is not allowed: "
-                          f"expected one of {', '.join(known)}, or empty for the witness's "
-                          f"engine (or define [engines.{cfg.mayor.engine}])")
     branch = cfg.refinery.target_branch
     if not valid_branch(branch):
         raise ConfigError(f"{where}: refinery.target_branch = {show_value(branch)} is not allowed: "
