@@ -15,14 +15,14 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import digest, replay_stream
 from git_brat.grite.log.refs import grite_dir, log_tips
 
-NOTES = ("unknown-ops", "history-cut")   # findings that say how things are, not what is wrong
+NOTES = ("unknown-ops", "history-cut", "unsigned")   # findings that say how things are, not what is wrong
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
 
 class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
-    #            | stale-temp | history-cut
+    #            | stale-temp | history-cut | rejected-batch | erased-log | unsigned
     subject: str
     detail: str
     fixed: bool = False
@@ -80,6 +80,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
         kind = {"deleted": "deleted-log", "damaged": "repaired"}.get(r.kind, "rewrite")
         findings.append(Finding(kind, r.ref, r.describe(), r.acknowledged))
     findings += repaired
+    findings += _check_signatures(g, fix)
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
     if truth.unknown:
@@ -104,6 +105,20 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_hooks(g, fix)
     ok = all(f.fixed or f.kind in NOTES for f in findings)
     return Report(ok, len(commits), events, tips, findings)
+
+
+def _check_signatures(g: Grite, fix: bool) -> list[Finding]:
+    """Batches not believed (wrong replica, actor or key; kept in their refs), logs shorter here
+    than another replica saw them, and how many batches are unsigned."""
+    from git_brat.grite.log import verify
+    verdicts = verify.check(g.store, acknowledge=fix)
+    out = [Finding("rejected-batch", r.sha, f"in {r.ref} (replica {r.replica}'s log): {r.detail}; "
+                   "kept there, not believed", r.acknowledged) for r in verdicts.rejected]
+    out += [Finding("erased-log", e.replica, e.describe()) for e in verify.erasures(g.store)]
+    if verdicts.unsigned:
+        out.append(Finding("unsigned", "", f"{verdicts.unsigned} batches are unsigned (written "
+                           "before signatures; new ones are signed)", True))
+    return out
 
 
 def _cached_state(g: Grite):
