@@ -204,3 +204,30 @@ def test_the_replica_key_is_private_to_the_clone(tmp_path):
     assert raw not in dump
     message = git(hub, "log", "-1", "--format=%B", f"refs/grite/replicas/{replica_id(repo)}")
     assert "Grite-Key: " in message and "Grite-Sig: " in message
+
+
+def test_a_hub_set_up_by_brat_refuses_to_rewrite_or_delete_a_replicas_log(tmp_path):
+    from helpers import brat
+    from sync_helpers import bare_hub
+    hub = bare_hub(tmp_path / "hub.git")
+    brat(hub, "init", "--hub")
+    seed = clone(str(hub), tmp_path / "seed", init=False)
+    git(seed, "commit", "-q", "--allow-empty", "-m", "init")
+    git(seed, "push", "-q", "origin", "main")
+    victim = clone(str(hub), tmp_path / "victim")
+    grite(victim, "issue", "create", "x")
+    grite(victim, "sync")
+    ref = f"refs/grite/replicas/{replica_id(victim)}"
+    before = refs(hub, ref)[ref]
+    attacker = clone(str(hub), tmp_path / "attacker", init=False)
+    forged = _forge(attacker, "refs/heads/f", replica_id(victim), [ev.make_event(
+        "b" * 32, "0123456789abcdef", 1, 1, ev.Create("issue", {"title": "y"}))])
+    push = run(["git", "push", "--force", "origin", f"{forged}:{ref}"], attacker, check=False)
+    assert push.returncode != 0 and "append-only" in push.err
+    delete = run(["git", "push", "origin", "--delete", ref], attacker, check=False)
+    assert delete.returncode != 0 and "append-only" in delete.err
+    assert refs(hub, ref)[ref] == before
+    # appends still go through, and branches are the hub owner's business
+    grite(victim, "issue", "create", "z")
+    assert "published" in grite(victim, "sync").out or refs(hub, ref)[ref] != before
+    git(attacker, "push", "-q", "--force", "origin", f"{forged}:refs/heads/scratch")
