@@ -114,7 +114,8 @@ def _check_signatures(g: Grite, fix: bool) -> list[Finding]:
     verdicts = verify.check(g.store, acknowledge=fix)
     out = [Finding("rejected-batch", r.sha, f"in {r.ref} (replica {r.replica}'s log): {r.detail}; "
                    "kept there, not believed", r.acknowledged) for r in verdicts.rejected]
-    out += [Finding("erased-log", e.replica, e.describe()) for e in verify.erasures(g.store)]
+    out += [Finding("erased-log", e.replica, e.describe(), e.acknowledged)
+            for e in verify.erasures(g.store, acknowledge=fix)]
     if verdicts.unsigned:
         out.append(Finding("unsigned", "", f"{verdicts.unsigned} batches are unsigned (written "
                            "before signatures; new ones are signed)", True))

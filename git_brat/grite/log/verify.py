@@ -20,7 +20,7 @@ from git_brat.errors import CorruptObject
 from git_brat.files import FileLock, atomic_write
 from git_brat.git.store import Store
 from git_brat.grite.log import identity, sign
-from git_brat.grite.log.refs import events_blob, grite_dir, log_tips
+from git_brat.grite.log.refs import events_blob, grite_dir, log_tips, read_log_blob
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.kinds import ACTOR
 
@@ -37,6 +37,7 @@ class RejectedBatch(msgspec.Struct):
     replica: str    # whose log that ref is: who wrote it, or who it claims to be
     detail: str
     acknowledged: bool = False   # by `git grite doctor --fix`: seen, still not believed
+    blob: str = ""               # digest of its events blob
 
 
 class Erasure(msgspec.Struct):
@@ -45,6 +46,7 @@ class Erasure(msgspec.Struct):
     seen: str           # that tip
     tip: str | None     # the log's tip here (None: no log of that replica here at all)
     ref: str = ""       # the copy of its log that lacks it
+    acknowledged: bool = False   # by `git grite doctor --fix`
 
     def describe(self) -> str:
         where = (f"{self.ref} ends at {self.tip[:12]}" if self.tip else
@@ -151,10 +153,22 @@ def check(store: Store, acknowledge: bool = False) -> Verdicts:
     tips = log_tips(store)
     if tips == rec.frontier and not (acknowledge and any(not r.acknowledged for r in rec.rejected)):
         return _verdicts(store, rec, restarted)
-    with FileLock(_paths(store)[0] + ".lock", timeout=30):
+    lock: FileLock | None = FileLock(_paths(store)[0] + ".lock", timeout=30)
+    try:
+        lock.acquire()
+    except OSError as exc:   # a read-only clone: judged in memory, again next time
+        if exc.errno not in _UNWRITABLE:
+            raise
+        lock = None
+    try:
         rec2 = _load(store)   # another process may have judged meanwhile
         if rec2.policy == fp:
             rec = rec2
+        elif lock is not None:   # new trust settings: what the old ones believed counts for nothing
+            try:
+                os.unlink(_paths(store)[1])
+            except FileNotFoundError:
+                pass
         trust = sign.load_trust(where)
         pins = dict(trust.pinned)
         seen = _first_pass(store, rec, tips, own)
@@ -164,7 +178,11 @@ def check(store: Store, acknowledge: bool = False) -> Verdicts:
             for r in rec.rejected:
                 r.acknowledged = True
         rec.signed_tips = sorted(set(rec.signed_tips) & set(tips.values()))
-        _save(store, rec, new_accepted, pins != trust.pinned and pins)
+        if lock is not None:
+            _save(store, rec, new_accepted, pins != trust.pinned and pins)
+    finally:
+        if lock is not None:
+            lock.release()
     return _verdicts(store, rec, restarted)
 
 
@@ -188,11 +206,13 @@ def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str) -> li
             except Exception:   # noqa: BLE001 - an unreadable history: replay reports it
                 continue
         done_by_owner.setdefault(who, []).append(tips[ref])
-        for sha in commits:
-            if (who or "", sha) in known:
-                continue
-            known.add((who or "", sha))
-            item = _read(store, sha, ref, who or "")
+        commits = [c for c in commits if (who or "", c) not in known]
+        known.update((who or "", c) for c in commits)
+        # Many commits: their events blobs stream from one `git cat-file --batch`.
+        blobs = store.catfile.cat_blobs(commits, "events") if len(commits) >= 64 else \
+            ((c, None) for c in commits)
+        for sha, data in blobs:
+            item = _read(store, sha, ref, who or "", data)
             if who == own and own and ref != WAL and not ref.startswith(ATTIC) and not item.problem:
                 item.problem = ("claims to be this clone's replica but is not in its log "
                                 f"({WAL}): written by someone else")
@@ -220,7 +240,7 @@ def _appended(store: Store, tip: str, done: set[str], limit: int = 16) -> list[s
     return None
 
 
-def _read(store: Store, sha: str, ref: str, who: str) -> _Seen:
+def _read(store: Store, sha: str, ref: str, who: str, data=None) -> _Seen:
     try:
         commit = store.objects.read_commit(sha.encode())
     except CorruptObject:
@@ -230,9 +250,11 @@ def _read(store: Store, sha: str, ref: str, who: str) -> _Seen:
         signature = sign.parse(commit.message)
     except sign.BadSignature as exc:
         return _Seen(sha, ref, who, parents, True, problem=f"malformed signature ({exc})")
-    data = events_blob(store, sha)
     if data is None:
-        return _Seen(sha, ref, who, parents, signature is not None)
+        try:
+            data = read_log_blob(store, commit)
+        except CorruptObject:
+            return _Seen(sha, ref, who, parents, signature is not None)
     item = _Seen(sha, ref, who, parents, signature is not None, blob=digest(data))
     try:
         batch = ev.decode_batch(data)
@@ -264,7 +286,7 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
     # rejected below as naming another replica's actor.
     claims: dict[str, tuple[int, str, str]] = {}
     for item in seen:
-        if item.problem:
+        if item.problem and item.ref != WAL:
             continue
         for actor, named, lamport, eid in item.creates:
             if named and named != item.owner:
@@ -290,9 +312,14 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
     for item in seen:
         detail = item.problem
         key = item.key or None
-        if not detail and any(p in bad for p in item.parents):
+        local = item.ref == WAL   # this clone's own log, written only here: believed as it is
+        if local:
+            detail = ""
+        elif not detail and any(p in bad for p in item.parents):
             detail = "follows a rejected batch in the same log"
-        if not detail and item.signed and key is not None:
+        if local:
+            pass
+        elif not detail and item.signed and key is not None:
             pinned = pins.get(item.owner)
             if pinned is not None and pinned != key:
                 detail = (f"signed by key {key[:12]}…, not replica {item.owner}'s pinned key "
@@ -309,7 +336,7 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
             elif item.owner in signers and item.sha not in legacy:
                 detail = (f"unsigned, though replica {item.owner} signs its batches, and none of "
                           "its signed batches grew from it")
-        if not detail:
+        if not detail and not local:
             for actor in item.actors:
                 holder = rec.actors.get(actor)
                 if holder is None:
@@ -319,7 +346,8 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
                     break
         if detail:
             bad.add(item.sha)
-            rec.rejected.append(RejectedBatch(item.sha, item.ref, item.owner, detail))
+            rec.rejected.append(RejectedBatch(item.sha, item.ref, item.owner, detail,
+                                              blob=item.blob.hex()))
             if item.blob:
                 rejected_blobs.add(item.blob.hex())
             continue
@@ -356,16 +384,22 @@ def _save(store: Store, rec: Record, accepted: list[bytes], pins) -> None:
 
 def _verdicts(store: Store, rec: Record, restarted: bool) -> Verdicts:
     skip: set[bytes] = set()
+    rejected = list(rec.rejected)
     if rec.rejected_blobs:   # (the believed digests are read only when something was rejected)
         skip = {bytes.fromhex(d) for d in rec.rejected_blobs}
         try:
             with open(_paths(store)[1], "rb") as f:
                 data = f.read()
-            n = len(next(iter(skip)))
-            skip -= {data[i:i + n] for i in range(0, len(data) - n + 1, n)}
         except OSError:
-            pass
-    return Verdicts(list(rec.rejected), skip, rec.unsigned, rec.unknown_signer, restarted)
+            data = b""
+        n = len(next(iter(skip)))
+        believed = {data[i:i + n] for i in range(0, len(data) - n + 1, n)} & skip
+        skip -= believed
+        # A byte-for-byte copy of a batch believed from its own replica's log changes nothing:
+        # not worth a warning (history rewritten elsewhere leaves such copies).
+        shown = {d.hex() for d in believed}
+        rejected = [r for r in rejected if r.blob not in shown]
+    return Verdicts(rejected, skip, rec.unsigned, rec.unknown_signer, restarted)
 
 
 def judged_rejected(store: Store) -> set[str]:
@@ -384,7 +418,11 @@ def forget(store: Store) -> None:
 
 # -- erasure ----------------------------------------------------------------------
 
-def erasures(store: Store) -> list[Erasure]:
+def _ack_path(store: Store) -> str:
+    return os.path.join(grite_dir(store), "erasures-seen.json")
+
+
+def erasures(store: Store, acknowledge: bool = False) -> list[Erasure]:
     """Copies of a replica's log here (a remote's, or this clone's relay) that lack a tip another
     replica's signed batch says it had seen: the log was rewound or erased where it came from."""
     where = grite_dir(store)
@@ -413,9 +451,16 @@ def erasures(store: Store) -> list[Erasure]:
             if replica != writers.get(ref):
                 claims.setdefault((replica, seen_tip), writers.get(ref, ""))
     out: list[Erasure] = []
+    from git_brat.grite.log import cut
+    shallow = None
     for (replica, seen_tip), seen_by in sorted(claims.items()):
         have = by_owner.get(replica, [])
         present = store.objects.has_object(seen_tip.encode())
+        if have and not present:
+            if shallow is None:
+                shallow = bool(cut.cut(store, tips.values()))
+            if shallow:   # a clone cut at a snapshot lacks old history: it cannot tell
+                continue
         missing = [(ref, t) for ref, t in sorted(have)
                    if not (present and store.objects.is_ancestor(seen_tip, t))]
         if not have:
@@ -423,4 +468,20 @@ def erasures(store: Store) -> list[Erasure]:
         elif missing:
             ref, t = missing[0]
             out.append(Erasure(replica, seen_by, seen_tip, t, ref))
+    try:
+        with open(_ack_path(store), "rb") as f:
+            acked = set(msgspec.json.decode(f.read(), type=list[str]))
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        acked = set()
+    for e in out:
+        e.acknowledged = f"{e.replica} {e.seen}" in acked
+    if acknowledge and any(not e.acknowledged for e in out):
+        acked |= {f"{e.replica} {e.seen}" for e in out}
+        try:
+            atomic_write(_ack_path(store), msgspec.json.encode(sorted(acked)))
+            for e in out:
+                e.acknowledged = True
+        except OSError as exc:
+            if exc.errno not in _UNWRITABLE:
+                raise
     return out

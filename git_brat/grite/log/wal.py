@@ -92,6 +92,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
     """
     from git_brat.grite.log import sign
     signer = sign.Signer(grite_dir(store))
+    seen = seen_tips(store, ident.replica.id)   # (read once: nothing more in the swap's window)
     deadline = time.monotonic() + lock_timeout()
     attempt = 0
     while True:
@@ -108,7 +109,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
                                            base + len(events), events))
         message = summary(events)
         commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000,
-                                  signature_body(store, ident.replica.id, payload, signer))
+                                  signer.trailers(payload, seen))
         _pause_before_ref_update()
         try:
             if store.refs.cas(ref, tip, commit, message=message.encode()):
@@ -125,16 +126,20 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         time.sleep(random.uniform(0, min(0.2, 0.002 * (2 ** min(attempt, 7)))))
 
 
-def signature_body(store: Store, replica: str, payload: bytes, signer=None) -> str:
-    """Signature trailers for a batch: this replica's key (made on a clone's first signed write)
-    and the tips of the other replicas' logs this clone has seen (so an erased log shows)."""
-    from git_brat.grite.log import sign
-    signer = signer or sign.Signer(grite_dir(store))
+def seen_tips(store: Store, replica: str) -> dict[str, str]:
+    """The tips of the other replicas' logs this clone has seen (recorded in each batch it
+    signs, so that a log erased on a remote shows wherever this one is read)."""
     prefix = b"refs/grite/replicas/"
     seen = {name[len(prefix):].decode(): sha.decode()
             for name, sha in store.refs.under(prefix).items()}
     seen.pop(replica, None)
-    return signer.trailers(payload, seen)
+    return seen
+
+
+def signature_body(store: Store, replica: str, payload: bytes) -> str:
+    """Signature trailers for a batch this replica writes (its key is made if absent)."""
+    from git_brat.grite.log import sign
+    return sign.Signer(grite_dir(store)).trailers(payload, seen_tips(store, replica))
 
 
 class LogReader:

@@ -148,6 +148,8 @@ def test_require_signed_refuses_unknown_signers_until_trusted(tmp_path):
     helper = clone(str(hub), tmp_path / "helper")
     other = grite_json(helper, "issue", "create", "from a colleague")["id"]
     grite(helper, "sync")
+    grite(victim, "sync")
+    assert other in [i["id"] for i in grite_json(victim, "issue", "list", "--state", "all")]
     git(victim, "config", "grite.requireSigned", "true")
     grite(victim, "rebuild")
     grite(victim, "sync")
