@@ -29,7 +29,7 @@ FLOORS = [
     ["git_brat.grite.issues", "git_brat.grite.transfer", "git_brat.grite.audit",
      "git_brat.grite.locks"],
     ["git_brat.grite.sync"],
-    ["git_brat.grite.doctor", "git_brat.grite.repair", "git_brat.grite.init"],
+    ["git_brat.grite.doctor", "git_brat.grite.repair", "git_brat.grite.init", "git_brat.grite.trust"],
     ["git_brat.grite.cli", "git_brat.grite.__main__"],
     ["git_brat.brat", "git_brat.brat.engines", "git_brat.brat.templates"],
     ["git_brat.brat.config", "git_brat.brat.layout"],

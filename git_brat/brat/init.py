@@ -52,8 +52,49 @@ def init(g: Grite, hook_trigger: bool = False) -> BratInit:
 
 
 def hub(g: Grite) -> HubInit:
-    """Set up a bare hub: a post-receive hook runs the refinery on pushed task branches."""
-    return init_hub(g)
+    """Set up a bare hub: a post-receive hook runs the refinery on pushed task branches, and an
+    update hook refuses rewrites and deletions of grite's logs."""
+    result = init_hub(g)
+    guard_logs(g.store.hooks_dir())
+    return result
+
+
+# The hub is where every clone's log meets: a forced push there erases a replica's history for
+# every fresh clone. Only log refs: lock refs move back and forth, snapshots are replaced.
+LOG_GUARD = """#!/bin/sh
+# git-brat hub: grite's logs are append-only here (`git brat init --hub`).
+case "$1" in
+refs/grite/wal|refs/grite/replicas/*) ;;
+*) exit 0 ;;
+esac
+case "$3" in
+*[!0]*) ;;
+*) echo "refusing to delete $1: grite logs on this hub are append-only" >&2; exit 1 ;;
+esac
+case "$2" in
+*[!0]*) ;;
+*) exit 0 ;;
+esac
+if ! git merge-base --is-ancestor "$2" "$3"; then
+    echo "refusing to rewrite $1 (not a fast-forward): grite logs on this hub are append-only" >&2
+    exit 1
+fi
+"""
+
+
+def guard_logs(hooks_dir: str) -> bool:
+    """Install the update hook that keeps logs append-only; False if another update hook is
+    there (left alone: it is the hub owner's)."""
+    path = os.path.join(hooks_dir, "update")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if f.read() != LOG_GUARD:
+                return False
+    except FileNotFoundError:
+        os.makedirs(hooks_dir, exist_ok=True)
+        atomic_write(path, LOG_GUARD.encode())
+    os.chmod(path, 0o755)
+    return True
 
 
 __all__ = ["BratInit", "init", "hub"]

@@ -50,14 +50,15 @@ class Objects:
     # -- writing -------------------------------------------------------------
 
     def write_record_commit(self, entry: bytes, payload: bytes, parent: bytes | None,
-                            message: str, author: bytes, when: int) -> bytes:
+                            message: str, author: bytes, when: int, body: str = "") -> bytes:
         """A commit whose tree holds one blob `entry` (objects only, no ref change)."""
         return self.write_tree_commit({entry: payload}, [parent] if parent else [], message,
-                                      author, when)
+                                      author, when, body)
 
     def write_tree_commit(self, entries: dict[bytes, bytes], parents: list[bytes], message: str,
-                          author: bytes, when: int) -> bytes:
-        """A commit whose tree holds one blob per entry (objects only, no ref change)."""
+                          author: bytes, when: int, body: str = "") -> bytes:
+        """A commit whose tree holds one blob per entry (objects only, no ref change); `body`:
+        lines after the subject and a blank line (each shown safe, like the subject)."""
         from dulwich.objects import Blob, Commit, Tree
         tree = Tree()
         objects = []
@@ -72,7 +73,10 @@ class Objects:
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
-        commit.message = safe_subject(message).encode("utf-8", "surrogateescape") + b"\n"
+        text = safe_subject(message) + "\n"
+        if body:
+            text += "\n" + "".join(safe_subject(line) + "\n" for line in body.splitlines())
+        commit.message = text.encode("utf-8", "surrogateescape")
         # Loose objects (not a pack per append: thousands of tiny packs slow every lookup).
         store = self._open().object_store
         for obj in (*objects, tree, commit):

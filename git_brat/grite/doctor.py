@@ -19,7 +19,7 @@ from git_brat.grite.sync.hookhashes import HookFile
 # Findings that say how things are, not what is wrong. A rejected event is one replay refused
 # (an illegal move, a clock or size past the bounds, a stale lease): it changes nothing, so
 # there is nothing to fix; it is listed so that who wrote it can be asked.
-NOTES = ("unknown-ops", "history-cut", "rejected")
+NOTES = ("unknown-ops", "history-cut", "rejected", "unsigned")
 MAX_LISTED = 100   # rejected events named one by one; the rest are counted
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
@@ -28,7 +28,7 @@ class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
     #            | stale-temp | history-cut | hook-changed | hook-unknown | forged-lease
-    #            | rejected
+    #            | rejected | rejected-batch | erased-log | unsigned
     subject: str
     detail: str
     fixed: bool = False
@@ -89,6 +89,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
         kind = {"deleted": "deleted-log", "damaged": "repaired"}.get(r.kind, "rewrite")
         findings.append(Finding(kind, r.ref, r.describe(), r.acknowledged))
     findings += repaired
+    findings += _check_signatures(g, fix)
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
     if truth.unknown:
@@ -126,6 +127,21 @@ def rejected(state) -> list[Finding]:
            for eid, r in held[:MAX_LISTED]]
     if len(held) > MAX_LISTED:
         out.append(Finding("rejected", "", f"{len(held) - MAX_LISTED} more events rejected", True))
+    return out
+
+
+def _check_signatures(g: Grite, fix: bool) -> list[Finding]:
+    """Batches not believed (wrong replica, actor or key; kept in their refs), logs shorter here
+    than another replica saw them, and how many batches are unsigned."""
+    from git_brat.grite.log import verify
+    verdicts = verify.check(g.store, acknowledge=fix)
+    out = [Finding("rejected-batch", r.sha, f"in {r.ref} (replica {r.replica}'s log): {r.detail}; "
+                   "kept there, not believed", r.acknowledged) for r in verdicts.rejected]
+    out += [Finding("erased-log", e.replica, e.describe(), e.acknowledged)
+            for e in verify.erasures(g.store, acknowledge=fix)]
+    if verdicts.unsigned:
+        out.append(Finding("unsigned", "", f"{verdicts.unsigned} batches are unsigned (written "
+                           "before signatures; new ones are signed)", True))
     return out
 
 

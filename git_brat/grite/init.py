@@ -39,6 +39,8 @@ def init(g: Grite) -> InitResult:
     cold.when(g.store)
     name, email = g.store.user_identity()
     ident, created = identity.init(grite_dir(g.store), name, email)
+    from git_brat.grite.log import sign
+    sign.ensure_key(grite_dir(g.store))   # (private, 0600, never synced; its batches carry the public part)
     if created:
         record_actor(g, ident.actor)
     inst = sync.install(g.store)

@@ -27,6 +27,7 @@ from git_brat.grite.model import events as ev
 from git_brat.errors import CorruptObject
 from git_brat.git.store import Store
 from git_brat.grite.log.refs import log_tips, read_log_blob, write_log_commit
+from git_brat.grite.log.wal import signature_body
 
 WAL = b"refs/grite/wal"
 SALVAGE = b"refs/grite/salvage/"   # snapshots that covered lost records, cut loose
@@ -200,10 +201,11 @@ def repair(store: Store, replica: str) -> Repair:
         if rec.payload in seen_payloads:
             continue
         seen_payloads.add(rec.payload)
-        new_tip = write_log_commit(store, _as_ours(rec.payload, replica),
-                                         new_tip.encode() if new_tip else None,
-                                         rec.message.strip(), rec.author.encode(),
-                                         rec.time).decode()
+        payload = _as_ours(rec.payload, replica)
+        new_tip = write_log_commit(store, payload, new_tip.encode() if new_tip else None,
+                                   (rec.message.strip().splitlines() or [""])[0],
+                                   rec.author.encode(), rec.time,
+                                   signature_body(store, replica, payload)).decode()
         carried += 1
     old_tip = wal_tip
     now = process.now_ms()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import json
+
 import msgspec
 import pytest
 
@@ -174,7 +176,10 @@ def test_a_log_tree_with_more_than_events_is_read_the_same_by_every_path(grepo, 
     for rev in ("refs/grite/wal~1:events", "refs/grite/wal:events"):
         data = run(["git", "cat-file", "blob", rev], other).stdout
         blobs.append(run(["git", "hash-object", "-w", "--stdin"], grepo, input=data).out.strip())
-    _log_commit(grepo, "refs/grite/replicas/cccc", {"events": blobs[0], "extra": blobs[1]}, "odd")
+    # (in the other replica's own ref: a replica's log holds only that replica's batches)
+    other_id = json.loads((other / ".git" / "grite" / "replica.json").read_text())["id"]
+    _log_commit(grepo, f"refs/grite/replicas/{other_id}", {"events": blobs[0], "extra": blobs[1]},
+                "odd")
     incremental = [i["title"] for i in grite_json(grepo, "issue", "list")]
     grite(grepo, "rebuild", "--full")
     assert [i["title"] for i in grite_json(grepo, "issue", "list")] == incremental
@@ -203,7 +208,8 @@ def test_a_tree_where_events_should_be_costs_only_its_own_record(grepo, tmp_path
         parent = git(grepo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", f"peer {n}")
         if n == 40:
             odd = parent
-    git(grepo, "update-ref", "refs/grite/replicas/peer", parent)
+    other_id = json.loads((other / ".git" / "grite" / "replica.json").read_text())["id"]
+    git(grepo, "update-ref", f"refs/grite/replicas/{other_id}", parent)   # (its own replica's ref)
     proc = _fresh_list(grepo)
     titles = {i["title"] for i in msgspec.json.decode(proc.stdout)}
     assert len([t for t in titles if t.startswith("bulk ")]) == 79

@@ -42,6 +42,7 @@ def _sync_text(r: sy.SyncResult) -> str:
     lines.append(f"{r.events} new events")
     for w in r.rewrites:
         lines.append(f"{'warning: ' if w.kind == 'rewrite' else ''}{w.ref}: {w.describe()}")
+    lines += [f"warning: {w}" for w in r.warnings]
     return "\n".join(lines)
 
 

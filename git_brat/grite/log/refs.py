@@ -83,9 +83,10 @@ def log_tips(store: Store) -> dict[str, str]:
 
 
 def write_log_commit(store: Store, payload: bytes, parent: bytes | None, message: str,
-                     author: bytes, when: int) -> bytes:
-    """Write blob `events` + tree + commit (objects only, no ref change); return commit sha."""
-    return store.objects.write_record_commit(EVENTS, payload, parent, message, author, when)
+                     author: bytes, when: int, body: str = "") -> bytes:
+    """Write blob `events` + tree + commit (objects only, no ref change); return commit sha.
+    `body`: the message's lines after the subject (a batch's signature trailers)."""
+    return store.objects.write_record_commit(EVENTS, payload, parent, message, author, when, body)
 
 
 def read_log_blob(store: Store, commit: CommitInfo) -> bytes:

@@ -16,7 +16,7 @@ from git_brat.git.catfile import TooLarge
 from git_brat.git.objects import CommitInfo
 from git_brat.git.store import Store
 from git_brat.grite.log.identity import Identity
-from git_brat.grite.log.refs import events_blob, read_log_blob, write_log_commit
+from git_brat.grite.log.refs import events_blob, grite_dir, read_log_blob, write_log_commit
 
 WAL = b"refs/grite/wal"
 # Fewer new commits than this are read in-process; more go through one `git cat-file --batch`.
@@ -91,6 +91,9 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
     compare-and-swapped against), so callers can validate against state at exactly that tip;
     `seen_lamport` gives the highest clock observed in other logs (for causality).
     """
+    from git_brat.grite.log import sign
+    signer = sign.Signer(grite_dir(store))
+    seen = seen_tips(store, ident.replica.id)   # (read once: nothing more in the swap's window)
     deadline = time.monotonic() + lock_timeout()
     attempt = 0
     while True:
@@ -112,7 +115,8 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
             raise UsageError(f"refused: these changes are {len(payload)} bytes, over the "
                              f"{ev.MAX_BATCH_BYTES} one batch may hold: make them in parts")
         message = summary(events)
-        commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000)
+        commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000,
+                                  signer.trailers(payload, seen))
         _pause_before_ref_update()
         try:
             if store.refs.cas(ref, tip, commit, message=message.encode()):
@@ -142,12 +146,41 @@ def _refuse_out_of_bounds(events: list[ev.Event]) -> None:
                              f"make it smaller")
 
 
+def seen_tips(store: Store, replica: str) -> dict[str, str]:
+    """The tips of the other replicas' logs this clone has seen (recorded in each batch it
+    signs, so that a log erased on a remote shows wherever this one is read)."""
+    prefix = b"refs/grite/replicas/"
+    seen = {name[len(prefix):].decode(): sha.decode()
+            for name, sha in store.refs.under(prefix).items()}
+    seen.pop(replica, None)
+    return seen
+
+
+def signature_body(store: Store, replica: str, payload: bytes) -> str:
+    """Signature trailers for a batch this replica writes (its key is made if absent)."""
+    from git_brat.grite.log import sign
+    return sign.Signer(grite_dir(store)).trailers(payload, seen_tips(store, replica))
+
+
 class LogReader:
     """Reads events from log commits, skipping (and recording) whatever is unreadable."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, verify: bool = True):
         self.store = store
         self.problems: list[Problem] = []
+        self._verify = verify
+        self._skip: set[bytes] | None = None
+        self.rejected: list = []   # verify.RejectedBatch: kept in their refs, not believed
+
+    def skip(self) -> set[bytes]:
+        """Digests of events blobs replay must not believe (judged per log ref, once each)."""
+        if self._skip is None:
+            self._skip = set()
+            if self._verify:
+                from git_brat.grite.log import verify
+                verdicts = verify.check(self.store)
+                self._skip, self.rejected = verdicts.skip, verdicts.rejected
+        return self._skip
 
     def new_commits(self, tips: Iterable[str], known_tips: Iterable[str]) -> list[str]:
         """Commits reachable from tips but not from known_tips, oldest first."""
@@ -200,8 +233,13 @@ class LogReader:
         missing or does not decode: `careful_batches` then reads commit by commit and names it.
         """
         decode = ev.decode_batch
+        skip = self.skip()
+        if skip:
+            from git_brat.grite.log.verify import digest
         try:
             for blobs in self.store.catfile.stream_blobs(list(tips), "events", ev.MAX_BATCH_BYTES):
+                if skip:
+                    blobs = [b for b in blobs if digest(b) not in skip]
                 yield [decode(b) for b in blobs]
         except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise LogUnreadable(str(exc)) from exc
@@ -212,6 +250,9 @@ class LogReader:
             yield [batch]
 
     def _decoded(self, blobs: Iterable[tuple[str, bytes | None]]) -> Iterator[tuple[str, ev.Batch]]:
+        skip = self.skip()
+        if skip:
+            from git_brat.grite.log.verify import digest
         for sha, data in blobs:
             if data is None:
                 self._note(sha, "commit, tree or events blob missing or unreadable")
@@ -219,6 +260,8 @@ class LogReader:
             if isinstance(data, TooLarge):
                 self._note(sha, f"events blob of {int(data)} bytes, over the "
                                 f"{ev.MAX_BATCH_BYTES} a batch may have; skipped unread")
+                continue
+            if skip and digest(data) in skip:
                 continue
             try:
                 yield sha, ev.decode_batch(data)

@@ -52,6 +52,7 @@ class SyncResult(msgspec.Struct):
     moved: list[RefMove]      # fetched log refs that changed
     events: int               # events newly in the local view
     rewrites: list[attic.Rewrite]
+    warnings: list[str] = []   # batches not believed, logs shorter than others saw them
 
 
 def sync(g: Grite, remote: str | None = None, push: bool = True) -> SyncResult:
@@ -80,7 +81,8 @@ def sync(g: Grite, remote: str | None = None, push: bool = True) -> SyncResult:
                 rs.published = publish(g, rs.remote)
     ok = all(rs.fetched and (rs.published is None or rs.published.status != "failed")
              for rs in results)
-    return SyncResult(ok, results, imported.moved, max(events, 0), imported.rewrites)
+    return SyncResult(ok, results, imported.moved, max(events, 0), imported.rewrites,
+                      [w for w in imported.warnings() if "rewound or rewritten by its" not in w])
 
 
 class AddSyncResult(msgspec.Struct):

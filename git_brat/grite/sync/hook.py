@@ -40,10 +40,9 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
             if hint and not any(is_log_ref(r) for r, _old in hint):
                 return _after_named_fetch(g, [r for r, _old in hint])
         imported = import_logs(g, hint=hint, warm_list=name != "reference-transaction")
-        found = [r for r in imported.rewrites if r.kind == "rewrite"]
+        found = imported.warnings()
         if found:
-            return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
-                    f"(see `git grite doctor`)")
+            return "; ".join(found)
     elif name == "pre-push":
         if len(args) < 2:
             raise UsageError("pre-push hook needs REMOTE and URL")
@@ -80,11 +79,8 @@ def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
     if not proc.ok:
         raise GriteError(f"could not fetch grite state from {hit}: {proc.error_line()} "
                          f"(`git grite sync {hit}` retries)")
-    found = [r for r in import_logs(g, before=before).rewrites if r.kind == "rewrite"]
-    if found:
-        return (f"{found[0].ref} was rewound or rewritten by its remote; what it had is kept "
-                f"(see `git grite doctor`)")
-    return None
+    found = import_logs(g, before=before).warnings()
+    return "; ".join(found) if found else None
 
 
 # Options of `git fetch` that take their value as the next argument.

@@ -9,6 +9,7 @@ import msgspec
 
 from git_brat.grite.log import attic
 from git_brat.grite.log import identity
+from git_brat.grite.log import verify
 from git_brat.files import atomic_write
 from git_brat.git.store import Store
 from git_brat.grite.log.refs import STAMP_PATTERNS, events_blob, grite_dir, log_tips
@@ -24,6 +25,17 @@ class RefMove(msgspec.Struct):
 class ImportResult(msgspec.Struct):
     moved: list[RefMove]
     rewrites: list[attic.Rewrite]
+    rejected: list[verify.RejectedBatch] = []   # batches judged (and not believed) by this import
+    erasures: list[verify.Erasure] = []         # logs shorter here than another replica saw them
+
+    def warnings(self) -> list[str]:
+        """One line for each thing a user should look at after a fetch."""
+        out = [f"{r.ref} was rewound or rewritten by its remote; what it had is kept "
+               f"(see `git grite doctor`)" for r in self.rewrites if r.kind == "rewrite"]
+        out += [f"{r.ref}: batch {r.sha[:12]} not believed: {r.detail} (see `git grite doctor`)"
+                for r in self.rejected]
+        out += [e.describe() for e in self.erasures]
+        return out
 
 
 def _stamp_path(store: Store) -> str:
@@ -103,6 +115,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     store = g.store
     last = _read_stamp(store)
     known = len(attic.load(store))
+    judged = verify.judged_rejected(store)
     relay_known(store)
     tips = log_tips(store)
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
@@ -116,7 +129,10 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     remote = {r: s for r, s in log_tips(store).items() if r.startswith("refs/remotes/")}
     names = sorted({r for r in base if r.startswith("refs/remotes/")} | set(remote))
     moved = [RefMove(r, base.get(r), remote.get(r)) for r in names if base.get(r) != remote.get(r)]
-    return ImportResult(moved, attic.load(store)[known:])
+    verdicts = verify.check(store)
+    return ImportResult(moved, attic.load(store)[known:],
+                        [r for r in verdicts.rejected if r.sha not in judged],
+                        verify.erasures(store) if moved else [])
 
 
 def keep_seen(store: Store) -> list[attic.Rewrite]:
