@@ -15,6 +15,7 @@ from git_brat.grite.model import events as ev
 from git_brat.grite.repo import Grite
 from git_brat.process import hostname
 from helpers import BIN, brat, brat_json
+from witnesskit import make_bench
 
 ESC = "\x1b"
 
@@ -26,11 +27,24 @@ def _forged_session(repo, task_field: str) -> None:
         "worktree": "/nonexistent", "engine": "x"}))], "forged session")
 
 
-def test_the_witness_progress_lines_on_a_pipe_carry_no_terminal_codes_from_the_log(brepo):
+def test_the_witness_progress_lines_on_a_pipe_carry_no_terminal_codes_from_an_engine(repo,
+                                                                                  tmp_path):
+    """An engine's error (anyone's text: the model's, a prompt-injected agent's) is shown in the
+    witness's progress line with its terminal codes as escapes."""
+    bench = make_bench(repo, tmp_path)
+    bench.config(witness__engine="claude", witness__max_retries="0")
+    bench.task(bench.convoy(), "Overloaded", r"error-json \x1b]2;pwned\x07\x1b[2J")
+    proc = bench.brat("witness", "run", "--once", check=False)
+    assert "the engine reported an error: \\x1b]2;pwned" in proc.err or \
+        "the engine reported an error: \ufffd]2;pwned" in proc.err, proc.err
+    assert ESC not in proc.err and "\x07" not in proc.err
+
+
+def test_a_forged_session_on_this_host_is_neither_recovered_nor_shown_by_the_witness(brepo):
     _forged_session(brepo, f"{ESC}]2;pwned\x07{ESC}[2J")
     proc = brat(brepo, "witness", "run", "--once", "--engine", "demo", check=False)
-    assert "recovered session bbbbbbb" in proc.err
-    assert ESC not in proc.err and "\x07" not in proc.err
+    assert "recovered" not in proc.err and "pwned" not in proc.err, proc.err
+    assert [s["status"] for s in brat_json(brepo, "session", "list", "--all")] == ["running"]
 
 
 def test_the_looping_deacons_report_carries_no_terminal_codes_from_the_log(brepo):
@@ -41,17 +55,15 @@ def test_the_looping_deacons_report_carries_no_terminal_codes_from_the_log(brepo
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not [
-                s for s in brat_json(brepo, "session", "list", "--all") if s["status"] == "crashed"]:
-            time.sleep(0.5)
-        time.sleep(1)   # the pass that recorded it reports it
+        time.sleep(4)   # a few passes (deacon.interval 1 s)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
-    text = out.decode("utf-8", "replace")
-    assert "recovered" in text
-    assert ESC not in text and "\x07" not in text
+    text = out.decode("utf-8", "replace") + err.decode("utf-8", "replace")
+    # A session record only this clone's own local records can make it act on: the forged one
+    # is left alone, and nothing of its text reaches the terminal.
+    assert "pwned" not in text and ESC not in text and "\x07" not in text, text
+    assert [s["status"] for s in brat_json(brepo, "session", "list", "--all")] == ["running"]
 
 
 def test_an_intervention_command_is_built_by_git_brat_not_read_from_the_log(brepo):

@@ -75,7 +75,11 @@ def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
     repo = worktree(tmp_path, name)
     base = git(repo, "rev-parse", "HEAD")
     sid = str(uuid.uuid4())
-    p, run, res = drive(box, repo, tmp_path / "s1", task_text(name, f"hello from {name}"),
+    # Session directories where the witness makes them: aider's resume id is one, and only a
+    # directory of that shape is ever passed back to it.
+    sessions = tmp_path / "brat" / "sessions"
+    first, later = sessions / uuid.uuid4().hex, sessions / uuid.uuid4().hex
+    p, run, res = drive(box, repo, first, task_text(name, f"hello from {name}"),
                         session_uuid=sid)
     assert run.rc == 0, run.show()
     assert run.model_requests(), "the engine never reached the fake model\n" + run.show()
@@ -100,9 +104,9 @@ def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
     if name == "aider":
         # No conversation id: its chat history file is the conversation, and the resume
         # template reads it from the earlier session's directory, passed as {resume_id}.
-        conv = str(tmp_path / "s1")
+        conv = str(first)
     assert conv, (res, run.show())
-    p, second, res2 = drive(box, repo, tmp_path / "s2", task_text(name, "second words"),
+    p, second, res2 = drive(box, repo, later, task_text(name, "second words"),
                             resume_id=conv)
     assert second.rc == 0, second.show()
     seen = [r for r in second.model_requests() if "second words" in conversation_text(r)]

@@ -79,15 +79,18 @@ def version_of(p: Preset, path: str | None, timeout: float = PROBE_TIMEOUT,
     import tempfile
     try:
         with tempfile.TemporaryDirectory(prefix="git-brat-probe-") as cwd, \
-                tempfile.TemporaryFile() as out:
+                tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = subprocess.run([path, *p.version_args], stdin=subprocess.DEVNULL,
-                                  stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                  timeout=timeout)
-            out.seek(0)
-            raw = out.read(PROBE_OUTPUT)
+                                  stdout=out, stderr=err, cwd=cwd, timeout=timeout)
+            # The version is what it prints; warnings go to stderr (codex warns there when it
+            # cannot make its helper links), which counts only when stdout says nothing.
+            texts = []
+            for f in (out, err):
+                f.seek(0)
+                texts.append(f.read(PROBE_OUTPUT).decode("utf-8", "replace").strip())
     except (OSError, subprocess.SubprocessError):
         return ""
-    text = raw.decode("utf-8", "replace").strip()
+    text = texts[0] or texts[1]
     version = text.splitlines()[0][:80] if text else ""
     if key and version and proc.returncode == 0:
         _remember_version(key, version)

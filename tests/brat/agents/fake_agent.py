@@ -3,7 +3,7 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json. With $FAKE_PLAN
+exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json [MSG]. With $FAKE_PLAN
 set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
@@ -97,7 +97,9 @@ for line in prompt.splitlines():
         while True:
             time.sleep(1)
     elif action == "error-json":
-        print(json.dumps({"type": "result", "is_error": True, "result": "model overloaded",
+        # The message may be given (backslash escapes decoded: an engine's output is anyone's).
+        message = rest.encode().decode("unicode_escape") if rest else "model overloaded"
+        print(json.dumps({"type": "result", "is_error": True, "result": message,
                           "session_id": session}))
         sys.exit(0)
 if name == "claude":
