@@ -59,8 +59,12 @@ def _commit_config(att: Path, text: str) -> None:
 
 
 def _push(att: Path, *refs: str) -> None:
+    """Push refs and the attacker's log, under its own replica's ref (as a sync would: a log
+    under another replica's name is not believed, and that is another test's attack)."""
+    replica = json.loads(run(["git", "grite", "actor", "show", "--json"], att,
+                             env=ATTACKER).out)["replica"]
     run(["git", "-c", "core.hooksPath=/dev/null", "push", "-q", "origin", *refs,
-         "refs/grite/wal:refs/grite/replicas/attacker"], att, env=ATTACKER)
+         f"refs/grite/wal:refs/grite/replicas/{replica}"], att, env=ATTACKER)
 
 
 def _nothing_ran(marks: Path, seconds: float = 4.0) -> list[str]:

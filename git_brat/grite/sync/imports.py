@@ -79,13 +79,15 @@ def relay_known(store: Store) -> list[RefMove]:
     for name, sha in tips.items():
         if not name.startswith("refs/remotes/"):
             continue
+        if "/grite/attic/" in name:
+            continue   # what a remote kept of a rewritten log: its own attic, never relayed as a log
         if "/grite/replicas/" in name:
             owner = name.rpartition("/")[2]
         elif name.endswith("/grite/wal"):
             owner = _log_owner(store, sha)
         else:
             continue
-        if owner and owner != own and _REPLICA_ID.match(owner):
+        if owner and owner != own and _REPLICA_ID.fullmatch(owner):
             want.setdefault(owner, set()).add(sha)
     moved = []
     for owner, shas in sorted(want.items()):
