@@ -14,7 +14,7 @@ from typing import Iterable
 import msgspec
 
 from git_brat import process
-from git_brat.errors import CorruptObject
+from git_brat.errors import CorruptObject, GriteError
 from git_brat.files import FileLock, atomic_write
 from git_brat.git.refs import ZERO
 from git_brat.git.store import Store
@@ -59,7 +59,8 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
             continue
         if not is_log_ref(ref):   # lease refs move back and forth by design; only logs are kept
             continue
-        if old in pending or _appended_to(store, old, tips.get(ref)):
+        if old in pending or _appended_to(store, old, tips.get(ref)) or \
+                _grown_from(store, old, tips.get(ref)):
             continue
         pending[old] = ref
     if not pending:
@@ -88,6 +89,17 @@ def keep(store: Store, seen: Iterable[tuple[str, str]], tips: dict[str, str]) ->
                              kind="deleted" if new is None else "rewrite"))
     _record(store, found)
     return found
+
+
+def _grown_from(store: Store, old: str, new: str | None) -> bool:
+    """The ref itself still reaches old: several appends at once (a push of a few batches). On
+    a hub the pushed logs are its refs/grite/replicas/*, which the check below leaves out."""
+    if not new:
+        return False
+    try:
+        return store.objects.is_ancestor(old, new)
+    except (CorruptObject, GriteError):
+        return False
 
 
 def _appended_to(store: Store, old: str, new: str | None) -> bool:
