@@ -134,6 +134,8 @@ class Chaos:
         for c in CLONES:
             self.git(self.tmp, "clone", "-q", self.url(), c)
             self.brat(c, "init")
+            # Each clone's user approves the committed settings that run code (its engine).
+            self.brat(c, "trust")
         convoy = self.brat("A", "convoy", "create", "chaos").stdout.strip()
         for k in range(self.ntasks):
             text = f"chaos-{self.seed}-{k}"
