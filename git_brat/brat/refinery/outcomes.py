@@ -55,6 +55,45 @@ class Outcomes:
         for r in good:
             self._done(r, "merged", detail, tip)
 
+    def overtaken(self, state) -> list[Move]:
+        """Tasks whose change landed while a move from another clone overtook them.
+
+        A human's reply or drop on another clone, made while this refinery was landing the
+        task and not yet fetched here, stamps a move from the status it saw; replay then takes
+        the human's move and rejects the refinery's "merged". The work is on the target all the
+        same, and a task that is not merged would be run again and fail as "done without any
+        commit". So the landing is recorded again, forced and saying why, once its commit is
+        on the target and the task's branch still holds only what landed (new work on the
+        branch is a new round of review, left alone); never while a session runs it.
+        """
+        tasks = Board(state).tasks
+        landed: dict[str, object] = {}
+        for m in state.of_kind(model.MERGE):
+            if m.get("status") == "merged" and m.get("task") in tasks and (
+                    m.get("task") not in landed or model.age_key(m) > model.age_key(landed[m.get("task")])):
+                landed[m.get("task")] = m
+        tips = [self.store.objects.rev(f"refs/heads/{self.target}")]
+        remote = self.remote()
+        if remote:
+            tips.append(self.store.objects.rev(f"refs/remotes/{remote}/{self.target}"))
+        moves = []
+        for tid, m in landed.items():
+            t = tasks[tid]
+            status, commit = model.status_of(t), m.get("merged_commit")
+            if status in ("merged", "running", "merging") or not isinstance(commit, str):
+                continue
+            found = rq.find_branch(self.store, t.get("branch") or f"{rq.BRANCH_PREFIX}{tid}")
+            if found is not None and found[1] != m.get("head"):
+                continue   # the branch moved on since: that is new work to review
+            if not any(tip and self.store.objects.is_ancestor(commit, tip) for tip in tips):
+                continue
+            why = (f"its change landed on {self.target} at {commit[:12]} while another clone "
+                   f"moved it to {status}; recorded merged, as it is on {self.target}")
+            moves.append(Move(tid, "merged", m.id, force=True, reason=why,
+                              skip_if_not=(status,)))
+            self.report.outcomes.append(Outcome(tid, m.id, "merged", why, commit))
+        return moves
+
     def failed(self, r: Request, output: str, started: int) -> None:
         output = redact.text(output)   # it syncs: the check's secrets stay in the merge log
         if output.startswith("conflict:"):
@@ -99,10 +138,12 @@ class Outcomes:
             self._done(r, "conflict", text)
 
     def waiting(self, good: list[Request], why: str, started: int, tip: str = "",
-                base: str = "") -> None:
+                base: str = "", human: bool = True) -> None:
+        """Checked, not landed: for a human (a checkout git will not move) or for the remote
+        to answer; either way the next pass lands what was checked if nothing moved."""
         ids = [r.merge for r in good]
         self.write([Move(r.task, "needs-review", r.merge, {
-            "needs_human": why, "resolve": "refinery-run"},
+            "needs_human": why, "resolve": "refinery-run"} if human else {},
             {"status": "waiting", "result": why, "waited_commit": tip, "waited_on": base,
              "waited_head": r.head, "waited_batch": ids, **self._times(started)}, reason=why)
             for r in good], "wait")

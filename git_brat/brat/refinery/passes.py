@@ -163,6 +163,7 @@ class Refinery(Outcomes):
                 "status": "failed" if spent else "queued", "result": why, "finished_at": process.now_ms()},
                 reason=why, skip_if_not=("merging",)))
             self.report.outcomes.append(Outcome(tid, m.id, "failed" if spent else "recovered", why))
+        moves += self.overtaken(state)
         if moves:
             self.write(moves, "recover")
 
@@ -258,8 +259,9 @@ class Refinery(Outcomes):
                 if verdict == "landed":
                     self.merged(good, tip, detail, started)
                     return
-                if verdict == "waiting":
-                    self.waiting(good, detail, started, tip, base)
+                if verdict in ("waiting", "unreachable"):
+                    self.waiting(good, detail, started, tip, base,
+                                 human=verdict == "waiting")
                     return
                 if verdict == "diverged":   # and the push failed: nowhere to land it
                     self.errored(good, detail, started)
@@ -486,7 +488,8 @@ class Refinery(Outcomes):
     # -- landing ------------------------------------------------------------------------
 
     def land(self, new: str, local: str) -> tuple[str, str]:
-        """Move the target to new: ("landed", note) / ("moved", why) / ("waiting", why)."""
+        """Move the target to new: ("landed", note) / ("moved", why) / ("waiting", why) /
+        ("unreachable", why): the remote it pushes to did not take it."""
         note, pushed = "", False
         remote = self.remote()
         if remote:
@@ -497,7 +500,11 @@ class Refinery(Outcomes):
                                                         self.settings.timeout)
                 if theirs is not None and not self.store.objects.is_ancestor(theirs, new):
                     return "moved", f"push to {remote} rejected: {why}"
-                note = f"push to {remote} failed ({why}); landed locally"
+                # Landing here alone would record "merged" for work the other clones never
+                # get, on a local branch that then diverges from the remote's: it waits,
+                # checked, and the next pass pushes it (no second check if nothing moved).
+                return "unreachable", (f"push to {remote} failed ({why}); it waits, checked, "
+                                       f"for the next pass to push it")
             else:
                 note, pushed = f"pushed to {remote}", True
         verdict, why = self._land_locally(new, local)

@@ -101,6 +101,7 @@ class Witness:
         self.jobs: dict[str, Future] = {}
         self._count = threading.Lock()
         self.held_elsewhere: dict[str, str] = {}   # task -> the holder that refused us
+        self.awaiting: dict[str, str] = {}         # task -> the session whose log it waits for
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
         self.preset = engines.resolve(opts.engine, cfg.engines)
@@ -242,6 +243,8 @@ class Witness:
         for t in board.ready(cid):
             if len(self.live) >= self.opts.max_sessions or self.stopping:
                 break
+            if t.id in self.awaiting and self.awaiting[t.id] not in board.state.kinds:
+                continue   # told when it was claimed; claimed again once that log is here
             why = pick.passed_over(t, now, running_here=busy, held_elsewhere=self.held_elsewhere)
             if why:
                 if t.id not in busy and t.id not in self._told:
@@ -291,16 +294,17 @@ class Witness:
         except Exception:
             # A bug, reported by _collect; the lease may have been granted all the same, and
             # held by a session that never starts it would keep every witness off the task.
-            self._release(res, holder)
+            self._release(res, holder, unused=True)
             raise
         if self.outage.up():
             self.say(f"lock remote {self.st.remote} answers again: claiming")
-        before = self._previous_session(res) if lease.action == "acquire" else ""
+        before = pick.previous_session(g, res) if lease.action == "acquire" else ""
         if before and not self._knows(before):
             # A session we have never heard of held this task and let it go cleanly: it ran on
             # another clone, and its work may have moved the task on. Never run on an old view.
             self.say(f"task {tid[:7]}: another clone worked on it; waiting until its log arrives")
-            self._release(res, holder)
+            self.awaiting[tid] = before
+            self._release(res, holder, unused=True)
             return True
         info: dict = {}
         # This clone's own record of the session, before the log names it: recovery acts on
@@ -329,7 +333,7 @@ class Witness:
         try:
             locks.append_fenced(g, res, build, summary("session.start", sid), holder_id=holder.id)
         except GriteError:
-            self._release(res, holder)
+            self._release(res, holder, unused=True)
             return True
         live.attempt = info["task"].get("failures", 0) + 1
         live.claimed = True
@@ -346,18 +350,6 @@ class Witness:
             live.setup_failed = exc.message if isinstance(exc, GriteError) else str(exc)
             log_line(live.log, f"could not start: {live.setup_failed}")
             return self._finish(live, None)
-
-    def _previous_session(self, res: str) -> str:
-        """The session that held `res` before this grant ("" when it was no session's)."""
-        try:
-            records = locks.history(self.g, res, limit=8)
-        except GriteError:
-            return ""
-        token = records[0].token if records else 0
-        prev = next((r for r in records if r.token < token), None)
-        if prev is None or not prev.holder.id.startswith("session:"):
-            return ""
-        return prev.holder.session or prev.holder.id[len("session:"):]
 
     def _knows(self, sid: str) -> bool:
         """Whether this clone has the record of session sid: fetched from the lock remote if not."""
@@ -583,9 +575,9 @@ class Witness:
                  f"{end.task_status}")
         return True
 
-    def _release(self, res: str, holder: locks.Holder) -> None:
+    def _release(self, res: str, holder: locks.Holder, unused: bool = False) -> None:
         try:
-            locks.release(self.g, res, self.st, holder)
+            locks.release(self.g, res, self.st, holder, unused=unused)
         except GriteError:
             pass   # lost or unreachable: it expires by itself
 

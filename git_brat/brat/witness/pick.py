@@ -9,8 +9,10 @@ from git_brat.brat import engines
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
 from git_brat.errors import GriteError
+from git_brat.grite import locks
 from git_brat.grite.locks import LeaseView
 from git_brat.grite.model.state import Entity
+from git_brat.grite.repo import Grite
 
 
 def passed_over(task: Entity, now_ms: int, *, running_here: Iterable[str] = (),
@@ -54,4 +56,21 @@ def engine_problem(cfg: Config, engine: str | None = None) -> str:
     return ""
 
 
-__all__ = ["passed_over", "engine_problem"]
+def previous_session(g: Grite, res: str) -> str:
+    """The session that last worked under `res` before this grant ("" when none did).
+    Grants given back unused (a witness that waited for a log, as this one may) are passed
+    over: taken for work, each would send the next witness waiting for a log that never
+    comes."""
+    try:
+        records = locks.history(g, res, limit=64)
+    except GriteError:
+        return ""
+    withdrawn = {r.token for r in records if r.action == "withdraw"}
+    token = records[0].token if records else 0
+    prev = next((r for r in records if r.token < token and r.token not in withdrawn), None)
+    if prev is None or not prev.holder.id.startswith("session:"):
+        return ""
+    return prev.holder.session or prev.holder.id[len("session:"):]
+
+
+__all__ = ["passed_over", "engine_problem", "previous_session"]

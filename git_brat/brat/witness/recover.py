@@ -107,7 +107,7 @@ def _let_go(g: Grite, tid: str, sid: str) -> str:
     if newest is None:
         return "unknown"
     if newest.state == "released":
-        return "released" if newest.action == "release" else "lapsed"
+        return "released" if newest.action in ("release", "withdraw") else "lapsed"
     later = records.index(newest) > 0   # another record after it: the lease moved on
     return "lapsed" if later or locks.judge(newest, process.now_ms(), 0) == "expired" \
         else "held"

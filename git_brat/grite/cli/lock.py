@@ -93,7 +93,7 @@ def _report(out, verb: str) -> str:
 
 _VERBS = {"acquire": "acquired", "extend": "extended", "takeover": "took over",
           "force-takeover": "took over (forced)", "renew": "renewed", "force-renew": "renewed (forced)",
-          "release": "released", "force-release": "released (forced)", "expire": "expired"}
+          "release": "released", "withdraw": "withdrawn (never used)", "force-release": "released (forced)", "expire": "expired"}
 
 
 @lock.command()

@@ -253,7 +253,8 @@ def renew(g: "Grite", resource: str, st: Settings, holder: Holder | None = None,
 
 
 def release(g: "Grite", resource: str, st: Settings, holder: Holder | None = None,
-            force: bool = False) -> Outcome:
-    """Write a released record (the token stays, so the next grant is token + 1)."""
+            force: bool = False, unused: bool = False) -> Outcome:
+    """Write a released record (the token stays, so the next grant is token + 1); `unused`:
+    a grant given back before anything was done under it."""
     holder = holder or holder_for(g)
-    return apply(g, resource, decide_release(resource, holder, force), st)
+    return apply(g, resource, decide_release(resource, holder, force, unused), st)

@@ -398,7 +398,9 @@ def decide_renew(resource: str, holder: Holder, ttl_ms: int | None, force: bool)
     return decide
 
 
-def decide_release(resource: str, holder: Holder, force: bool) -> Decide:
+def decide_release(resource: str, holder: Holder, force: bool, unused: bool = False) -> Decide:
+    """`unused`: the holder gives back a grant it never acted under ("withdraw"), so whoever
+    takes the lease next knows no work was done under that token."""
     def decide(prev, now, remote):
         if prev is None:
             raise NotFound(f"no lease on {resource}")
@@ -410,7 +412,8 @@ def decide_release(resource: str, holder: Holder, force: bool) -> Decide:
                            f"holder releases it (--force overrides, recorded in its history)")
         return Plan(msgspec.structs.replace(
             prev, state="released", released_at=now, written_at=now,
-            action="release" if mine else "force-release", by="" if mine else holder.id,
+            action=("withdraw" if unused else "release") if mine else "force-release",
+            by="" if mine else holder.id,
             remote=remote), False, 0)
     return decide
 

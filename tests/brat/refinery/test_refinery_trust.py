@@ -8,7 +8,7 @@ import pytest
 from bratkit import convoy, status_of
 from helpers import brat, brat_json, git, run
 from refinerykit import (check_runs, commit_on, configure, log_subjects, outcomes,
-                         refine, request)
+                         refine, request, task_json)
 from sync_helpers import clone, seeded_hub
 
 
@@ -280,3 +280,56 @@ def test_one_clones_refinery_lands_what_another_clones_witness_finished(tmp_path
     report = refine(a)                                          # A fetched nothing by hand
     assert outcomes(report) == {tid: "merged"}
     assert git(hub, "show", "main:b.txt") == "b"
+
+
+def test_a_refinery_whose_hub_is_down_lands_nothing_and_pushes_once_it_answers(tmp_path):
+    hub = seeded_hub(tmp_path)
+    user = clone(str(hub), tmp_path / "user", init=False)
+    brat(user, "init")
+    git(user, "checkout", "-q", "-b", "work")
+    tid = request(user, convoy(user), "Outage work", {"o.txt": "o\n"})
+    configure(user, check="true")
+    before = git(user, "rev-parse", "main")
+    hub.rename(tmp_path / "hub-away.git")                      # the hub stops answering
+    report = refine(user)
+    assert outcomes(report) == {tid: "waiting"}
+    [o] = [o for p in report["passes"] for o in p["outcomes"]]
+    assert "push to origin failed" in o["detail"] and "next pass" in o["detail"]
+    assert git(user, "rev-parse", "main") == before            # nothing landed here alone
+    assert status_of(user, tid) == "needs-review"
+    assert not task_json(user, tid).get("needs_human")          # an outage needs no human
+    (tmp_path / "hub-away.git").rename(hub)
+    report = refine(user)
+    assert outcomes(report) == {tid: "merged"} and check_runs(report) == 0
+    assert git(hub, "show", "main:o.txt") == "o"
+    assert status_of(user, tid) == "merged"
+
+
+def test_a_landing_a_reply_from_another_clone_overtook_is_recorded_merged(tmp_path):
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    brat(a, "init")
+    brat(b, "init")
+    for repo in (a, b):
+        run(["git", "grite", "sync"], repo)
+    git(a, "checkout", "-q", "-b", "work")
+    tid = request(a, convoy(a), "Raced", {"r.txt": "r\n"})
+    git(a, "push", "-q", "origin", f"brat/{tid}")
+    run(["git", "grite", "sync"], a)
+    run(["git", "grite", "sync"], b)
+    # B's human replies to the task in review while A's refinery lands it, neither having
+    # seen the other's move: the reply is stamped later, so replay takes it over "merged".
+    brat(b, "task", "reply", tid, "-m", "one more thing")
+    assert outcomes(refine(a)) == {tid: "merged"}
+    run(["git", "grite", "sync"], b)
+    run(["git", "grite", "sync"], a)
+    assert status_of(a, tid) == "queued"                       # the race as replay decides it
+    report = refine(a)
+    [o] = [o for p in report["passes"] for o in p["outcomes"]]
+    assert o["task"] == tid and o["result"] == "merged" and "another clone" in o["detail"]
+    assert status_of(a, tid) == "merged"
+    run(["git", "grite", "sync"], a)
+    run(["git", "grite", "sync"], b)
+    assert status_of(b, tid) == "merged"
+    assert git(hub, "log", "--format=%s", "main").splitlines().count("Raced") == 1

@@ -223,3 +223,27 @@ def test_a_child_the_agent_moved_out_of_its_group_ends_with_the_session(repo, tm
                 os.kill(int(p), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_witness_that_waits_for_another_clones_log_gives_the_task_back_unused(repo, tmp_path):
+    """A claim given back before any work is a withdrawal: the next witness asks about the
+    session that worked before it, never about the one that only waited (each waiting witness
+    would otherwise send the next one waiting for a log that never comes)."""
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "Waits", "write w.txt a", "commit w", "done ok")
+    res = f"task:{t}"
+    gone = "session:" + "9" * 32                 # a session of a clone whose log is not here
+    grite(repo, "lock", "acquire", res, "--holder", gone)
+    grite(repo, "lock", "release", res, "--holder", gone)
+    proc = bench.brat("witness", "run", "--once")
+    assert "waiting until its log arrives" in proc.out + proc.err and bench.runs() == []
+    newest = json.loads(grite(repo, "lock", "status", res, "--json").out)
+    newest = newest[0] if isinstance(newest, list) else newest
+    assert newest["last_action"] == "withdraw" and newest["state"] == "released"
+    assert newest["token"] == 2                   # claimed once, not again and again
+
+    from git_brat.brat.witness import pick
+    from git_brat.grite.repo import Grite
+    g = Grite.open(str(repo))
+    grite(repo, "lock", "acquire", res, "--holder", "session:" + "8" * 32)
+    assert pick.previous_session(g, res) == "9" * 32
