@@ -138,9 +138,10 @@ class _Seen(msgspec.Struct):
     creates: list[tuple[str, str, int, str]] = []   # (actor, replica named, lamport, event id)
 
 
-def check(store: Store, acknowledge: bool = False) -> Verdicts:
+def check(store: Store, acknowledge: bool = False, tips: dict[str, str] | None = None) -> Verdicts:
     """Judge every log commit no earlier check saw; the verdicts for everything seen so far.
-    acknowledge: mark every rejected batch as seen by the user (they stay rejected)."""
+    acknowledge: mark every rejected batch as seen by the user (they stay rejected).
+    tips: judge up to these only (a capped import; the next check judges the rest)."""
     where = grite_dir(store)
     try:
         own = identity.load_replica(where).id
@@ -151,7 +152,7 @@ def check(store: Store, acknowledge: bool = False) -> Verdicts:
     restarted = rec.policy != fp and bool(rec.frontier)
     if rec.policy != fp:
         rec = Record(policy=fp)
-    tips = log_tips(store)
+    tips = log_tips(store) if tips is None else tips
     if tips == rec.frontier and not (acknowledge and any(not r.acknowledged for r in rec.rejected)):
         return _verdicts(store, rec, restarted)
     lock: FileLock | None = FileLock(_paths(store)[0] + ".lock", timeout=30)

@@ -165,8 +165,9 @@ def signature_body(store: Store, replica: str, payload: bytes) -> str:
 class LogReader:
     """Reads events from log commits, skipping (and recording) whatever is unreadable."""
 
-    def __init__(self, store: Store, verify: bool = True):
+    def __init__(self, store: Store, verify: bool = True, tips: dict[str, str] | None = None):
         self.store = store
+        self._tips = tips   # the log tips judged (None: every log ref's)
         self.problems: list[Problem] = []
         self._verify = verify
         self._skip: set[bytes] | None = None
@@ -181,7 +182,7 @@ class LogReader:
             self._skip = set()
             if self._verify:
                 from git_brat.grite.log import verify
-                verdicts = verify.check(self.store)
+                verdicts = verify.check(self.store, tips=self._tips)
                 self._skip, self.rejected = verdicts.skip, verdicts.rejected
             if self._quarantined:
                 from git_brat.grite.log import quarantine
