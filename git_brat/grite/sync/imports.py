@@ -28,17 +28,21 @@ class ImportResult(msgspec.Struct):
     rewrites: list[attic.Rewrite]
     rejected: list[verify.RejectedBatch] = []   # batches judged (and not believed) by this import
     erasures: list[verify.Erasure] = []         # logs shorter here than another replica saw them
-    left: list[str] = []   # fetched log refs past grite.maxFetchRefs: the next read takes them in
-    cap: int = 0
+    left: list[str] = []   # fetched log refs past grite.maxFetchRefs or grite.maxFetchBytes:
+    cap: int = 0           # the next read takes them in
+    max_bytes: int = 0
 
     def left_warning(self) -> str | None:
         if not self.left:
             return None
         named = ", ".join(self.left[:LISTED]) + (f" and {len(self.left) - LISTED} more"
                                                   if len(self.left) > LISTED else "")
+        caps = " or ".join([*([f"grite.maxFetchRefs={self.cap} new logs"] if self.cap else []),
+                            *([f"grite.maxFetchBytes={self.max_bytes} bytes of new events"]
+                              if self.max_bytes else [])])
         return (f"{len(self.left)} fetched log refs were left out of this fetch's import (over "
-                f"grite.maxFetchRefs={self.cap} new logs): {named}; the next grite or brat command "
-                f"takes them in, `git grite sync` at once")
+                f"{caps}): {named}; the next grite or brat command takes them in, "
+                f"`git grite sync` at once")
 
     def warnings(self) -> list[str]:
         """One line for each thing a user should look at after a fetch."""
@@ -66,6 +70,7 @@ def _read_stamp(store: Store) -> dict[str, str]:
 
 REPLICAS = "refs/grite/replicas/"
 MAX_FETCH_REFS = 256   # new logs one fetch's import takes in (grite.maxFetchRefs; 0: no cap)
+MAX_FETCH_BYTES = 256 << 20   # bytes of new events it takes in (grite.maxFetchBytes; 0: no cap)
 LISTED = 10            # left refs named in the warning; the rest counted
 _REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
 
@@ -129,21 +134,46 @@ def max_fetch_refs(store: Store) -> int:
     return n
 
 
-def capped_tips(frontier: dict[str, str], tips: dict[str, str], cap: int
-                ) -> tuple[dict[str, str], list[str]]:
+def max_fetch_bytes(store: Store) -> int:
+    raw = store.config_get("grite.maxFetchBytes")
+    try:
+        n = int(raw) if raw is not None else MAX_FETCH_BYTES
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UsageError(f"grite.maxFetchBytes is {raw!r}: it takes a whole number of bytes of new "
+                         f"events one fetch takes in, 0 for no cap (`git config "
+                         f"grite.maxFetchBytes {MAX_FETCH_BYTES}`)")
+    return n
+
+
+def capped_tips(store: Store, frontier: dict[str, str], tips: dict[str, str], cap: int,
+                max_bytes: int = 0) -> tuple[dict[str, str], list[str]]:
     """The log tips one fetch's import takes in, and the refs it leaves: at most `cap` new logs
-    (a tip the cache has not taken in under any ref), in ref-name order. A left ref stays at
-    the tip taken in before, or out if it is new. This clone's own log is never left."""
-    if not cap:
-        return tips, []
+    (a tip the cache has not taken in under any ref), in ref-name order, and of those what fits
+    in `max_bytes` of new events blobs (sizes from git, unread). A left ref stays at the tip
+    taken in before, or out if it is new. This clone's own log is never left."""
     known = set(frontier.values())
     new: dict[str, list[str]] = {}
     for ref, sha in sorted(tips.items()):
         if ref != verify.WAL and frontier.get(ref) != sha and sha not in known:
             new.setdefault(sha, []).append(ref)
-    if len(new) <= cap:
+    order = list(new)
+    take, left_shas = (order[:cap], order[cap:]) if cap else (order, [])
+    if max_bytes and take and _new_bytes(store, take, known) > max_bytes:
+        kept, used, base = [], 0, list(known)
+        for sha in take:   # (one at a time only when all of them are too many)
+            size = _new_bytes(store, [sha], base)
+            if used + size <= max_bytes:
+                kept.append(sha)
+                used += size
+                base.append(sha)
+            else:
+                left_shas.append(sha)
+        take = kept
+    if not left_shas:
         return tips, []
-    left = sorted(r for sha in list(new)[cap:] for r in new[sha])
+    left = sorted(r for sha in left_shas for r in new[sha])
     out = dict(tips)
     for ref in left:
         if ref in frontier:
@@ -151,6 +181,16 @@ def capped_tips(frontier: dict[str, str], tips: dict[str, str], cap: int
         else:
             del out[ref]
     return out, left
+
+
+def _new_bytes(store: Store, tips: list[str], known) -> int:
+    """Bytes of the events blobs reachable from tips and not from known (0: git cannot tell,
+    and replay then names what it cannot read)."""
+    from git_brat.errors import GriteError
+    try:
+        return sum(store.catfile.sizes(store.catfile.rev_list(tips, known), "events"))
+    except GriteError:
+        return 0
 
 
 def import_logs(g: Grite, before: dict[str, str] | None = None,
@@ -169,7 +209,8 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     events), for a list that brat's users may never ask for; the next read writes it once.
     """
     store = g.store
-    limit = max_fetch_refs(store) if cap else 0   # (a bad setting stops it before anything moves)
+    # (A bad setting stops it before anything moves.)
+    limit, max_bytes = (max_fetch_refs(store), max_fetch_bytes(store)) if cap else (0, 0)
     last = _read_stamp(store)
     known = len(attic.load(store))
     judged = verify.judged_rejected(store)
@@ -177,9 +218,9 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     tips = log_tips(store)
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
     taken, left = tips, []
-    if limit:
+    if limit or max_bytes:
         meta = g.cache._read_meta()
-        taken, left = capped_tips(meta.frontier if meta else {}, tips, limit)
+        taken, left = capped_tips(store, meta.frontier if meta else {}, tips, limit, max_bytes)
     if left:
         g.cache.extend_to(taken)
     else:
@@ -196,7 +237,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     verdicts = verify.check(store, tips=taken if left else None)
     return ImportResult(moved, attic.load(store)[known:],
                         [r for r in verdicts.rejected if r.sha not in judged],
-                        verify.erasures(store) if moved else [], left, limit)
+                        verify.erasures(store) if moved else [], left, limit, max_bytes)
 
 
 def keep_seen(store: Store) -> list[attic.Rewrite]:

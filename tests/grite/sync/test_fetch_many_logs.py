@@ -63,7 +63,7 @@ def test_a_fetch_of_more_logs_than_max_fetch_refs_takes_in_that_many_names_the_r
     # git may run the hook on a first ref alone, then on the rest: one or two imports of at
     # most 10 new logs each. Each new log is two refs here (fetched, and relayed).
     said = re.search(r"(\d+) fetched log refs were left out of this fetch's import \(over "
-                     r"grite.maxFetchRefs=10 new logs\): (.*?) and (\d+) more;", proc.err)
+                     r"grite.maxFetchRefs=10 new logs[^)]*\): (.*?) and (\d+) more;", proc.err)
     assert said, proc.err
     left, named, more = int(said[1]), said[2].split(", "), int(said[3])
     assert left in (28, 30) and len(named) == 10 and more == left - 10
@@ -73,6 +73,29 @@ def test_a_fetch_of_more_logs_than_max_fetch_refs_takes_in_that_many_names_the_r
     listed = json.loads(grite(victim, "issue", "list", "--json").out)
     assert len(listed) == 25
     assert grite(victim, "doctor", "--json", check=False).returncode == 0
+
+
+def test_a_fetch_of_more_new_events_than_max_fetch_bytes_takes_in_what_fits_and_names_the_rest(tmp_path):
+    hub = seeded_hub(tmp_path)
+    victim = clone(str(hub), tmp_path / "victim")
+    git(victim, "config", "grite.maxFetchRefs", "0")
+    git(victim, "config", "grite.maxFetchBytes", "25000")
+    pusher = make_repo(tmp_path / "pusher")
+    for i in range(5):   # each log about 10 kB of events: two fit
+        e = ev.make_event(f"{i:032x}", f"actor{i}", 1, 0, ev.Create(
+            "issue", {"title": f"big {i}", "state": "open", "body": "x" * 10_000}))
+        forge_log(pusher, f"{i:016x}", [e])
+    git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
+
+    proc = run(["git", "fetch"], victim)
+    said = re.search(r"(\d+) fetched log refs were left out of this fetch's import \(over "
+                     r"grite.maxFetchBytes=25000 bytes of new events\): ([^;]*);", proc.err)
+    assert said, proc.err
+    # one import (two logs fit, three left) or two (the first log alone, then two of four)
+    assert int(said[1]) in (4, 6) and "maxFetchRefs" not in said[0]
+    assert f"refs/grite/replicas/{4:016x}" in said[2]
+    listed = json.loads(grite(victim, "issue", "list", "--json").out)
+    assert len(listed) == 5
 
 
 def test_a_bad_max_fetch_refs_is_named_and_the_fetch_still_works(tmp_path):
