@@ -194,8 +194,9 @@ def check(store: Store, acknowledge: bool = False, tips: dict[str, str] | None =
                 pass
         trust = sign.load_trust(where)
         pins = dict(trust.pinned)
-        seen = _first_pass(store, rec, tips, own)
-        new_accepted = _judge(rec, seen, pins, require, trusted, max_clock_jump(store))
+        jump = max_clock_jump(store)
+        seen = _first_pass(store, rec, tips, own, jump)
+        new_accepted = _judge(rec, seen, pins, require, trusted, jump)
         rec.frontier = dict(tips)
         if acknowledge:
             for r in rec.rejected:
@@ -209,7 +210,8 @@ def check(store: Store, acknowledge: bool = False, tips: dict[str, str] | None =
     return _verdicts(store, rec, restarted)
 
 
-def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str) -> list[_Seen]:
+def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str,
+                jump: int = MAX_CLOCK_JUMP) -> list[_Seen]:
     owners = {ref: owner(store, ref, sha, own) for ref, sha in tips.items()}
     done_by_owner: dict[str | None, list[str]] = {}
     for ref, sha in rec.frontier.items():
@@ -238,7 +240,7 @@ def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str) -> li
         blobs = store.catfile.cat_blobs(commits, "events", ev.MAX_BATCH_BYTES) \
             if ref != WAL or len(commits) >= 64 else ((c, None) for c in commits)
         for sha, data in blobs:
-            item = _read(store, sha, ref, who or "", data, clocks)
+            item = _read(store, sha, ref, who or "", data, clocks, jump)
             if who == own and own and ref != WAL and not ref.startswith(ATTIC) and not item.problem:
                 item.problem = ("claims to be this clone's replica but is not in its log "
                                 f"({WAL}): written by someone else")
@@ -278,7 +280,7 @@ def _clock_of(store: Store, sha: str, clocks: dict[str, int]) -> int:
 
 
 def _read(store: Store, sha: str, ref: str, who: str, data=None,
-          clocks: dict[str, int] | None = None) -> _Seen:
+          clocks: dict[str, int] | None = None, jump: int = MAX_CLOCK_JUMP) -> _Seen:
     try:
         commit = store.objects.read_commit(sha.encode())
     except CorruptObject:
@@ -320,8 +322,10 @@ def _read(store: Store, sha: str, ref: str, who: str, data=None,
     clocks = {} if clocks is None else clocks
     item.clock = max([batch.lamport, *(e.lamport for e in batch.events)])
     clocks[sha] = item.clock
-    item.cited = {c: _clock_of(store, c, clocks) for c in [
-        *parents, *(signature.seen.values() if signature is not None else ())]}
+    item.cited = {c: _clock_of(store, c, clocks) for c in parents}
+    if item.clock > max([0, *item.cited.values()]) + jump and signature:
+        # (Read only when its log's clocks do not allow it: a batch may name a thousand tips.)
+        item.cited.update({c: _clock_of(store, c, clocks) for c in signature.seen.values()})
     return item
 
 

@@ -69,3 +69,31 @@ def test_a_clock_lifted_by_a_seen_tip_of_a_rejected_log_is_not_believed(tmp_path
     grite(victim, "sync")
     assert sorted(f["subject"] for f in _jumped(_doctor(victim)[1])) == sorted([high, cites])
     assert grite_json(victim, "issue", "list") == []
+
+
+def test_a_clock_the_tips_its_writer_saw_allow_is_believed_under_a_small_max_clock_jump(tmp_path):
+    hub = seeded_hub(tmp_path)
+    victim = clone(str(hub), tmp_path / "victim")
+    git(victim, "config", "grite.maxClockJump", "100")
+    attacker = clone(str(hub), tmp_path / "attacker", init=False)
+    keys = [Ed25519PrivateKey.generate() for _ in range(3)]
+    r1, r2, r3 = "d1" * 8, "d2" * 8, "d3" * 8
+
+    def create(n: int, lamport: int) -> ev.Event:
+        return ev.make_event(f"{n}" * 32, f"a{n}", lamport, 1,
+                             ev.Create("issue", {"title": f"t{n}", "state": "open"}))
+    low = _forge(attacker, "refs/heads/a", r1, [create(4, 90)], key=keys[0])
+    lifted = _forge(attacker, "refs/heads/b", r2, [create(5, 150)], key=keys[1], seen={r1: low})
+    alone = _forge(attacker, "refs/heads/c", r3, [create(6, 150)], key=keys[2])
+    git(attacker, "push", "-q", "origin", *(f"refs/heads/{b}:refs/grite/replicas/{r}"
+                                            for b, r in (("a", r1), ("b", r2), ("c", r3))))
+    grite(victim, "sync")
+    findings = _doctor(victim)[1]
+    jumped = [f["subject"] for f in findings if f["kind"] == "rejected-batch"]
+    assert jumped == [alone] and lifted not in jumped
+    assert "grite.maxClockJump=100" in findings[[f["subject"] for f in findings].index(alone)]["detail"]
+    assert sorted(i["title"] for i in grite_json(victim, "issue", "list")) == ["t4", "t5"]
+
+    git(victim, "config", "grite.maxClockJump", "soon")
+    proc = grite(victim, "doctor", check=False)   # (as does any read once a log moved)
+    assert proc.returncode == 2 and "grite.maxClockJump is 'soon'" in proc.err
