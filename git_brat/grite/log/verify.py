@@ -25,7 +25,7 @@ from git_brat.grite.log.refs import events_blob, grite_dir, log_tips, read_log_b
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.kinds import ACTOR
 
-VERSION = 1
+VERSION = 2   # 2: clocks that jump past grite.maxClockJump are judged (batches before were not)
 ATTIC = "refs/grite/attic/"
 WAL = "refs/grite/wal"
 REPLICAS_INFIX = "/grite/replicas/"
