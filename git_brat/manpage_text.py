@@ -232,7 +232,10 @@ with the log. Snapshots are replayed in full and compared too.
 .B \-\-fix
 clears abandoned locks and temp files, reinstalls the hooks, deletes snapshots that disagree
 with their events, rebuilds a log git cannot read from every record still readable (naming what
-is lost) so that git gc and git fsck work again, and rebuilds the cache.
+is lost) so that git gc and git fsck work again, quarantines fetched batches that do not
+decode (every read and fetch skips them; listed as quarantined), and rebuilds the cache.
+.B \-\-unquarantine
+takes a quarantined batch back.
 """,
         "snapshot": r"""
 The snapshot is

@@ -34,6 +34,16 @@ class CatFile:
             raise GriteError(f"git rev-list could not read everything: {line}")
         return res.out.split()
 
+    def sizes(self, commits: list[str], entry: str) -> list[int]:
+        """The size of each commit's `entry` blob, unread (cat-file --batch-check); 0 where
+        there is none."""
+        if not commits:
+            return []
+        res = git.run(["--git-dir", self.git_dir, "cat-file", "--batch-check=%(objectsize)"],
+                      input="".join(f"{c}:{entry}\n" for c in commits).encode())
+        return [int(w) if w.isdigit() else 0 for w in
+                (ln.split()[0] if ln.split() else "" for ln in res.out.splitlines())]
+
     def cat_blobs(self, commits: list[str], entry: str, max_size: int | None = None
                   ) -> Iterator[tuple[str, memoryview | bytes | TooLarge | None]]:
         """(commit, its `entry` blob's bytes or None if unreadable) for many record commits (log

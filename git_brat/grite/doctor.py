@@ -9,7 +9,7 @@ import msgspec
 
 from git_brat.grite.cache.projection import Cache
 from git_brat.grite.model import kinds
-from git_brat.errors import DEEPEN_HINT, GriteError
+from git_brat.errors import DEEPEN_HINT, GriteError, NotFound, UsageError
 from git_brat.grite.log.wal import LogReader
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import digest, replay_stream
@@ -19,7 +19,7 @@ from git_brat.grite.sync.hookhashes import HookFile
 # Findings that say how things are, not what is wrong. A rejected event is one replay refused
 # (an illegal move, a clock or size past the bounds, a stale lease): it changes nothing, so
 # there is nothing to fix; it is listed so that who wrote it can be asked.
-NOTES = ("unknown-ops", "history-cut", "rejected", "unsigned")
+NOTES = ("unknown-ops", "history-cut", "rejected", "unsigned", "quarantined")
 MAX_LISTED = 100   # rejected events named one by one; the rest are counted
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
@@ -28,7 +28,7 @@ class Finding(msgspec.Struct):
     kind: str   # corrupt | stale-lock | cache-mismatch | snapshot-mismatch | snapshot-unverified
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
     #            | stale-temp | history-cut | hook-changed | hook-unknown | forged-lease
-    #            | rejected | rejected-batch | erased-log | unsigned
+    #            | rejected | rejected-batch | erased-log | unsigned | quarantined
     subject: str
     detail: str
     fixed: bool = False
@@ -68,6 +68,9 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
                                 "snapshot this clone was made from: events before it were "
                                 "checked as that snapshot holds them, and snapshots cannot be "
                                 f"replayed in full; {DEEPEN_HINT}", True))
+    if fix and reader.problems and not cut and _quarantine(g, reader.problems, tips):
+        tips, reader, commits, truth, events, cut = _read_all(g)
+        Cache(g.store).rebuild(full=True)   # the cache kept them as problems
     repaired = []
     if fix and reader.problems and not cut:
         from git_brat.grite import repair
@@ -92,6 +95,7 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
     findings += _check_signatures(g, fix)
     for p in reader.problems:
         findings.append(Finding("corrupt", p.sha, p.detail))
+    findings += quarantined(g)
     if truth.unknown:
         findings.append(Finding("unknown-ops", "", f"{len(truth.unknown)} events from a newer "
                                 "grite were kept but not replayed; upgrade to see them", True))
@@ -128,6 +132,45 @@ def rejected(state) -> list[Finding]:
     if len(held) > MAX_LISTED:
         out.append(Finding("rejected", "", f"{len(held) - MAX_LISTED} more events rejected", True))
     return out
+
+
+def _quarantine(g: Grite, problems, tips: dict[str, str]) -> bool:
+    """Set aside every unreadable batch whose objects git still reads (poison someone pushed,
+    not damage): deleting its log would last only until the next fetch. Whether any was."""
+    from git_brat.grite.log import quarantine
+    from git_brat.grite.log.refs import events_blob
+    from git_brat.grite.log.verify import digest
+    new = []
+    for p in problems:
+        data = events_blob(g.store, p.sha)
+        if data is None:
+            continue   # objects gone or damaged: repair's business
+        ref = next((r for r, t in sorted(tips.items())
+                    if t == p.sha or g.store.objects.is_ancestor(p.sha, t)), "")
+        new.append(quarantine.Entry(p.sha, digest(data).hex(), ref, p.detail, int(time.time() * 1000)))
+    return bool(new) and bool(quarantine.add(g.store, new))
+
+
+def quarantined(g: Grite) -> list[Finding]:
+    """The batches `doctor --fix` set aside on this clone (skipped by every read)."""
+    from git_brat.grite.log import quarantine
+    return [Finding("quarantined", e.sha, f"in {e.ref or 'a log'}: {e.detail}; set aside by "
+                    f"`git grite doctor --fix`, skipped by every read here (`git grite doctor "
+                    f"--unquarantine {e.sha[:12]}` takes it back)", True)
+            for e in quarantine.load(g.store)]
+
+
+def unquarantine(g: Grite, prefix: str) -> list[str]:
+    """Take quarantined batches back (each is read, and reported, again); their commits."""
+    from git_brat.grite.log import quarantine
+    if len(prefix) < 7 or any(c not in "0123456789abcdef" for c in prefix):
+        raise UsageError(f"{prefix!r} is no commit id: give at least 7 hex digits of one "
+                         "`git grite doctor` lists as quarantined")
+    gone = quarantine.remove(g.store, prefix)
+    if not gone:
+        raise NotFound(f"no quarantined batch starts with {prefix} (`git grite doctor` lists them)")
+    Cache(g.store).rebuild(full=True)
+    return [e.sha for e in gone]
 
 
 def _check_signatures(g: Grite, fix: bool) -> list[Finding]:

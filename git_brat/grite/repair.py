@@ -81,8 +81,10 @@ def _survey(store: Store, starts: list[str], recs: dict[str, _Rec | None]) -> No
         stack.extend(p.decode() for p in c.parents if p.decode() not in recs)
 
 
-def _healthy(recs: dict[str, _Rec | None], sha: str, memo: dict[str, bool]) -> bool:
-    """Whether sha and its whole history read (iterative: logs are long)."""
+def _healthy(recs: dict[str, _Rec | None], sha: str, memo: dict[str, bool],
+             aside: frozenset[str] = frozenset()) -> bool:
+    """Whether sha and its whole history read (iterative: logs are long); a quarantined
+    commit (aside) counts as read: git reads it, grite skips it."""
     stack = [sha]
     while stack:
         top = stack[-1]
@@ -90,7 +92,7 @@ def _healthy(recs: dict[str, _Rec | None], sha: str, memo: dict[str, bool]) -> b
             stack.pop()
             continue
         rec = recs.get(top)
-        if rec is None or rec.payload is None:
+        if rec is None or (rec.payload is None and top not in aside):
             memo[top] = False
             stack.pop()
             continue
@@ -149,11 +151,13 @@ def repair(store: Store, replica: str) -> Repair:
     recs: dict[str, _Rec | None] = {}
     _survey(store, [*tips.values(), *candidates], recs)
     memo: dict[str, bool] = {}
-    damaged = sorted(n for n, sha in tips.items() if not _healthy(recs, sha, memo))
+    from git_brat.grite.log import quarantine
+    aside = frozenset(quarantine.commits(store))
+    damaged = sorted(n for n, sha in tips.items() if not _healthy(recs, sha, memo, aside))
     snaps = []
     for snap in snapshot.listed(store):
         _survey(store, snap.meta.covers, recs)
-        if not all(_healthy(recs, c, memo) for c in snap.meta.covers):
+        if not all(_healthy(recs, c, memo, aside) for c in snap.meta.covers):
             snaps.append(snap)
     if not damaged and not snaps:
         return Repair([], None, None, 0, [], [])
@@ -164,7 +168,7 @@ def repair(store: Store, replica: str) -> Repair:
     for cand in [*candidates, *published]:
         sha = cand
         while sha is not None:
-            if _healthy(recs, sha, memo):
+            if _healthy(recs, sha, memo, aside):
                 base = sha
                 break
             rec = recs.get(sha)
@@ -172,7 +176,7 @@ def repair(store: Store, replica: str) -> Repair:
         if base is not None:
             break
     for pub in published:   # a healthy published copy ahead of that base is the better base
-        if base is not None and _healthy(recs, pub, memo) and base in _reachable(recs, [pub]):
+        if base is not None and _healthy(recs, pub, memo, aside) and base in _reachable(recs, [pub]):
             base = pub
     healthy_tips = [sha for n, sha in tips.items() if n not in damaged]
     kept = _reachable(recs, [*healthy_tips, *([base] if base else [])])
@@ -185,7 +189,7 @@ def repair(store: Store, replica: str) -> Repair:
     lost = []
     for sha in sorted(suspect):
         rec = recs.get(sha)
-        if rec is not None and rec.payload is not None:
+        if rec is not None and (rec.payload is not None or sha in aside):
             continue
         if rec is None:
             what = said.get(sha)

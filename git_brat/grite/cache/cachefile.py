@@ -24,8 +24,9 @@ from git_brat.grite.log.refs import grite_dir
 # 7: an SQLite file, a row per entity; 8: snapshots hold settled rows apart, and a cache
 # may wait for them. Snapshots carry it too: bump it whenever the same events would give a
 # different State. 9: replay rejects illegal task moves and events past the bounds (a cache or
-# snapshot made before may hold what they did).
-CACHE_VERSION = 9
+# snapshot made before may hold what they did). 10: a batch whose clock jumps past
+# grite.maxClockJump is not believed (one made before may hold its events).
+CACHE_VERSION = 10
 DB = "state.db"
 
 

@@ -200,6 +200,18 @@ class Cache(CacheFile):
         return self._update(meta if state is not None else None, state, tips,
                             hot_before=hot_before)
 
+    def extend_to(self, tips: dict[str, str]) -> None:
+        """Take in these log tips only: a fetch's import capped by grite.maxFetchRefs. Any
+        later read compares the frontier with every log ref, so it takes in the rest."""
+        from git_brat.grite.cache import db as cachedb
+        with self._locked():
+            conn = self._db()
+            meta = self._meta_of(conn, fresh=True) if conn is not None else None
+            state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
+                if meta is not None and self._conn is not None else None
+            if state is None or meta.frontier != tips:
+                self._update(meta if state is not None else None, state, tips)
+
     def _update(self, meta: Meta | None, state: State | None, tips: dict[str, str],
                 full: bool = False, hot_before: int = 0) -> tuple[Meta, State]:
         # Replay builds millions of small acyclic objects; a cyclic-GC pass over them (several
@@ -216,7 +228,7 @@ class Cache(CacheFile):
             except OSError as exc:   # a read-only repository: nothing can be kept, or lost
                 if exc.errno not in UNWRITABLE:
                     raise
-        reader = LogReader(self.store)
+        reader = LogReader(self.store, tips=tips)   # (judged up to these tips, no further)
         touched: set[str] | None = None
         pending: ColdPending | None = None
         if meta is None or state is None or full:

@@ -109,15 +109,23 @@ def import_(file, as_json):
 
 @click.command()
 @click.option("--fix", is_flag=True, help="Clear abandoned ref locks, rebuild a wrong cache, "
-              "acknowledge rewritten replica refs (their events stay kept).")
+              "acknowledge rewritten replica refs (their events stay kept), quarantine fetched "
+              "batches that do not decode.")
 @click.option("--stale-after", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="Age after which a ref .lock counts as abandoned (default 10).")
+@click.option("--unquarantine", metavar="COMMIT", default=None,
+              help="Take back a batch --fix quarantined (it is read, and reported, again).")
 @json_option
-def doctor(fix, stale_after, as_json):
+def doctor(fix, stale_after, unquarantine, as_json):
     """Verify every log commit and event, ref locks and the cache. Exit 6 if problems remain."""
     from git_brat.grite import doctor as doc
     from git_brat.errors import EXIT_PROBLEMS
     g = open_grite()
+    if unquarantine is not None:
+        taken = doc.unquarantine(g, unquarantine.lower())
+        emit(as_json, {"unquarantined": taken},
+             lambda: "\n".join(f"unquarantined {sha}: read again" for sha in taken))
+        return
     with ProgressLine("replaying the log") as line:
         g.cache.progress = None if as_json else line
         report = doc.check(g, fix=fix, stale_after=doc.STALE_LOCK_SECONDS if stale_after is None

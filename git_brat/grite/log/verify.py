@@ -25,7 +25,7 @@ from git_brat.grite.log.refs import events_blob, grite_dir, log_tips, read_log_b
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.kinds import ACTOR
 
-VERSION = 1
+VERSION = 2   # 2: clocks that jump past grite.maxClockJump are judged (batches before were not)
 ATTIC = "refs/grite/attic/"
 WAL = "refs/grite/wal"
 REPLICAS_INFIX = "/grite/replicas/"
@@ -97,6 +97,23 @@ def _load(store: Store) -> Record:
         return Record()
 
 
+MAX_CLOCK_JUMP = 1_000_000_000
+
+
+def max_clock_jump(store: Store) -> int:
+    """grite.maxClockJump: how far above everything its writer had seen a batch's clock may be."""
+    from git_brat.errors import UsageError
+    raw = store.config_get("grite.maxClockJump")
+    try:
+        n = int(float(raw)) if raw is not None else MAX_CLOCK_JUMP
+    except (ValueError, OverflowError):
+        n = 0
+    if n < 1:
+        raise UsageError(f"grite.maxClockJump is {raw!r}: it takes a whole number of at least 1 "
+                         f"(`git config grite.maxClockJump {MAX_CLOCK_JUMP}`)")
+    return n
+
+
 def policy(store: Store) -> tuple[str, bool, set[str]]:
     """(fingerprint, grite.requireSigned, trusted keys) of this clone's trust settings."""
     where = grite_dir(store)
@@ -106,7 +123,9 @@ def policy(store: Store) -> tuple[str, bool, set[str]]:
     trusted = set(allowed) | {t.key for t in trust.trusted}
     if sign.has_key(where):
         trusted.add(sign.public_key(where))
-    return sign.fingerprint(f"{int(require)} {sorted(trusted)}"), require, trusted
+    jump = max_clock_jump(store)   # (in the fingerprint only when set: old verdicts stand)
+    return sign.fingerprint(f"{int(require)} {sorted(trusted)}" + (
+        f" jump={jump}" if jump != MAX_CLOCK_JUMP else "")), require, trusted
 
 
 def owner(store: Store, ref: str, tip: str, own: str) -> str | None:
@@ -136,11 +155,14 @@ class _Seen(msgspec.Struct):
     blob: bytes = b""
     actors: list[str] = []
     creates: list[tuple[str, str, int, str]] = []   # (actor, replica named, lamport, event id)
+    clock: int = -1   # the highest clock the batch carries (header or event; -1: not read)
+    cited: dict[str, int] = {}   # its parents and signed seen tips -> their batches' clocks
 
 
-def check(store: Store, acknowledge: bool = False) -> Verdicts:
+def check(store: Store, acknowledge: bool = False, tips: dict[str, str] | None = None) -> Verdicts:
     """Judge every log commit no earlier check saw; the verdicts for everything seen so far.
-    acknowledge: mark every rejected batch as seen by the user (they stay rejected)."""
+    acknowledge: mark every rejected batch as seen by the user (they stay rejected).
+    tips: judge up to these only (a capped import; the next check judges the rest)."""
     where = grite_dir(store)
     try:
         own = identity.load_replica(where).id
@@ -151,7 +173,7 @@ def check(store: Store, acknowledge: bool = False) -> Verdicts:
     restarted = rec.policy != fp and bool(rec.frontier)
     if rec.policy != fp:
         rec = Record(policy=fp)
-    tips = log_tips(store)
+    tips = log_tips(store) if tips is None else tips
     if tips == rec.frontier and not (acknowledge and any(not r.acknowledged for r in rec.rejected)):
         return _verdicts(store, rec, restarted)
     lock: FileLock | None = FileLock(_paths(store)[0] + ".lock", timeout=30)
@@ -172,8 +194,9 @@ def check(store: Store, acknowledge: bool = False) -> Verdicts:
                 pass
         trust = sign.load_trust(where)
         pins = dict(trust.pinned)
-        seen = _first_pass(store, rec, tips, own)
-        new_accepted = _judge(rec, seen, pins, require, trusted)
+        jump = max_clock_jump(store)
+        seen = _first_pass(store, rec, tips, own, jump)
+        new_accepted = _judge(rec, seen, pins, require, trusted, jump)
         rec.frontier = dict(tips)
         if acknowledge:
             for r in rec.rejected:
@@ -187,7 +210,8 @@ def check(store: Store, acknowledge: bool = False) -> Verdicts:
     return _verdicts(store, rec, restarted)
 
 
-def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str) -> list[_Seen]:
+def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str,
+                jump: int = MAX_CLOCK_JUMP) -> list[_Seen]:
     owners = {ref: owner(store, ref, sha, own) for ref, sha in tips.items()}
     done_by_owner: dict[str | None, list[str]] = {}
     for ref, sha in rec.frontier.items():
@@ -195,6 +219,7 @@ def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str) -> li
         done_by_owner.setdefault(o, []).append(sha)
     out: list[_Seen] = []
     known: set[tuple[str, str]] = set()
+    clocks: dict[str, int] = {}   # commit -> its batch's clock, as read in this pass
     # This clone's own log first: a copy of this replica's log elsewhere holds nothing more.
     for ref in sorted(tips, key=lambda r: (r != WAL, r)):
         who = owners[ref]
@@ -215,7 +240,7 @@ def _first_pass(store: Store, rec: Record, tips: dict[str, str], own: str) -> li
         blobs = store.catfile.cat_blobs(commits, "events", ev.MAX_BATCH_BYTES) \
             if ref != WAL or len(commits) >= 64 else ((c, None) for c in commits)
         for sha, data in blobs:
-            item = _read(store, sha, ref, who or "", data)
+            item = _read(store, sha, ref, who or "", data, clocks, jump)
             if who == own and own and ref != WAL and not ref.startswith(ATTIC) and not item.problem:
                 item.problem = ("claims to be this clone's replica but is not in its log "
                                 f"({WAL}): written by someone else")
@@ -243,7 +268,19 @@ def _appended(store: Store, tip: str, done: set[str], limit: int = 16) -> list[s
     return None
 
 
-def _read(store: Store, sha: str, ref: str, who: str, data=None) -> _Seen:
+def _clock_of(store: Store, sha: str, clocks: dict[str, int]) -> int:
+    """The clock of the batch a commit holds (0: not here, or unreadable: it raises no bound)."""
+    if sha not in clocks:
+        data = events_blob(store, sha)
+        try:
+            clocks[sha] = ev.decode_head(data).lamport if data is not None else 0
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            clocks[sha] = 0
+    return clocks[sha]
+
+
+def _read(store: Store, sha: str, ref: str, who: str, data=None,
+          clocks: dict[str, int] | None = None, jump: int = MAX_CLOCK_JUMP) -> _Seen:
     try:
         commit = store.objects.read_commit(sha.encode())
     except CorruptObject:
@@ -280,11 +317,20 @@ def _read(store: Store, sha: str, ref: str, who: str, data=None) -> _Seen:
                     for e in batch.events if isinstance(e.op, ev.Create)
                     and e.op.kind == ACTOR and e.entity == e.actor]
     item.actors = sorted({e.actor for e in batch.events})
+    # What its writer had seen: its parents and the tips it signed as seen (so every clone
+    # decides alike, whatever order logs arrive in); judged against them in _judge.
+    clocks = {} if clocks is None else clocks
+    item.clock = max([batch.lamport, *(e.lamport for e in batch.events)])
+    clocks[sha] = item.clock
+    item.cited = {c: _clock_of(store, c, clocks) for c in parents}
+    if item.clock > max([0, *item.cited.values()]) + jump and signature:
+        # (Read only when its log's clocks do not allow it: a batch may name a thousand tips.)
+        item.cited.update({c: _clock_of(store, c, clocks) for c in signature.seen.values()})
     return item
 
 
 def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
-           trusted: set[str]) -> list[bytes]:
+           trusted: set[str], jump: int = MAX_CLOCK_JUMP) -> list[bytes]:
     """Decide every new commit (actors first: who declared which); the digests believed."""
     # An actor belongs to the replica whose log declared it first (a pin, like keys); two new
     # declarations of one actor by different replicas: the earlier event wins, the other is
@@ -314,6 +360,8 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
             legacy.update(item.parents)
     accepted: list[bytes] = []
     rejected_blobs = set(rec.rejected_blobs)
+    pending = {item.sha for item in seen}
+    believed: set[str] = set()
     for item in seen:
         detail = item.problem
         key = item.key or None
@@ -322,6 +370,15 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
             detail = ""
         elif not detail and any(p in bad for p in item.parents):
             detail = "follows a rejected batch in the same log"
+        elif not detail and item.clock >= 0:
+            # A cited batch counts only once believed: one rejected, or not judged yet in
+            # this pass, raises nothing (else a chain of forged replicas would lift any clock).
+            base = max([0, *(c for sha, c in item.cited.items()
+                             if sha not in bad and (sha not in pending or sha in believed))])
+            if item.clock > base + jump:
+                detail = (f"its Lamport clock {item.clock} jumps more than grite.maxClockJump="
+                          f"{jump} above {base}, the highest its writer had seen (its log and "
+                          f"the tips it signed as seen)")
         if local:
             pass
         elif not detail and item.signed and key is not None:
@@ -356,6 +413,7 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
             if item.blob:
                 rejected_blobs.add(item.blob.hex())
             continue
+        believed.add(item.sha)
         if item.signed and key is not None:
             pins.setdefault(item.owner, key)
             signed.add(item.sha)

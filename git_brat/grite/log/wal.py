@@ -165,12 +165,16 @@ def signature_body(store: Store, replica: str, payload: bytes) -> str:
 class LogReader:
     """Reads events from log commits, skipping (and recording) whatever is unreadable."""
 
-    def __init__(self, store: Store, verify: bool = True):
+    def __init__(self, store: Store, verify: bool = True, tips: dict[str, str] | None = None):
         self.store = store
+        self._tips = tips   # the log tips judged (None: every log ref's)
         self.problems: list[Problem] = []
         self._verify = verify
         self._skip: set[bytes] | None = None
         self.rejected: list = []   # verify.RejectedBatch: kept in their refs, not believed
+        from git_brat.grite.log import quarantine
+        # Set aside by `doctor --fix`: skipped without a word (doctor lists them).
+        self._quarantined = quarantine.commits(store)
 
     def skip(self) -> set[bytes]:
         """Digests of events blobs replay must not believe (judged per log ref, once each)."""
@@ -178,8 +182,11 @@ class LogReader:
             self._skip = set()
             if self._verify:
                 from git_brat.grite.log import verify
-                verdicts = verify.check(self.store)
+                verdicts = verify.check(self.store, tips=self._tips)
                 self._skip, self.rejected = verdicts.skip, verdicts.rejected
+            if self._quarantined:
+                from git_brat.grite.log import quarantine
+                self._skip |= quarantine.digests(self.store)
         return self._skip
 
     def new_commits(self, tips: Iterable[str], known_tips: Iterable[str]) -> list[str]:
@@ -254,6 +261,8 @@ class LogReader:
         if skip:
             from git_brat.grite.log.verify import digest
         for sha, data in blobs:
+            if sha in self._quarantined:
+                continue
             if data is None:
                 self._note(sha, "commit, tree or events blob missing or unreadable")
                 continue

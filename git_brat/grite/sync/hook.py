@@ -39,7 +39,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
                     hint.append((parts[2], parts[0]))
             if hint and not any(is_log_ref(r) for r, _old in hint):
                 return _after_named_fetch(g, [r for r, _old in hint])
-        imported = import_logs(g, hint=hint, warm_list=name != "reference-transaction")
+        imported = import_logs(g, hint=hint, warm_list=name != "reference-transaction",
+                               cap=True)
         found = imported.warnings()
         if found:
             return "; ".join(found)
@@ -79,7 +80,7 @@ def _after_named_fetch(g: Grite, moved: list[str]) -> str | None:
     if not proc.ok:
         raise GriteError(f"could not fetch grite state from {hit}: {proc.error_line()} "
                          f"(`git grite sync {hit}` retries)")
-    found = import_logs(g, before=before).warnings()
+    found = import_logs(g, before=before, cap=True).warnings()
     return "; ".join(found) if found else None
 
 

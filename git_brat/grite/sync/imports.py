@@ -10,6 +10,7 @@ import msgspec
 from git_brat.grite.log import attic
 from git_brat.grite.log import identity
 from git_brat.grite.log import verify
+from git_brat.errors import UsageError
 from git_brat.files import atomic_write
 from git_brat.git.store import Store
 from git_brat.grite.log.refs import STAMP_PATTERNS, events_blob, grite_dir, log_tips
@@ -27,6 +28,21 @@ class ImportResult(msgspec.Struct):
     rewrites: list[attic.Rewrite]
     rejected: list[verify.RejectedBatch] = []   # batches judged (and not believed) by this import
     erasures: list[verify.Erasure] = []         # logs shorter here than another replica saw them
+    left: list[str] = []   # fetched log refs past grite.maxFetchRefs or grite.maxFetchBytes:
+    cap: int = 0           # the next read takes them in
+    max_bytes: int = 0
+
+    def left_warning(self) -> str | None:
+        if not self.left:
+            return None
+        named = ", ".join(self.left[:LISTED]) + (f" and {len(self.left) - LISTED} more"
+                                                  if len(self.left) > LISTED else "")
+        caps = " or ".join([*([f"grite.maxFetchRefs={self.cap} new logs"] if self.cap else []),
+                            *([f"grite.maxFetchBytes={self.max_bytes} bytes of new events"]
+                              if self.max_bytes else [])])
+        return (f"{len(self.left)} fetched log refs were left out of this fetch's import (over "
+                f"{caps}): {named}; the next grite or brat command takes them in, "
+                f"`git grite sync` at once")
 
     def warnings(self) -> list[str]:
         """One line for each thing a user should look at after a fetch."""
@@ -35,7 +51,8 @@ class ImportResult(msgspec.Struct):
         out += [f"{r.ref}: batch {r.sha[:12]} not believed: {r.detail} (see `git grite doctor`)"
                 for r in self.rejected]
         out += [e.describe() for e in self.erasures]
-        return out
+        left = self.left_warning()
+        return out + ([left] if left else [])
 
 
 def _stamp_path(store: Store) -> str:
@@ -52,6 +69,9 @@ def _read_stamp(store: Store) -> dict[str, str]:
 
 
 REPLICAS = "refs/grite/replicas/"
+MAX_FETCH_REFS = 256   # new logs one fetch's import takes in (grite.maxFetchRefs; 0: no cap)
+MAX_FETCH_BYTES = 256 << 20   # bytes of new events it takes in (grite.maxFetchBytes; 0: no cap)
+LISTED = 10            # left refs named in the warning; the rest counted
 _REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
 
 
@@ -103,27 +123,112 @@ def relay_known(store: Store) -> list[RefMove]:
     return moved
 
 
+def max_fetch_refs(store: Store) -> int:
+    raw = store.config_get("grite.maxFetchRefs")
+    try:
+        n = int(raw) if raw is not None else MAX_FETCH_REFS
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UsageError(f"grite.maxFetchRefs is {raw!r}: it takes a whole number of logs one fetch "
+                         f"takes in, 0 for no cap (`git config grite.maxFetchRefs "
+                         f"{MAX_FETCH_REFS}`)")
+    return n
+
+
+def max_fetch_bytes(store: Store) -> int:
+    raw = store.config_get("grite.maxFetchBytes")
+    try:
+        n = int(raw) if raw is not None else MAX_FETCH_BYTES
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UsageError(f"grite.maxFetchBytes is {raw!r}: it takes a whole number of bytes of new "
+                         f"events one fetch takes in, 0 for no cap (`git config "
+                         f"grite.maxFetchBytes {MAX_FETCH_BYTES}`)")
+    return n
+
+
+def capped_tips(store: Store, frontier: dict[str, str], tips: dict[str, str], cap: int,
+                max_bytes: int = 0) -> tuple[dict[str, str], list[str]]:
+    """The log tips one fetch's import takes in, and the refs it leaves: at most `cap` new logs
+    (a tip the cache has not taken in under any ref), in ref-name order, and of those what fits
+    in `max_bytes` of new events blobs (sizes from git, unread). A left ref stays at the tip
+    taken in before, or out if it is new. This clone's own log is never left."""
+    known = set(frontier.values())
+    new: dict[str, list[str]] = {}
+    for ref, sha in sorted(tips.items()):
+        if ref != verify.WAL and frontier.get(ref) != sha and sha not in known:
+            new.setdefault(sha, []).append(ref)
+    order = list(new)
+    take, left_shas = (order[:cap], order[cap:]) if cap else (order, [])
+    if max_bytes and take and _new_bytes(store, take, known) > max_bytes:
+        kept, used, base = [], 0, list(known)
+        for sha in take:   # (one at a time only when all of them are too many)
+            size = _new_bytes(store, [sha], base)
+            if used + size <= max_bytes:
+                kept.append(sha)
+                used += size
+                base.append(sha)
+            else:
+                left_shas.append(sha)
+        take = kept
+    if not left_shas:
+        return tips, []
+    left = sorted(r for sha in left_shas for r in new[sha])
+    out = dict(tips)
+    for ref in left:
+        if ref in frontier:
+            out[ref] = frontier[ref]
+        else:
+            del out[ref]
+    return out, left
+
+
+def _new_bytes(store: Store, tips: list[str], known) -> int:
+    """Bytes of the events blobs reachable from tips and not from known (0: git cannot tell,
+    and replay then names what it cannot read)."""
+    from git_brat.errors import GriteError
+    try:
+        return sum(store.catfile.sizes(store.catfile.rev_list(tips, known), "events"))
+    except GriteError:
+        return 0
+
+
 def import_logs(g: Grite, before: dict[str, str] | None = None,
-                hint: list[tuple[str, str]] = (), warm_list: bool = True) -> ImportResult:
+                hint: list[tuple[str, str]] = (), warm_list: bool = True,
+                cap: bool = False) -> ImportResult:
     """Take fetched logs into the local view: keep whatever a ref stopped reaching, extend the cache.
 
     `before`: the log tips before a fetch; `hint`: (ref, old sha) pairs a hook was told about.
     These, the refs the last import saw and the cache's own frontier are all compared with now.
+    `cap`: a fetch's own import (its hook) takes in at most grite.maxFetchRefs new logs, so
+    that a fetch of a thousand logs returns; the rest are named, and any read takes them in
+    (every read compares the cache with every log ref: state shown is never short of them).
     `warm_list`: also write the default `issue list --json`, so that the list after a sync is
     a warm read. Not from the fetch hook: git before 2.51 runs it once per fetched ref, and
     the list of a large repository would be written that many times over (0.17 s each at 1M
     events), for a list that brat's users may never ask for; the next read writes it once.
     """
     store = g.store
+    # (A bad setting stops it before anything moves.)
+    limit, max_bytes = (max_fetch_refs(store), max_fetch_bytes(store)) if cap else (0, 0)
     last = _read_stamp(store)
     known = len(attic.load(store))
     judged = verify.judged_rejected(store)
     relay_known(store)
     tips = log_tips(store)
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
-    # (Only what the default views need: a fresh clone's snapshot's cold part may follow.)
-    g.state(refresh=True, hot_before=g.cold_before)
-    if warm_list:
+    taken, left = tips, []
+    if limit or max_bytes:
+        meta = g.cache._read_meta()
+        taken, left = capped_tips(store, meta.frontier if meta else {}, tips, limit, max_bytes)
+    if left:
+        g.cache.extend_to(taken)
+    else:
+        # (Only what the default views need: a fresh clone's snapshot's cold part may follow.)
+        g.state(refresh=True, hot_before=g.cold_before)
+    if warm_list and not left:
         g.cache.issue_list_json("open", g.cold_before)
     stamp = store.refs.lines(STAMP_PATTERNS)
     atomic_write(_stamp_path(store), (stamp + "\n").encode() if stamp else b"")
@@ -131,10 +236,10 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     remote = {r: s for r, s in log_tips(store).items() if r.startswith("refs/remotes/")}
     names = sorted({r for r in base if r.startswith("refs/remotes/")} | set(remote))
     moved = [RefMove(r, base.get(r), remote.get(r)) for r in names if base.get(r) != remote.get(r)]
-    verdicts = verify.check(store)
+    verdicts = verify.check(store, tips=taken if left else None)
     return ImportResult(moved, attic.load(store)[known:],
                         [r for r in verdicts.rejected if r.sha not in judged],
-                        verify.erasures(store) if moved else [])
+                        verify.erasures(store) if moved else [], left, limit, max_bytes)
 
 
 def keep_seen(store: Store) -> list[attic.Rewrite]:
