@@ -103,11 +103,12 @@ def command_line(pid: str | int) -> list[str] | None:
 
 
 def same_process(proc: Proc) -> bool:
-    """Whether proc.pid on this host is still the process recorded (not a reused pid)."""
-    if proc.host != hostname() or proc.pid <= 1:
+    """Whether proc.pid on this host is still the process recorded (not a reused pid).
+    A record without a start time cannot tell a reused pid from its own: it is never taken
+    for a live process (so nothing is signalled on its word)."""
+    if proc.host != hostname() or proc.pid <= 1 or proc.start <= 0:
         return False
-    now = start_time(proc.pid)
-    return now is not None and (proc.start == 0 or now == proc.start)
+    return start_time(proc.pid) == proc.start
 
 
 def group_alive(pgid: int) -> bool:
@@ -150,10 +151,10 @@ def stop_recorded_group(proc: Proc, grace: float = GRACE) -> bool:
     The leader may be gone while its children still write: a pid is not reused while a group
     of that id exists, so a live group with the recorded pid as its id is still ours.
     """
-    if proc.host != hostname() or proc.pid <= 1:
-        return False
+    if proc.host != hostname() or proc.pid <= 1 or proc.start <= 0:
+        return False   # (no start time: nothing tells its pid from a reused one)
     now = start_time(proc.pid)
-    if now is not None and proc.start and now != proc.start:
+    if now is not None and now != proc.start:
         return False   # the pid now belongs to someone else
     if not group_alive(proc.pid):
         return False

@@ -70,7 +70,10 @@ def test_a_reused_pid_is_not_taken_for_the_recorded_process(detached, tmp_path):
     # The same pid with another start time: what a pid the kernel gave out again looks like.
     assert not process.same_process(process.Proc(pf.pid, pf.start + 1, pf.host))
     assert not process.same_process(process.Proc(pf.pid, pf.start, "another-host"))
+    # No start time ("don't check", as a forged record may say): never taken for it.
+    assert not process.same_process(process.Proc(pf.pid, 0, pf.host))
     assert not process.stop_recorded_group(process.Proc(pf.pid, pf.start + 1, pf.host))
+    assert not process.stop_recorded_group(process.Proc(pf.pid, 0, pf.host))
     assert process.alive(pf.pid)
 
 
