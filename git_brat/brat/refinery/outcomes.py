@@ -82,7 +82,8 @@ class Outcomes:
             status, commit = model.status_of(t), m.get("merged_commit")
             if status in ("merged", "running", "merging") or not isinstance(commit, str):
                 continue
-            found = rq.find_branch(self.store, t.get("branch") or f"{rq.BRANCH_PREFIX}{tid}")
+            found = rq.find_branch(self.store, t.get("branch") or f"{rq.BRANCH_PREFIX}{tid}",
+                                   m.get("head") or "")
             if found is not None and found[1] != m.get("head"):
                 continue   # the branch moved on since: that is new work to review
             if not any(tip and self.store.objects.is_ancestor(commit, tip) for tip in tips):
@@ -166,7 +167,7 @@ class Outcomes:
                     **self._times(started)}))
                 self._done(r, "left-out", why)
                 continue
-            found = rq.find_branch(self.store, r.branch)
+            found = rq.find_branch(self.store, r.branch, r.head)
             moves.append(Move(r.task, "needs-review", r.merge, merge_fields={
                 "status": "queued", "result": why, "head": found[1] if found else r.head,
                 **self._times(started)}, reason=why, skip_if_not=("merging",)))

@@ -307,7 +307,7 @@ class Refinery(Outcomes):
             if st != "merging":
                 out[r.merge] = ("task", f"moved to {st} during its check; left out")
                 continue
-            found = rq.find_branch(self.store, r.branch)
+            found = rq.find_branch(self.store, r.branch, r.head)
             if found is None:
                 out[r.merge] = ("branch", f"{r.branch} was deleted during its check; left out")
             elif found[1] != r.head:

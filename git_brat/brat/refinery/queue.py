@@ -61,16 +61,24 @@ def lease_name(store: Store, remote: str) -> str:
     return f"refinery:{base or 'repo'}"
 
 
-def find_branch(store: Store, branch: str) -> tuple[str, str] | None:
-    """(ref, sha) of a task branch: the local branch, else a remote's copy of it."""
-    sha = store.refs.read(f"refs/heads/{branch}".encode())
-    if sha:
-        return f"refs/heads/{branch}", sha.decode()
-    for name, sha in sorted(store.refs.under(b"refs/remotes/").items()):
-        n = name.decode()
-        if n.count("/") >= 3 and n.split("/", 3)[3] == branch:
-            return n, sha.decode()
-    return None
+def find_branch(store: Store, branch: str, want: str = "") -> tuple[str, str] | None:
+    """(ref, sha) of a task branch: the local branch, else a remote's copy of it.
+
+    `want`, the head the task was finished at: a local branch that is behind it (this clone's
+    own session on the task was cut short, and another clone finished it) is stale, so the
+    copy holding that head is taken. A local branch with commits of its own wins.
+    """
+    local = store.refs.read(f"refs/heads/{branch}".encode())
+    copies = [(n.decode(), sha.decode()) for n, sha in sorted(store.refs.under(b"refs/remotes/").items())
+              if n.decode().count("/") >= 3 and n.decode().split("/", 3)[3] == branch]
+    if want and (not local or (local.decode() != want and store.objects.is_ancestor(
+            local.decode(), want))):
+        held = next(((n, sha) for n, sha in copies if sha == want), None)
+        if held is not None:
+            return held
+    if local:
+        return f"refs/heads/{branch}", local.decode()
+    return copies[0] if copies else None
 
 
 def open_merges(state) -> dict[str, Entity]:
@@ -105,7 +113,7 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
             continue
         m = merges.get(t.id)
         branch = (m.get("branch") if m else None) or task_branch(t.id)
-        found = find_branch(g.store, branch)
+        found = find_branch(g.store, branch, (m.get("head") if m else "") or "")
         if found is None:
             continue
         ref, head = found

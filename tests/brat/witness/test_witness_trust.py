@@ -247,3 +247,22 @@ def test_a_witness_that_waits_for_another_clones_log_gives_the_task_back_unused(
     g = Grite.open(str(repo))
     grite(repo, "lock", "acquire", res, "--holder", "session:" + "8" * 32)
     assert pick.previous_session(g, res) == "9" * 32
+
+
+def test_a_clone_whose_own_attempt_was_cut_short_lands_the_work_another_clone_finished(tmp_path):
+    """Clone A's session on the task died at the start (its branch brat/<task> stayed at the
+    base); clone B ran the task to review and pushed the branch. A's refinery lands B's work:
+    a local branch behind the head the task was finished at is not what the task is."""
+    ba, bb = _two_clones(tmp_path)
+    t = ba.task(ba.convoy(), "Finished on B", "write b.txt from-b", "commit b", "done ok")
+    git(ba.repo, "branch", f"brat/{t}", "main")        # what A's cut-short attempt left
+    grite(ba.repo, "sync")
+    grite(bb.repo, "sync")
+    bb.brat("witness", "run", "--once")
+    assert bb.show(t)["status"] == "needs-review"
+    grite(ba.repo, "sync")
+    report = json.loads(ba.brat("refinery", "run", "--once", "--json").out)
+    assert [o["result"] for p in report["passes"] for o in p["outcomes"]] == ["merged"]
+    hub = tmp_path / "hub.git"
+    assert git(hub, "show", "main:b.txt") == "from-b"
+    assert ba.show(t)["status"] == "merged"
