@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import brat
+from witnesskit import make_bench
 
 
 @pytest.fixture
@@ -12,3 +13,9 @@ def brepo(repo):
     """A git repository (one commit, branch main) after `git brat init`."""
     brat(repo, "init")
     return repo
+
+
+@pytest.fixture
+def bench(repo, tmp_path):
+    """A repository whose witness runs the scripted fake agent (witnesskit.Bench)."""
+    return make_bench(repo, tmp_path)

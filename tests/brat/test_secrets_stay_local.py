@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import stat
 
-import pytest
 
 from bratkit import convoy
 from helpers import brat, run
 from refinerykit import configure, field, refine, request
-from witnesskit import make_bench
 
 ENV_KEY = "sk-ant-api03-SECRETFROMENV"
 ARGV_KEY = "sk-ant-api03-SECRETINARGV"
@@ -27,11 +25,6 @@ def _whole_log(repo) -> str:
 def _private(path) -> bool:
     return stat.S_IMODE(path.stat().st_mode) == 0o600 and \
         stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
 
 
 def test_an_engine_echoing_its_keys_leaves_them_in_its_local_log_not_in_the_synced_log(

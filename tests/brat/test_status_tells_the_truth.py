@@ -7,27 +7,16 @@ from __future__ import annotations
 import os
 import signal
 
-import pytest
 
 from helpers import git, grite
-from witnesskit import alive, kill_group, make_bench
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
-
-
-def _pids(tmp_path):
-    path = tmp_path / "record.jsonl.pids"
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
+from witnesskit import alive, kill_group
 
 
 def test_status_right_after_the_witness_is_killed_shows_its_session_crashed(bench, tmp_path):
     t = bench.task(bench.convoy(), "Crash me", "write a.txt x", "commit a", "hang-once")
     w = bench.start_witness("--once", "--lease-ttl", "120")
     try:
-        bench.wait_for(lambda: len(_pids(tmp_path)) >= 2 or w.poll() is not None, 60)
+        bench.wait_for(lambda: len(bench.agent_pids()) >= 2 or w.poll() is not None, 60)
         assert w.poll() is None, w.stderr.read().decode()
         os.kill(w.pid, signal.SIGKILL)           # the witness dies; its agent does not
         w.wait(timeout=10)
@@ -47,7 +36,7 @@ def test_status_right_after_the_witness_is_killed_shows_its_session_crashed(benc
     run = bench.brat("witness", "run", "--once")
     out = run.out + run.err
     assert f"crashed, its witness (pid {w.pid}) is gone" in out
-    bench.wait_for(lambda: not any(alive(p) for p in _pids(tmp_path)[:2]), 10)
+    bench.wait_for(lambda: not any(alive(p) for p in bench.agent_pids()[:2]), 10)
     assert bench.json("status")["dead_sessions"] == []
 
 

@@ -48,6 +48,11 @@ class Bench:
             return []
         return [json.loads(line) for line in self.record.read_text().splitlines() if line]
 
+    def agent_pids(self) -> list[int]:
+        """The pids the fake agent recorded (itself, then its children), in order."""
+        path = self.record.with_name(self.record.name + ".pids")
+        return [int(p) for p in path.read_text().split()] if path.exists() else []
+
     def show(self, tid: str) -> dict:
         return self.json("task", "show", tid)
 

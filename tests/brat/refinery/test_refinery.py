@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from bratkit import convoy, fail, move, status_of
 from helpers import brat, brat_json, git, run, status
 from refinerykit import (check_runs, commit_on, configure, field, log_subjects, outcomes, refine,
                          request, tree_bytes)
-
-
-@pytest.fixture
-def queue(brepo):
-    """A repository on another branch than the target, so the target is not checked out."""
-    git(brepo, "checkout", "-q", "-b", "work")
-    return brepo, convoy(brepo, "Ship it")
 
 
 def test_rebase_lands_each_commit_in_order_and_the_convoy_lands(queue):

@@ -12,13 +12,6 @@ from refinerykit import (check_runs, commit_on, configure, log_subjects, outcome
 from sync_helpers import clone, seeded_hub
 
 
-@pytest.fixture
-def queue(brepo):
-    """A repository on another branch than the target, so the target is not checked out."""
-    git(brepo, "checkout", "-q", "-b", "work")
-    return brepo, convoy(brepo, "Ship it")
-
-
 def test_a_task_a_human_blocks_during_its_check_is_not_landed(queue):
     repo, cid = queue
     tid = request(repo, cid, "Hold on", {"hold.py": "h\n"})

@@ -6,15 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 
 from helpers import git
-from witnesskit import make_bench
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
 
 
 def _script(path, marker, version="1.0.0"):

@@ -9,12 +9,7 @@ import time
 import pytest
 
 from helpers import git, status
-from witnesskit import alive, make_bench
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
+from witnesskit import alive
 
 
 def test_an_agent_commits_and_says_done_then_the_task_waits_for_review(bench, repo):

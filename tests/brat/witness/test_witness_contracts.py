@@ -8,12 +8,6 @@ import pytest
 
 from bratkit import fail
 from helpers import git, status, wal_tip
-from witnesskit import make_bench
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
 
 
 def test_the_new_commands_print_bare_json_and_leave_git_status_alone(bench, repo):

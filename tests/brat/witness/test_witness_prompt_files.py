@@ -6,16 +6,9 @@ from __future__ import annotations
 import os
 import threading
 
-import pytest
 
 from git_brat.brat.witness.prompt import MAX_INSTRUCTIONS, instructions
 from helpers import git
-from witnesskit import make_bench
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
 
 
 def test_a_committed_symlink_to_a_file_outside_the_tree_is_not_pasted_into_the_prompt(

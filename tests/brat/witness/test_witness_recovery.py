@@ -6,25 +6,14 @@ import json
 import os
 import signal
 
-import pytest
 
 from helpers import git, status
-from witnesskit import alive, kill_group, make_bench
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
-
-
-def _pids(tmp_path):
-    path = tmp_path / "record.jsonl.pids"
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
+from witnesskit import alive, kill_group
 
 
 def _hanging(bench, tmp_path, proc):
     """Wait until the agent hangs (its pids recorded); the session's id."""
-    bench.wait_for(lambda: len(_pids(tmp_path)) >= 2 or proc.poll() is not None, 60)
+    bench.wait_for(lambda: len(bench.agent_pids()) >= 2 or proc.poll() is not None, 60)
     assert proc.poll() is None, proc.stderr.read().decode()
     return bench.runs()[-1]["session"]
 
@@ -42,7 +31,7 @@ def test_a_sigkilled_witness_is_recovered_with_no_commit_lost_and_the_conversati
         w.wait(timeout=10)
     finally:
         kill_group(w)
-    agent, child = _pids(tmp_path)
+    agent, child = bench.agent_pids()
     assert alive(agent) and alive(child)
     first = git(repo, "rev-parse", f"brat/{t}")
     uuid1 = bench.session(sid)["engine_session"]
@@ -111,7 +100,7 @@ def test_ctrl_c_stops_the_sessions_cleanly(bench, tmp_path):
         assert w.wait(timeout=30) == 130
     finally:
         kill_group(w)
-    for pid in _pids(tmp_path):
+    for pid in bench.agent_pids():
         bench.wait_for(lambda pid=pid: not alive(pid), 10)
     s = bench.session(sid)
     assert s["status"] == "stopped" and "interrupted" in s["reason"]
@@ -125,7 +114,7 @@ def test_a_detached_witness_reports_its_status_and_stops_cleanly(bench, tmp_path
     out = bench.json("witness", "run", "--detach")
     pid = out["pid"]
     try:
-        bench.wait_for(lambda: len(_pids(tmp_path)) >= 2, 60)
+        bench.wait_for(lambda: len(bench.agent_pids()) >= 2, 60)
         st = bench.json("witness", "status")
         assert st["running"] and st["pid"] == pid and len(st["sessions"]) == 1
         bench.brat("witness", "stop")
@@ -136,7 +125,7 @@ def test_a_detached_witness_reports_its_status_and_stops_cleanly(bench, tmp_path
     assert bench.json("witness", "status")["running"] is False
     [s] = bench.sessions(t)
     assert s["status"] == "stopped"
-    for p in _pids(tmp_path):
+    for p in bench.agent_pids():
         bench.wait_for(lambda p=p: not alive(p), 10)
 
 

@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from git_brat.brat.board import SESSION
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.model import events as ev
 from git_brat.grite.repo import Grite
-from witnesskit import make_bench
 
 HOSTILE = '--config=model_provider="attacker"'
-
-
-@pytest.fixture
-def bench(repo, tmp_path):
-    return make_bench(repo, tmp_path)
 
 
 def test_a_resume_id_shaped_like_an_option_is_refused_naming_it_and_the_task(
