@@ -57,20 +57,24 @@ def engine_problem(cfg: Config, engine: str | None = None) -> str:
 
 
 def previous_session(g: Grite, res: str) -> str:
-    """The session that last worked under `res` before this grant ("" when none did).
+    """The session that worked under `res` before this grant and let it go cleanly ("" when
+    none did): its log, published before that release, says what it did to the task.
+
     Grants given back unused (a witness that waited for a log, as this one may) are passed
-    over: taken for work, each would send the next witness waiting for a log that never
-    comes."""
+    over; a grant that ended any other way than a release (it expired: its witness died,
+    perhaps before recording anything) has no log to wait for. Either, taken for work, would
+    send every later witness waiting for a log that never comes."""
     try:
         records = locks.history(g, res, limit=64)
     except GriteError:
         return ""
     withdrawn = {r.token for r in records if r.action == "withdraw"}
     token = records[0].token if records else 0
-    prev = next((r for r in records if r.token < token and r.token not in withdrawn), None)
-    if prev is None or not prev.holder.id.startswith("session:"):
+    # newest first: the first record of an earlier token is how that grant ended
+    last = next((r for r in records if r.token < token and r.token not in withdrawn), None)
+    if last is None or last.action != "release" or not last.holder.id.startswith("session:"):
         return ""
-    return prev.holder.session or prev.holder.id[len("session:"):]
+    return last.holder.session or last.holder.id[len("session:"):]
 
 
 __all__ = ["passed_over", "engine_problem", "previous_session"]

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from sync_helpers import free_port
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent.parent
 BIN = ROOT / "bin"
@@ -54,12 +56,6 @@ def _run(args, cwd, env, check=True, timeout=120.0):
     return r
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Chaos:
     """One run: a hub, three clones, their roles, a seeded schedule, and what it did."""
 
@@ -68,7 +64,7 @@ class Chaos:
         self.tmp, self.seed, self.steps, self.ntasks, self.step_s = tmp, seed, steps, tasks, step_s
         self.rng = random.Random(seed)
         self.say = say
-        self.port = _free_port()
+        self.port = free_port()
         self.daemon: subprocess.Popen | None = None
         self.procs: dict[tuple[str, str], subprocess.Popen] = {}
         self.pids = tmp / "agent-pids"

@@ -266,3 +266,18 @@ def test_a_clone_whose_own_attempt_was_cut_short_lands_the_work_another_clone_fi
     hub = tmp_path / "hub.git"
     assert git(hub, "show", "main:b.txt") == "from-b"
     assert ba.show(t)["status"] == "merged"
+
+
+def test_a_task_whose_last_lease_expired_unrecorded_is_run_not_waited_on(repo, tmp_path):
+    """A witness killed between taking a task's lease and recording its session leaves a
+    lease that expires (the deacon marks it so): no log of that session will ever come, so
+    the next witness runs the task instead of waiting for it."""
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "Orphaned lease", "write o.txt o", "commit o", "done ok")
+    res = f"task:{t}"
+    grite(repo, "lock", "acquire", res, "--holder", "session:" + "7" * 32, "--ttl", "0.2")
+    time.sleep(6)                                 # past the lease and the skew margin
+    grite(repo, "lock", "gc")
+    assert json.loads(grite(repo, "lock", "status", res, "--json").out)[0]["last_action"] == "expire"
+    bench.brat("witness", "run", "--once")
+    assert len(bench.runs()) == 1 and bench.show(t)["status"] == "needs-review"
