@@ -50,13 +50,19 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
     it is never called crashed); one that ran out crashed."""
     board = model.board(g, refresh=True)
     running = [s for s in ss.all_sessions(board, ss.LIVE) if s.id not in exclude]
-    if not running:
+    stranded = [t for t in board.tasks.values() if status_of(t) == "running"
+                and not any(s.get("status") in ss.LIVE for s in ss.of_task(board, t.id))]
+    if not running and not stranded:
         return []
     st = st or locks.settings(g.store)
     try:
         held = {l.resource: l for l in locks.status(g, st, refresh=True).leases}
     except GriteError:
         held = {l.resource: l for l in locks.status(g, st, refresh=False).leases}
+    for t in stranded:
+        lease = held.get(ss.resource(t.id))
+        if lease is None or lease.state != "held":
+            _requeue_stranded(g, t.id, say)
     host = process.hostname()
     fetched = False
     out = []
@@ -92,6 +98,30 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
         out.append(_recover_one(g, board, s, why, local))
         say(f"recovered session {s.id[:7]} of task {tid[:7]}: crashed ({why})")
     return [r for r in out if r is not None]
+
+
+def _requeue_stranded(g: Grite, tid: str, say: Callable[[str], None]) -> None:
+    """A task left running by sessions that all ended without moving it (one lost its lease
+    to another clone's, whose own moves replay then refused): no witness will ever end it, so
+    it goes back to the queue, its branch kept for the next session."""
+    def build() -> list[Draft]:
+        b = model.board(g)
+        t = b.tasks.get(tid)
+        sessions = ss.of_task(b, tid)
+        if t is None or status_of(t) != "running" or any(
+                s.get("status") in ss.LIVE for s in sessions):
+            return []
+        last = sessions[-1] if sessions else None
+        why = ("no session runs it: " + (f"its last session {last.id[:7]} ended "
+                                          f"{last.get('status', '?')} without moving it"
+                                          if last else "it has no session")
+               + f"; re-queued to resume on {ss.branch_for(tid)}")
+        return [tasks.move(b, tid, "queued", why)]
+    try:
+        g.append(lambda: build() or _nothing(), summary("task.requeue", tid))
+        say(f"task {tid[:7]} was left running by sessions that all ended: re-queued")
+    except (_Nothing, GriteError):
+        pass
 
 
 def _let_go(g: Grite, tid: str, sid: str) -> str:

@@ -281,3 +281,26 @@ def test_a_task_whose_last_lease_expired_unrecorded_is_run_not_waited_on(repo, t
     assert json.loads(grite(repo, "lock", "status", res, "--json").out)[0]["last_action"] == "expire"
     bench.brat("witness", "run", "--once")
     assert len(bench.runs()) == 1 and bench.show(t)["status"] == "needs-review"
+
+
+def test_a_task_left_running_by_a_session_that_lost_its_lease_is_requeued(repo, tmp_path):
+    """A session whose lease another holder took ends without moving its task (the task is no
+    longer its to move); when the taker never moves it either, nothing would ever end that
+    "running": recovery puts it back in the queue."""
+    bench = make_bench(repo, tmp_path)
+    t = bench.task(bench.convoy(), "Stranded", "sleep 30", "done ok")
+    res = f"task:{t}"
+    w = bench.start_witness("--once", "--lease-ttl", "2")
+    try:
+        bench.wait_for(lambda: bench.runs(), 60)
+        grite(repo, "lock", "acquire", res, "--force", "--holder", "someone-else")
+        w.wait(timeout=60)
+    finally:
+        kill_group(w)
+    grite(repo, "lock", "release", res, "--holder", "someone-else")
+    [sess] = bench.sessions(t)
+    assert sess["status"] == "failed" and "lease was lost" in sess["reason"]
+    assert bench.show(t)["status"] == "running"          # what the lost lease left
+    bench.brat("deacon", "run", "--once")
+    shown = bench.show(t)
+    assert shown["status"] == "queued" and "no session runs it" in shown["reason"]
