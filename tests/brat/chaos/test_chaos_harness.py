@@ -20,13 +20,16 @@ SCHEDULES = [
     (1, 10),   # a session's end unpublished (hub down) and its witness killed: recovery re-ran
                # the merged task, which then failed "done without any commit" with its change
                # on main (issue 24 items 2 and 3)
-    # A lease held by a session no clone ever recorded made every witness wait for "its log"
-    # forever (issue 24 item 2; r11 b). Open: the schedule now ends with a task recorded merged
-    # whose change is not on the hub's main (a refinery that landed on a clone's own target and
-    # could not push it): marked until that is fixed, so CI shows it every run.
-    pytest.param(5, 10, marks=pytest.mark.xfail(
-        reason="issue 24: a task recorded merged whose change is not on the hub's main",
-        strict=False)),
+    (2, 12),   # a refinery whose hub was down landed on its own main and recorded "merged" for
+               # work the hub never got; a human's reply on another clone overtook a landing, so
+               # the landed task ran again and failed; a clone whose own attempt was cut short
+               # landed its stale branch (nothing) instead of the work another clone finished
+    (3, 12),   # a claim given back unused made the next witness wait for its log, forever
+    (5, 10),   # a lease held by a session no clone ever recorded made every witness wait for
+               # "its log" forever (issue 24 item 2; r11 b)
+    (13, 14),  # a lease that expired before its session was recorded: waited on, forever
+    (14, 14),  # a task left running by a session that lost its lease to one whose moves
+               # replay refused: no witness ever ended it
 ]
 if os.environ.get("CHAOS_SEED"):
     SCHEDULES = [(int(s), int(os.environ.get("CHAOS_STEPS", "10")))
