@@ -124,28 +124,23 @@ def relay_known(store: Store) -> list[RefMove]:
 
 
 def max_fetch_refs(store: Store) -> int:
-    raw = store.config_get("grite.maxFetchRefs")
-    try:
-        n = int(raw) if raw is not None else MAX_FETCH_REFS
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise UsageError(f"grite.maxFetchRefs is {raw!r}: it takes a whole number of logs one fetch "
-                         f"takes in, 0 for no cap (`git config grite.maxFetchRefs "
-                         f"{MAX_FETCH_REFS}`)")
-    return n
+    return _cap(store, "grite.maxFetchRefs", MAX_FETCH_REFS, "logs")
 
 
 def max_fetch_bytes(store: Store) -> int:
-    raw = store.config_get("grite.maxFetchBytes")
+    return _cap(store, "grite.maxFetchBytes", MAX_FETCH_BYTES, "bytes of new events")
+
+
+def _cap(store: Store, key: str, default: int, what: str) -> int:
+    """A per-fetch cap from git config: a whole number, 0 for none; UsageError otherwise."""
+    raw = store.config_get(key)
     try:
-        n = int(raw) if raw is not None else MAX_FETCH_BYTES
+        n = int(raw) if raw is not None else default
     except ValueError:
         n = -1
     if n < 0:
-        raise UsageError(f"grite.maxFetchBytes is {raw!r}: it takes a whole number of bytes of new "
-                         f"events one fetch takes in, 0 for no cap (`git config "
-                         f"grite.maxFetchBytes {MAX_FETCH_BYTES}`)")
+        raise UsageError(f"{key} is {raw!r}: it takes a whole number of {what} one fetch takes "
+                         f"in, 0 for no cap (`git config {key} {default}`)")
     return n
 
 

@@ -258,15 +258,21 @@ def test_an_agent_that_merges_a_target_someone_else_moved_is_not_taken_for_movin
     assert not [i for i in brat_json(repo, "status")["interventions"] if i["task"] == tid]
 
 
-def test_one_clones_refinery_lands_what_another_clones_witness_finished(tmp_path):
+def _two_synced_clones(tmp_path):
+    """A hub and two clones of it, each with `git brat init` done and its log synced; A works
+    on another branch than the target."""
     hub = seeded_hub(tmp_path)
     a = clone(str(hub), tmp_path / "a", init=False)
     b = clone(str(hub), tmp_path / "b", init=False)
-    brat(a, "init")
-    brat(b, "init")
-    run(["git", "grite", "sync"], a)
-    run(["git", "grite", "sync"], b)
+    for repo in (a, b):
+        brat(repo, "init")
+        run(["git", "grite", "sync"], repo)
     git(a, "checkout", "-q", "-b", "work")
+    return hub, a, b
+
+
+def test_one_clones_refinery_lands_what_another_clones_witness_finished(tmp_path):
+    hub, a, b = _two_synced_clones(tmp_path)
     tid = request(b, convoy(b), "Done on B", {"b.txt": "b\n"})
     git(b, "push", "-q", "origin", f"brat/{tid}")              # as B's witness does
     run(["git", "grite", "sync"], b)
@@ -299,14 +305,7 @@ def test_a_refinery_whose_hub_is_down_lands_nothing_and_pushes_once_it_answers(t
 
 
 def test_a_landing_a_reply_from_another_clone_overtook_is_recorded_merged(tmp_path):
-    hub = seeded_hub(tmp_path)
-    a = clone(str(hub), tmp_path / "a", init=False)
-    b = clone(str(hub), tmp_path / "b", init=False)
-    brat(a, "init")
-    brat(b, "init")
-    for repo in (a, b):
-        run(["git", "grite", "sync"], repo)
-    git(a, "checkout", "-q", "-b", "work")
+    hub, a, b = _two_synced_clones(tmp_path)
     tid = request(a, convoy(a), "Raced", {"r.txt": "r\n"})
     git(a, "push", "-q", "origin", f"brat/{tid}")
     run(["git", "grite", "sync"], a)
