@@ -151,10 +151,12 @@ def stop_recorded_group(proc: Proc, grace: float = GRACE) -> bool:
     The leader may be gone while its children still write: a pid is not reused while a group
     of that id exists, so a live group with the recorded pid as its id is still ours.
     """
-    if proc.host != hostname() or proc.pid <= 1 or proc.start <= 0:
-        return False   # (no start time: nothing tells its pid from a reused one)
+    if proc.host != hostname() or proc.pid <= 1:
+        return False
     now = start_time(proc.pid)
-    if now is not None and now != proc.start:
+    # A live process at that pid is ours only if it started when recorded; with no start time
+    # recorded (its leader was gone before it could be read) nothing tells it from a reuse.
+    if now is not None and (proc.start <= 0 or now != proc.start):
         return False   # the pid now belongs to someone else
     if not group_alive(proc.pid):
         return False
