@@ -64,21 +64,24 @@ def lease_name(store: Store, remote: str) -> str:
 def find_branch(store: Store, branch: str, want: str = "") -> tuple[str, str] | None:
     """(ref, sha) of a task branch: the local branch, else a remote's copy of it.
 
-    `want`, the head the task was finished at: a local branch that is behind it (this clone's
-    own session on the task was cut short, and another clone finished it) is stale, so the
-    copy holding that head is taken. A local branch with commits of its own wins.
-    """
+    `want`, the head the task was finished at: the copy that holds it is the task's work. A
+    local branch that lacks it (behind it: this clone's own attempt was cut short and another
+    clone finished the task; or that head was never fetched here) is not, and neither is a
+    remote's copy that lacks it: None until a fetch brings it. A local branch holding it and
+    more (a human added a commit) is taken, and so is one rewritten here (it holds a head this
+    clone has seen, not that one)."""
     local = store.refs.read(f"refs/heads/{branch}".encode())
+    mine = (f"refs/heads/{branch}", local.decode()) if local else None
     copies = [(n.decode(), sha.decode()) for n, sha in sorted(store.refs.under(b"refs/remotes/").items())
               if n.decode().count("/") >= 3 and n.decode().split("/", 3)[3] == branch]
-    if want and (not local or (local.decode() != want and store.objects.is_ancestor(
-            local.decode(), want))):
-        held = next(((n, sha) for n, sha in copies if sha == want), None)
-        if held is not None:
-            return held
-    if local:
-        return f"refs/heads/{branch}", local.decode()
-    return copies[0] if copies else None
+    if not want or (mine is not None and mine[1] == want):
+        return mine or (copies[0] if copies else None)
+    fetched = store.objects.has_object(want.encode())
+    if mine is not None and fetched and (store.objects.is_ancestor(want, mine[1]) or
+                                         not store.objects.is_ancestor(mine[1], want)):
+        return mine
+    return next((c for c in copies if c[1] == want), None) or next(
+        (c for c in copies if fetched and store.objects.is_ancestor(want, c[1])), None)
 
 
 def open_merges(state) -> dict[str, Entity]:
@@ -157,8 +160,10 @@ def unreachable(g: Grite, board: Board | None = None) -> dict[str, str]:
             continue
         m = merges.get(t.id)
         branch = (m.get("branch") if m else None) or task_branch(t.id)
-        if find_branch(g.store, branch) is None:
-            out[t.id] = (f"its branch {branch} is neither here nor on a remote this clone "
+        head = (m.get("head") if m else "") or ""
+        if find_branch(g.store, branch, head) is None:
+            held = f" at {head[:12]}, the head it was finished at," if head else ""
+            out[t.id] = (f"its branch {branch}{held} is neither here nor on a remote this clone "
                          f"fetched: the clone whose witness finished it must push it (`git push "
                          f"<remote> {branch}`) or run `git brat refinery run` itself")
     return out

@@ -139,8 +139,8 @@ def test_an_error_backs_off_as_an_event_and_the_request_is_retried_after(brepo):
     tid = request(brepo, convoy(brepo), "Patient", {"p.txt": "p\n"})
     main = git(brepo, "rev-parse", "main")
     git(brepo, "update-ref", "-d", "refs/heads/main")         # the target is gone for a while
-    t0 = time.monotonic()
     report = refine(brepo)
+    t0 = time.monotonic()                                      # the error was recorded before
     [o] = [o for p in report["passes"] for o in p["outcomes"]]
     assert o["result"] == "error" and "main does not exist" in o["detail"]
     assert status_of(brepo, tid) == "needs-review"

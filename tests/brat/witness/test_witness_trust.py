@@ -249,10 +249,13 @@ def test_a_witness_that_waits_for_another_clones_log_gives_the_task_back_unused(
     assert pick.previous_session(g, res) == "9" * 32
 
 
-def test_a_clone_whose_own_attempt_was_cut_short_lands_the_work_another_clone_finished(tmp_path):
+@pytest.mark.parametrize("pushed", [True, False])
+def test_a_clone_whose_own_attempt_was_cut_short_lands_the_work_another_clone_finished(
+        tmp_path, pushed):
     """Clone A's session on the task died at the start (its branch brat/<task> stayed at the
-    base); clone B ran the task to review and pushed the branch. A's refinery lands B's work:
-    a local branch behind the head the task was finished at is not what the task is."""
+    base); clone B ran the task to review. A's refinery lands B's work once B's branch reaches
+    it, and until then lands nothing: a local branch behind the head the task was finished at
+    is not what the task is."""
     ba, bb = _two_clones(tmp_path)
     t = ba.task(ba.convoy(), "Finished on B", "write b.txt from-b", "commit b", "done ok")
     git(ba.repo, "branch", f"brat/{t}", "main")        # what A's cut-short attempt left
@@ -260,12 +263,21 @@ def test_a_clone_whose_own_attempt_was_cut_short_lands_the_work_another_clone_fi
     grite(bb.repo, "sync")
     bb.brat("witness", "run", "--once")
     assert bb.show(t)["status"] == "needs-review"
+    hub = tmp_path / "hub.git"
+    if not pushed:                                   # B's branch never reached the hub
+        git(hub, "update-ref", "-d", f"refs/heads/brat/{t}")
     grite(ba.repo, "sync")
     report = json.loads(ba.brat("refinery", "run", "--once", "--json").out)
-    assert [o["result"] for p in report["passes"] for o in p["outcomes"]] == ["merged"]
-    hub = tmp_path / "hub.git"
-    assert git(hub, "show", "main:b.txt") == "from-b"
-    assert ba.show(t)["status"] == "merged"
+    results = [o["result"] for p in report["passes"] for o in p["outcomes"]]
+    if pushed:
+        assert results == ["merged"]
+        assert git(hub, "show", "main:b.txt") == "from-b"
+        assert ba.show(t)["status"] == "merged"
+    else:
+        assert results == [] and ba.show(t)["status"] == "needs-review"
+        assert git(hub, "rev-parse", "main") == git(ba.repo, "rev-parse", "origin/main")
+        unreachable = ba.json("refinery", "status")["unreachable"]
+        assert list(unreachable) == [t] and "the head it was finished at" in unreachable[t]
 
 
 def test_a_task_whose_last_lease_expired_unrecorded_is_run_not_waited_on(repo, tmp_path):
