@@ -1,0 +1,1 @@
+"""Fixtures for the board's tests (helpers in boardkit.py)."""
