@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from git_brat.brat.ui import data
 
+LOGS_SHOWN = 4      # session logs streamed on the Sessions page
 NAV = (("/", "Board"), ("/needs-you", "Needs you"), ("/sessions", "Sessions"),
        ("/queue", "Merge queue"), ("/mayor", "Mayor"))
 
@@ -210,10 +211,12 @@ def sessions(items: list) -> str:
         rows.append([f'<span id="s-{e(s.id)}">{short(s.id)}</span>', task_link(s.task),
                      f'<span class="st st-{e(s.status)}">{e(s.status)}</span>', e(s.engine),
                      str(s.attempt), when(s.started_at), e(s.reason), stop])
+    # The live sessions' logs, then the latest ended ones', up to LOGS_SHOWN.
     live_ones = [s for s in items if s.status in ("starting", "running")]
-    logs = "".join(log_view(s.id) for s in live_ones)
+    ended = [s for s in reversed(items) if s not in live_ones]
+    logs = "".join(log_view(s.id) for s in (live_ones + ended)[:LOGS_SHOWN])
     return live("sessions", table(["session", "task", "status", "engine", "attempt", "started",
-                                   "outcome", ""], rows, "no sessions")) + logs
+                                   "outcome", ""], rows, "no sessions")) + live("logs", logs)
 
 
 def queue(r) -> str:
@@ -254,7 +257,8 @@ def mayor(st: dict, log: list) -> str:
         + (f'created convoy <a href="/?convoy={e(x.created.convoy)}">{short(x.created.convoy)}</a> '
            f'"{e(x.created.title)}" ({len(x.created.tasks)} tasks)' if x.created else "nothing created")
         + "</li>" for x in log)
-    return (live("mayor-status", head) + ask
+    return (live("mayor-status", head)
+            + f'<div class="actions">{ask}<output data-result></output></div>'
             + '<div id="plan" class="pending"></div>'
             + live("mayor-log", f"<h2>Exchanges</h2><ol>{items}</ol>" if items else
                    '<p class="empty">no exchanges yet</p>'))

@@ -42,7 +42,11 @@
       const sid = pre.dataset.log;
       if (streams.has(sid)) {
         const old = streams.get(sid);
-        if (old.pre !== pre) { pre.textContent = old.pre.textContent; old.pre = pre; }
+        if (old.pre !== pre) {
+          pre.textContent = old.pre.textContent;
+          pre.className = old.pre.className;
+          old.pre = pre;
+        }
         continue;
       }
       const src = new EventSource(`/api/v1/sessions/${encodeURIComponent(sid)}/log/stream?from=0`);
@@ -82,8 +86,11 @@
   }
 
   function show(form, text, ok) {
-    const out = form.closest(".actions")?.querySelector("output[data-result]") ||
-      form.parentElement.querySelector("output[data-result]") || form.nextElementSibling;
+    let out = form.closest(".actions")?.querySelector("output[data-result]");
+    if (!out) {
+      out = document.createElement("output");
+      form.after(out);
+    }
     if (out) { out.textContent = text; out.className = ok ? "ok" : "error"; }
   }
 
