@@ -34,6 +34,14 @@ class Repo:
         self.path = path
         self._mayor_lock = threading.Lock()
         self.pending: dict[str, m.Answer] = {}   # the mayor's plans waiting for confirm / discard
+        # A bare hub's board shows everything pushed to it and changes nothing: the clones'
+        # humans and agents write, the hub's refinery merges.
+        self.read_only = self.grite().store.bare
+
+    def writable(self) -> None:
+        if self.read_only:
+            raise Conflict("refused: this board serves a bare hub, and is read-only; act from a "
+                           "clone (its own `git brat ui`, or the command)")
 
     def grite(self) -> Grite:
         return model.open_grite(self.path)

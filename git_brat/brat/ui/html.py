@@ -9,6 +9,8 @@ from urllib.parse import urlencode
 
 from git_brat.brat.ui import data
 
+READ_ONLY = ('<p class="warn">This board serves a bare hub: everything pushed to it, read-only. '
+             'Act from a clone.</p>')
 LOGS_SHOWN = 4      # session logs streamed on the Sessions page
 NAV = (("/", "Board"), ("/needs-you", "Needs you"), ("/sessions", "Sessions"),
        ("/queue", "Merge queue"), ("/mayor", "Mayor"))

@@ -193,7 +193,10 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     def api(fn: Callable[..., Any]):
         async def endpoint(request: Request) -> Response:
             try:
-                body = await _body(request) if request.method == "POST" else {}
+                body = {}
+                if request.method == "POST":
+                    repo.writable()
+                    body = await _body(request)
                 out = await run_in_threadpool(fn, request, body)
             except GriteError as exc:
                 return failed(exc)
@@ -206,6 +209,8 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
                 body = await run_in_threadpool(render, request)
             except GriteError as exc:
                 body = pages.error(exc.message)
+            if repo.read_only:
+                body = pages.READ_ONLY + body
             return HTMLResponse(pages.page(title, body, guard.csrf, here), headers=HEADERS)
         return endpoint
 

@@ -278,3 +278,26 @@ def test_other_commands_never_import_the_web_stack(brepo):
             "print(json.dumps(web), file=sys.stderr)\n").replace("import sys", "import sys, json")
     proc = run([sys.executable, "-c", code], brepo, env={"PYTHONPATH": str(ROOT)})
     assert json.loads(proc.err.strip().splitlines()[-1]) == []
+
+
+def test_in_a_bare_hub_the_board_shows_everything_pushed_and_changes_nothing(tmp_path):
+    from sync_helpers import clone, seeded_hub
+    from helpers import grite
+    hub = seeded_hub(tmp_path)
+    brat(hub, "init", "--hub")
+    user = clone(str(hub), tmp_path / "user", init=False)
+    brat(user, "init")
+    c = convoy(user, "Pushed work")
+    tid = task(user, c, SCRIPT)
+    grite(user, "sync")
+    board = boardkit.start(hub)
+    try:
+        assert [t["id"] for t in board.get_json("/api/v1/tasks")] == [tid]
+        _c, _h, page = board.request("GET", "/")
+        assert b"read-only" in page and b"&lt;script&gt;" in page and b"<script>alert" not in page
+        before = git(hub, "for-each-ref", "refs/grite/")
+        code, out = board.post(f"/api/v1/tasks/{tid}/block", {"message": "from the hub"})
+        assert code == 409 and "read-only" in out["error"]
+        assert git(hub, "for-each-ref", "refs/grite/") == before
+    finally:
+        board.stop()
