@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from typing import Any
@@ -25,6 +26,8 @@ from git_brat.grite.repo import Grite
 COLUMNS = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed")
 LOG_CHUNK = 64 * 1024        # most bytes of a session log sent at once
 DIFF_LIMIT = 512 * 1024      # most bytes of a task's diff shown
+CARDS_SHOWN = 200            # cards per column on the unfiltered board
+CARDS_FILTERED = 2000        # cards per column once a filter narrows the board
 
 
 class Repo:
@@ -50,10 +53,19 @@ class Repo:
         return trust.load(g.store).config
 
     def tip(self) -> str:
-        """A digest of every event log's tip: it moves whenever anything is written or synced."""
+        """A digest of every event log's tip and of when a branch last moved: it changes
+        whenever anything is written or synced, or an agent or the refinery commits.
+
+        A branch moves by renaming a file into refs/heads/ (or brat/ below it), or by a
+        rewrite of packed-refs: a stat each, however many branches a year of tasks left."""
         g = self.grite()
-        tips = log_tips(g.store)
-        return str(hash(tuple(sorted(tips.items()))) & 0xFFFFFFFFFFFF)
+        parts: list = sorted(log_tips(g.store).items())
+        for rel in ("packed-refs", "refs/heads", "refs/heads/brat"):
+            try:
+                parts.append((rel, os.stat(os.path.join(g.store.common_dir, rel)).st_mtime_ns))
+            except OSError:
+                pass
+        return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
 
 # -- views: the same shapes as the commands' --json ---------------------------------------
@@ -204,6 +216,7 @@ class BoardPage(msgspec.Struct):
     engines: list[str]
     labels: list[str]
     filters: dict[str, str]
+    hidden: dict[str, int] = {}    # cards left out of a column, past the limit
 
 
 def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
@@ -230,10 +243,18 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
         cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
                             t.get("priority", model.DEFAULT_PRIORITY), b.is_ready(t.id), eng, tl,
                             sorted(b.prereqs(t.id))))
-    for c in cols.values():
+    # A column of thousands of cards helps nobody and costs the browser seconds: the most
+    # urgent ones are shown, with the count of the rest (a filter narrows it down).
+    limit = CARDS_FILTERED if (cid or state or engine or label) else CARDS_SHOWN
+    hidden = {}
+    for name, c in cols.items():
         c.sort(key=lambda x: (x.priority, not x.ready))
+        if len(c) > limit:
+            hidden[name] = len(c) - limit
+            del c[limit:]
     return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
-                     {"convoy": cid or "", "state": state, "engine": engine, "label": label})
+                     {"convoy": cid or "", "state": state, "engine": engine, "label": label},
+                     hidden)
 
 
 def sessions_of_task(g: Grite, tid: str) -> list[ss.SessionDetail]:

@@ -100,8 +100,12 @@ def board(p: data.BoardPage) -> str:
             f'<small>p{c.priority}{" · ready" if c.ready else ""}'
             f'{" · " + e(c.engine) if c.engine else ""}'
             f'{"".join(" · " + e(x) for x in c.labels)}</small></li>' for c in cards)
+        more = p.hidden.get(state, 0)
+        if more:
+            items += (f'<li class="more"><a href="/?{e(urlencode({**f, "state": state}))}">'
+                      f'and {more} more</a></li>')
         cols.append(f'<div class="column" data-state="{e(state)}"><h2>{e(state)} '
-                    f'<span class="count">{len(cards)}</span></h2><ul>{items}</ul></div>')
+                    f'<span class="count">{len(cards) + more}</span></h2><ul>{items}</ul></div>')
     return filters + live("convoys", "<h2>Convoys</h2>" + convoys) + \
         live("columns", f'<div class="columns">{"".join(cols)}</div>')
 

@@ -28,6 +28,8 @@ POLL = 0.2            # seconds between looks at the log tips (one look serves e
 PING = 15.0           # seconds between keep-alive comments on an idle event stream
 LOG_POLL = 0.3        # seconds between looks at a streamed session log
 MAX_BODY = 256 * 1024
+PAGES_CACHED = 32     # rendered pages kept, each for the log tip it was rendered at
+CACHE_SECONDS = 5.0
 # Nothing but this origin's own files, no framing, no plugins; inline script never runs (a
 # value that slipped through escaping still could not execute).
 HEADERS = {
@@ -203,10 +205,24 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             return json_out(out)
         return endpoint
 
+    rendered: dict[tuple, str] = {}   # (page, query, log tip) -> its HTML
+
+    def cached(render: Callable[[Request], str], request: Request) -> str:
+        """A page as of the log's tip: every browser redrawing after one change costs one
+        render (what a page shows changes only when the log does)."""
+        # What the refs do not hold (a witness's process, a refinery's pid file, how long a
+        # session has run) is at most CACHE_SECONDS old on a reload.
+        key = (request.url.path, request.url.query, repo.tip(), int(time.time() / CACHE_SECONDS))
+        if key not in rendered:
+            if len(rendered) >= PAGES_CACHED:
+                rendered.pop(next(iter(rendered)))
+            rendered[key] = render(request)
+        return rendered[key]
+
     def view(title: str, here: str, render: Callable[[Request], str]):
         async def endpoint(request: Request) -> Response:
             try:
-                body = await run_in_threadpool(render, request)
+                body = await run_in_threadpool(cached, render, request)
             except GriteError as exc:
                 body = pages.error(exc.message)
             if repo.read_only:
