@@ -301,3 +301,50 @@ def test_in_a_bare_hub_the_board_shows_everything_pushed_and_changes_nothing(tmp
         assert git(hub, "for-each-ref", "refs/grite/") == before
     finally:
         board.stop()
+
+
+def test_the_board_filters_by_convoy_state_engine_and_label(seeded):
+    b, done, hostile, queued = seeded["board"], seeded["done"], seeded["hostile"], seeded["queued"]
+
+    def cards(query):
+        _c, _h, page = b.request("GET", "/?" + query)
+        return {t for t in (done, hostile, queued) if f'data-task="{t}"'.encode() in page}
+    everything = cards("")   # (the actions test may have dropped `queued` already)
+    assert {done, hostile} <= everything
+    assert cards("state=needs-review") == {done}
+    assert cards("engine=demo") == {done, hostile}          # the tasks a demo session ran
+    assert cards("engine=claude") == set()
+    assert cards(f"convoy={seeded['convoy'][:7]}") == everything
+    assert cards("label=nothing-has-it") == set()
+
+
+def test_a_change_synced_from_another_clone_is_pushed_to_the_board(tmp_path):
+    from sync_helpers import clone, seeded_hub
+    from helpers import grite
+    hub = seeded_hub(tmp_path)
+    mine = clone(str(hub), tmp_path / "mine", init=False)
+    brat(mine, "init")
+    theirs = clone(str(hub), tmp_path / "theirs", init=False)
+    brat(theirs, "init")
+    c = convoy(mine, "Shared")
+    grite(mine, "sync")
+    grite(theirs, "sync")
+    board = boardkit.start(mine)
+    conn = http.client.HTTPConnection("127.0.0.1", board.port, timeout=20)
+    try:
+        conn.request("GET", "/events", headers={"Host": f"127.0.0.1:{board.port}",
+                                                "Cookie": board.cookie})
+        resp = conn.getresponse()
+        assert resp.readline().startswith(b"retry:")
+        time.sleep(0.5)
+        tid = task(theirs, c, "Made on another machine")
+        grite(theirs, "sync")
+        assert tid not in {t["id"] for t in board.get_json("/api/v1/tasks")}
+        grite(mine, "sync")
+        line = b""
+        while not line.startswith(b"event: change"):
+            line = resp.readline()
+        assert tid in {t["id"] for t in board.get_json("/api/v1/tasks")}
+    finally:
+        conn.close()
+        board.stop()
