@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import subprocess
 import sys
 import time
@@ -348,3 +349,39 @@ def test_a_change_synced_from_another_clone_is_pushed_to_the_board(tmp_path):
     finally:
         conn.close()
         board.stop()
+
+
+def test_stopping_a_session_from_the_board_is_session_stop(tmp_path):
+    """The witness stops the agent, keeps its work and blocks the task, as for the command."""
+    from git_brat.brat.demo import project as demo_project
+    repo = _demo_repo(tmp_path / "repo")
+    fix = demo_project.FIXES[0]
+    tid = task(repo, convoy(repo, "Stop me"), fix.title, "-b", fix.body)
+    witness = subprocess.Popen(["git", "brat", "witness", "run", "--once", "--engine", "demo"],
+                               cwd=repo, env={**os.environ, "BRAT_DEMO_DELAY": "60"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    board = None
+    try:
+        deadline = time.monotonic() + 60
+        live = []
+        while time.monotonic() < deadline:
+            live = [s for s in brat_json(repo, "session", "list") if s["status"] == "running"]
+            if live and "editing" in brat(repo, "session", "log", live[0]["id"]).out:
+                break
+            time.sleep(0.3)
+        assert live, "the session did not start"
+        board = boardkit.start(repo)
+        code, out = board.post(f"/api/v1/tasks/{tid}/stop")
+        assert code == 200 and out["session"] == live[0]["id"]
+        assert witness.wait(60) == 0
+        shown = brat_json(repo, "session", "show", live[0]["id"])
+        assert shown["status"] not in ("starting", "running")
+        assert brat_json(repo, "task", "show", tid)["status"] == "blocked"
+        code, out = board.post(f"/api/v1/tasks/{tid}/stop")
+        assert code == 409 and "no live session" in out["error"]
+    finally:
+        if witness.poll() is None:
+            witness.kill()
+            witness.wait(30)
+        if board is not None:
+            board.stop()
