@@ -120,6 +120,18 @@ def refinery_status(g: Grite, cfg: Config):
     return rr.status(g, cfg)
 
 
+def refinery_log(g: Grite, lines: int = 40) -> str:
+    """The last lines of the refinery's own log on this machine ("" when it never ran here)."""
+    from git_brat.brat.refinery import run as rr
+    try:
+        with open(rr.log_path(g), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
 def mayor_status(g: Grite, cfg: Config) -> dict[str, Any]:
     """`git brat mayor status --json`."""
     state = g.state()

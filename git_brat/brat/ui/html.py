@@ -225,7 +225,7 @@ def sessions(items: list) -> str:
                                    "outcome", ""], rows, "no sessions")) + live("logs", logs)
 
 
-def queue(r) -> str:
+def queue(r, log: str = "") -> str:
     cur = table(["task", "status", "elapsed", "check log"], [
         [task_link(c.task, c.title), e(c.status), f"{c.elapsed:.0f}s",
          f"<code>{e(c.last_line)}</code>"] for c in r.current], "nothing is merging")
@@ -241,7 +241,11 @@ def queue(r) -> str:
     unreach = "".join(f"<li>{task_link(t)}: {e(why)}</li>" for t, why in r.unreachable.items())
     return live("queue", head + "<h2>Merging</h2>" + cur + "<h2>Queue (the refinery's order)</h2>"
                 + q + (f"<h2>Unreachable</h2><ul>{unreach}</ul>" if unreach else "")
-                + "<h2>Recent outcomes</h2>" + recent)
+                + "<h2>Recent outcomes</h2>" + recent
+                + "<h2>The refinery's log</h2>"
+                + (f'<pre class="log">{e(log)}</pre>' if log else
+                   '<p class="empty">no refinery log here (a detached refinery writes '
+                   '.git/brat/refinery.log)</p>'))
 
 
 def plan(r) -> str:

@@ -261,7 +261,7 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
 
     def queue_page(_r):
         g, cfg = g_cfg()
-        return pages.queue(data.refinery_status(g, cfg))
+        return pages.queue(data.refinery_status(g, cfg), data.refinery_log(g))
 
     def mayor_page(_r):
         g, cfg = g_cfg()
