@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from datetime import datetime
 from typing import Any, Iterable
 from urllib.parse import urlencode
@@ -168,13 +169,14 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
     files = []
     for f in diff.files:
         rows = []
-        for n, line in enumerate(f.diff.split("\n"), 1):
-            cls = ("add" if line.startswith("+") and not line.startswith("+++") else
-                   "del" if line.startswith("-") and not line.startswith("---") else
-                   "hunk" if line.startswith("@@") else "")
-            rows.append(f'<tr class="{cls}"><td class="ln"><button type=button class="note" '
-                        f'data-path="{e(f.path)}" data-line="{n}" title="comment on this line">'
-                        f'{n}</button></td><td><code>{e(line)}</code></td></tr>')
+        for line, cls, where in diff_lines(f.diff):
+            # A note names the line as a reviewer would: its number in the new file (old
+            # file's, with a minus, for a removed line); the headers take none.
+            button = (f'<button type=button class="note" data-path="{e(f.path)}" '
+                      f'data-line="{e(where)}" title="comment on this line">{e(where)}</button>'
+                      if where else "")
+            rows.append(f'<tr class="{cls}"><td class="ln">{button}</td>'
+                        f'<td><code>{e(line)}</code></td></tr>')
         files.append(f'<details open class="file"><summary>{e(f.path)}</summary>'
                      f'<table class="diff">{"".join(rows)}</table></details>')
     diff_html = ("".join(files) or f'<p class="empty">no changes on {e(diff.branch)}</p>') + \
@@ -202,6 +204,32 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
                 "no session has run it yet"))
             + logs
             + live("diff", f"<h2>Diff of {e(diff.branch)} against {e(diff.target)}</h2>{diff_html}"))
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def diff_lines(text: str) -> list[tuple[str, str, str]]:
+    """(line, class, where) of each line of one file's diff; where: "12" (new file), "-9"
+    (a removed line, in the old file), or "" (headers)."""
+    out, old, new, body = [], 0, 0, False
+    for line in text.split("\n"):
+        m = _HUNK.match(line)
+        if m:
+            old, new, body = int(m.group(1)), int(m.group(2)), True
+            out.append((line, "hunk", ""))
+        elif not body or line.startswith("\\"):
+            out.append((line, "", ""))
+        elif line.startswith("+"):
+            out.append((line, "add", str(new)))
+            new += 1
+        elif line.startswith("-"):
+            out.append((line, "del", f"-{old}"))
+            old += 1
+        else:
+            out.append((line, "", str(new)))
+            old, new = old + 1, new + 1
+    return out
 
 
 def log_view(sid: str) -> str:

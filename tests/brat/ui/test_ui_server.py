@@ -191,7 +191,14 @@ def test_a_task_page_shows_its_diff_against_the_target(seeded):
     added = [ln for f in d["files"] for ln in f["diff"].splitlines() if ln.startswith("+")]
     assert added
     _c, _h, page = b.request("GET", f"/task/{seeded['done']}")
-    assert b'class="diff"' in page and b'data-path="' in page
+    assert b'class="diff"' in page
+    # A diff line is named by its number in the new file, as a reviewer would cite it.
+    from git_brat.brat.demo import project as demo_project
+    fix = demo_project.FIXES[0]
+    text = git(seeded["repo"], "show", f"brat/{seeded['done']}:{fix.path}")
+    n = next(i for i, ln in enumerate(text.splitlines(), 1) if fix.new in ln)
+    row = page[page.index(b"+    return " + fix.new.encode()) - 400:]
+    assert f'data-path="{fix.path}" data-line="{n}"'.encode() in row[:400]
 
 
 def test_a_session_log_is_served_from_any_offset(seeded):
