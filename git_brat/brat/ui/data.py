@@ -39,7 +39,8 @@ class Repo:
         self.pending: dict[str, m.Answer] = {}   # the mayor's plans waiting for confirm / discard
         # A bare hub's board shows everything pushed to it and changes nothing: the clones'
         # humans and agents write, the hub's refinery merges.
-        self.read_only = self.grite().store.bare
+        self.store = self.grite().store   # found once: the tip is looked at 5 times a second
+        self.read_only = self.store.bare
 
     def writable(self) -> None:
         if self.read_only:
@@ -58,11 +59,10 @@ class Repo:
 
         A branch moves by renaming a file into refs/heads/ (or brat/ below it), or by a
         rewrite of packed-refs: a stat each, however many branches a year of tasks left."""
-        g = self.grite()
-        parts: list = sorted(log_tips(g.store).items())
+        parts: list = sorted(log_tips(self.store).items())
         for rel in ("packed-refs", "refs/heads", "refs/heads/brat"):
             try:
-                parts.append((rel, os.stat(os.path.join(g.store.common_dir, rel)).st_mtime_ns))
+                parts.append((rel, os.stat(os.path.join(self.store.common_dir, rel)).st_mtime_ns))
             except OSError:
                 pass
         return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
