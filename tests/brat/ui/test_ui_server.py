@@ -393,3 +393,13 @@ def test_stopping_a_session_from_the_board_is_session_stop(tmp_path):
             witness.wait(30)
         if board is not None:
             board.stop()
+
+
+def test_bound_to_every_address_the_board_answers_to_ip_addresses_only():
+    """0.0.0.0: the Host a browser sends is an address (a name could be rebound to us)."""
+    from git_brat.brat.ui.server import Guard
+    anywhere, loopback = Guard("t" * 32, "0.0.0.0", 8123), Guard("t" * 32, "127.0.0.1", 8123)
+    assert anywhere.host_ok("192.168.1.5:8123") and anywhere.host_ok("[fe80::1]:8123")
+    assert not anywhere.host_ok("evil.example:8123") and not anywhere.host_ok("192.168.1.5:80")
+    assert loopback.host_ok("localhost:8123") and loopback.host_ok("127.0.0.1:8123")
+    assert not loopback.host_ok("192.168.1.5:8123") and not loopback.host_ok("127.0.0.1")
