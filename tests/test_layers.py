@@ -40,6 +40,7 @@ FLOORS = [
     ["git_brat.brat.refinery"],
     ["git_brat.brat.witness"],
     ["git_brat.brat.mayor", "git_brat.brat.deacon", "git_brat.brat.status"],
+    ["git_brat.brat.ui"],                               # the web board: reads every role
     ["git_brat.brat.demo"],
     ["git_brat.brat.init"],
     ["git_brat.brat.cli", "git_brat.brat.__main__"],

@@ -224,6 +224,17 @@ class Objects:
         res = self._git(["rev-list", "--count", "--end-of-options", head, f"^{base}"])
         return int(res.out.strip() or 0) if res.ok else 0
 
+    def diff(self, base: str, head: str, limit: int = 1 << 20) -> tuple[str, bool]:
+        """The patch from base to head as text (no colour, no external diff or textconv: what
+        the commits hold, nothing a repository's config runs), cut at limit bytes; (text, cut).
+        Both are resolved to commits first, so neither can reach git as an option."""
+        a, b = self.rev(base), self.rev(head)
+        if a is None or b is None:
+            return "", False
+        res = self._git(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", a, b])
+        raw = res.stdout if res.ok else b""
+        return raw[:limit].decode("utf-8", "replace"), len(raw) > limit
+
     def unreachable(self, candidates: Iterable[str], tips: Iterable[str]) -> set[str]:
         """The candidate commits that no tip reaches (missing objects count as unreachable)."""
         cands = set(candidates)

@@ -48,6 +48,8 @@ def test_the_wheel_holds_every_module_of_the_tree_the_man_pages_and_the_shims(wh
                  "post-receive"):
         assert any(n.endswith(f".data/data/share/git-brat/hooks/{hook}") for n in names)
     assert any(n.endswith("templates/feature.yaml") for n in names)
+    for static in ("board.js", "board.css"):   # the web board's script and style
+        assert any(n.endswith(f"git_brat/brat/ui/static/{static}") for n in names)
 
 
 @pytest.fixture(scope="module")

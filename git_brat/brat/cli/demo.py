@@ -17,8 +17,13 @@ from git_brat.clikit import emit_json, json_option
 @click.option("--dir", "directory", type=click.Path(file_okay=False),
               help="Run in this new directory (kept afterwards) instead of a temporary one.")
 @click.option("--keep", is_flag=True, help="Keep the temporary directory to look around.")
+@click.option("--ui", "with_ui", is_flag=True,
+              help="Open the web board (`git brat ui`) on the demo's repository and watch the "
+                   "loop in it; the board and the directory stay afterwards.")
+@click.option("--pause", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Seconds between steps (default: 2 with --ui, else 0).")
 @json_option
-def demo(engine, fast, directory, keep, as_json):
+def demo(engine, fast, directory, keep, with_ui, pause, as_json):
     """Init, mayor -> convoy of tasks, parallel agent sessions, a SIGKILLed witness and its
     recovery, the refinery running the tests and merging, the convoy landed.
 
@@ -30,7 +35,9 @@ def demo(engine, fast, directory, keep, as_json):
     from git_brat.brat import engines
     engines.resolve(engine, None)   # an unknown engine is refused before anything runs
     say = (lambda _line: None) if as_json else click.echo
-    result = demo_lib.run(directory, keep, say, engine, fast)
+    if pause is None:
+        pause = 2.0 if with_ui else 0.0
+    result = demo_lib.run(directory, keep, say, engine, fast, with_ui, pause)
     if as_json:
         emit_json(result)
     else:

@@ -7,7 +7,6 @@ import time
 
 import click
 
-from git_brat import process
 from git_brat.brat.engines import runner
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
@@ -110,12 +109,9 @@ def stop(session_id, wait, as_json):
     """Stop a live session: the witness stops its agent, commits its work, blocks the task."""
     g = open_grite()
     e = ss.find(g, session_id)
-    ss.request_stop(g, e, g.identity.actor.name)
-    witness = process.Proc(e.get("witness_pid", 0), e.get("witness_start", 0), e.get("host", ""))
-    if e.get("host") == process.hostname() and not process.same_process(witness):
-        from git_brat.brat import witness as wit
-        from git_brat.brat.cli.common import load_config
-        wit.recover(g, load_config(g))   # nobody supervises it: stop its orphan now
+    from git_brat.brat.cli.common import load_config
+    from git_brat.brat.witness.recover import stop_session
+    stop_session(g, e, g.identity.actor.name, lambda: load_config(g))
     deadline = time.monotonic() + wait
     status = e.get("status")
     while time.monotonic() < deadline:

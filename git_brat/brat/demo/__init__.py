@@ -37,6 +37,7 @@ class DemoResult(msgspec.Struct):
     ok: bool
     seconds: float = 0.0
     explore: list[str] = []
+    board: str = ""            # the board's address, with --ui
 
 
 class DemoFailed(Exception):
@@ -46,8 +47,11 @@ class DemoFailed(Exception):
 class Demo:
     """Runs each step as real `git` and `git brat` processes in a throwaway repository."""
 
-    def __init__(self, root: str, engine: str, fast: bool, say: Callable[[str], None]):
+    def __init__(self, root: str, engine: str, fast: bool, say: Callable[[str], None],
+                 ui: bool = False, pause: float = 0.0):
         self.root, self.engine, self.fast, self.say = root, engine, fast, say
+        self.ui, self.pause = ui, pause
+        self.board: dict = {}      # the board `--ui` started: url, port, pid
         self.repo = os.path.join(root, "textstats")
         self.steps: list[Step] = []
         self._cmds: list[str] = []
@@ -90,6 +94,8 @@ class Demo:
         return json.loads(self.run(*args, "--json", **kw))
 
     def step(self, title: str, result: str) -> None:
+        if self.pause and self.steps:   # with the board open: time to watch each step land
+            time.sleep(self.pause)
         self.steps.append(Step(title, self._cmds, result))
         self._cmds = []
         self.say(f"\n== {title}")
@@ -145,6 +151,14 @@ class Demo:
         label = " (a scripted agent shipped with git-brat, not an AI)" if self.engine == "demo" else ""
         self.step("git brat init: the event log in git refs, hooks, .brat/config.toml",
                   f"engine: {self.engine}{label}\nthe merge check: {demo_project.CHECK}")
+        if self.ui:
+            self._board()
+
+    def _board(self) -> None:
+        """Open the web board on the demo's repository: the rest of the loop happens in it."""
+        self.board = self.json("brat", "ui", "--detach")
+        self.step("git brat ui: the board, live in your browser (it stays up after the demo)",
+                  f"{self.board['url']}\nstop it: git -C {self.repo} brat ui stop")
 
     def _plan(self) -> str:
         out = self.json("brat", "mayor", "ask", "find the bugs", "--yes")
@@ -238,14 +252,14 @@ class Demo:
 
 
 def run(directory: str | None, keep: bool, say: Callable[[str], None], engine: str = "demo",
-        fast: bool = False) -> DemoResult:
+        fast: bool = False, ui: bool = False, pause: float = 0.0) -> DemoResult:
     root = os.path.abspath(directory) if directory else tempfile.mkdtemp(prefix="git-brat-demo-")
     if directory:
         if os.path.exists(root):
             from git_brat.errors import UsageError
             raise UsageError(f"{root} already exists; give a new directory for the demo")
         os.makedirs(root)
-    demo = Demo(root, engine, fast, say)
+    demo = Demo(root, engine, fast, say, ui, pause)
     ok = True
     started = time.monotonic()
     try:
@@ -253,13 +267,15 @@ def run(directory: str | None, keep: bool, say: Callable[[str], None], engine: s
     except (DemoFailed, subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
         ok = False
         say(f"\ndemo failed: {exc}")
-    kept = keep or directory is not None or not ok
+    kept = keep or directory is not None or not ok or bool(demo.board)   # the board serves it
     repo = demo.repo
     explore = [f"git -C {repo} log --oneline --graph main",
                f"git -C {repo} log --oneline refs/grite/wal | head",
                f"git -C {repo} brat session list --all",
                f"git -C {repo} brat session log <session>"] if kept else []
+    if demo.board:
+        explore += [f"the board: {demo.board['url']}", f"git -C {repo} brat ui stop"]
     if not kept:
         shutil.rmtree(root, ignore_errors=True)
     return DemoResult(root, kept, engine, demo.steps, ok, round(time.monotonic() - started, 1),
-                      explore)
+                      explore, demo.board.get("url", ""))

@@ -217,4 +217,14 @@ def _nothing():
     raise _Nothing("already recovered")
 
 
-__all__ = ["Recovered", "recover"]
+def stop_session(g: Grite, e: Entity, by: str, config: Callable[[], Config]) -> None:
+    """Ask a live session to stop (its witness stops the agent, commits its work, blocks the
+    task); when its witness is gone from this host, nobody would: stop the orphan now.
+    `git brat session stop` and the board both stop a session through here."""
+    ss.request_stop(g, e, by)
+    witness = process.Proc(e.get("witness_pid", 0), e.get("witness_start", 0), e.get("host", ""))
+    if e.get("host") == process.hostname() and not process.same_process(witness):
+        recover(g, config())
+
+
+__all__ = ["Recovered", "recover", "stop_session"]

@@ -1,0 +1,61 @@
+"""`git brat ui [--port] [--host] [--no-open] [--detach]`, `git brat ui stop`: the local web board."""
+
+from __future__ import annotations
+
+import click
+
+from git_brat.brat.cli.common import open_grite
+from git_brat.clikit import emit, json_option, warn
+
+
+@click.group(invoke_without_command=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port to listen on (0: a free one).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback is warned about.")
+@click.option("--no-open", is_flag=True, help="Do not open a browser.")
+@click.option("--detach", is_flag=True, help="Run in the background; `git brat ui stop` stops it.")
+@json_option
+@click.pass_context
+def ui(ctx, port, host, no_open, detach, as_json):
+    """Serve a live web board of this repository: convoys, tasks, sessions and their logs, the
+    merge queue, the mayor; with actions (reply, approve, re-queue, block, drop, stop).
+
+    Prints one line, the address with its access token (--json: {"url", "port", "pid"}).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from git_brat.brat.ui import serve
+    g = open_grite()
+    note = serve.warn_host(host)
+    if note:
+        warn(note)
+    if detach:
+        shown = serve.detach(g.store, ["--port", str(port), "--host", host])
+        emit(as_json, shown, lambda: shown.url)
+        if not no_open:
+            serve.open_browser(shown.url)
+        return
+
+    def announce(shown: serve.Shown) -> None:
+        emit(as_json, shown, lambda: shown.url)
+        if not no_open:
+            serve.open_browser(shown.url)
+    try:
+        serve.serve(g.store, host, port, announce)
+    except KeyboardInterrupt:
+        pass
+
+
+@ui.command()
+@json_option
+def stop(as_json):
+    """Stop the board running for this repository."""
+    from git_brat.brat.ui import serve
+    g = open_grite()
+    r = serve.stop(g.store)
+    emit(as_json, {"stopped": True, "pid": r.pid}, lambda: f"stopped the board (pid {r.pid})")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(ui)

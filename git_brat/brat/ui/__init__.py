@@ -1,0 +1,1 @@
+"""`git brat ui`: a local web board of the log (the web stack is imported here only, lazily)."""

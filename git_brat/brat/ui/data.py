@@ -1,0 +1,383 @@
+"""What the board shows and does: the CLI's own library calls, one per view and per action."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Any
+
+import msgspec
+
+from git_brat.brat import board as model
+from git_brat.brat import layout
+from git_brat.brat import mayor as m
+from git_brat.brat import sessions as ss
+from git_brat.brat import status as st
+from git_brat.brat import tasks
+from git_brat.brat import trust
+from git_brat.brat.board import Board, status_of
+from git_brat.brat.config import Config
+from git_brat.errors import Conflict, NotFound, UsageError
+from git_brat.grite.log.refs import log_tips
+from git_brat.grite.repo import Grite
+
+# The board's columns, left to right; a task in a state not shown (dropped) is in none.
+COLUMNS = ("queued", "running", "needs-review", "merging", "merged", "blocked", "failed")
+LOG_CHUNK = 64 * 1024        # most bytes of a session log sent at once
+DIFF_LIMIT = 512 * 1024      # most bytes of a task's diff shown
+CARDS_SHOWN = 200            # cards per column on the unfiltered board
+CARDS_FILTERED = 2000        # cards per column once a filter narrows the board
+
+
+class Repo:
+    """The repository the board serves: each request reads it afresh (other processes write)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._mayor_lock = threading.Lock()
+        self.pending: dict[str, m.Answer] = {}   # the mayor's plans waiting for confirm / discard
+        # A bare hub's board shows everything pushed to it and changes nothing: the clones'
+        # humans and agents write, the hub's refinery merges.
+        self.store = self.grite().store   # found once: the tip is looked at 5 times a second
+        self.read_only = self.store.bare
+
+    def writable(self) -> None:
+        if self.read_only:
+            raise Conflict("refused: this board serves a bare hub, and is read-only; act from a "
+                           "clone (its own `git brat ui`, or the command)")
+
+    def grite(self) -> Grite:
+        return model.open_grite(self.path)
+
+    def config(self, g: Grite) -> Config:
+        return trust.load(g.store).config
+
+    def tip(self) -> str:
+        """A digest of every event log's tip and of when a branch last moved: it changes
+        whenever anything is written or synced, or an agent or the refinery commits.
+
+        A branch moves by renaming a file into refs/heads/ (or brat/ below it), or by a
+        rewrite of packed-refs: a stat each, however many branches a year of tasks left."""
+        parts: list = sorted(log_tips(self.store).items())
+        for rel in ("packed-refs", "refs/heads", "refs/heads/brat"):
+            try:
+                parts.append((rel, os.stat(os.path.join(self.store.common_dir, rel)).st_mtime_ns))
+            except OSError:
+                pass
+        return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
+
+
+# -- views: the same shapes as the commands' --json ---------------------------------------
+
+def status(g: Grite, cfg: Config, convoy: str | None = None) -> st.Status:
+    """`git brat status --json`."""
+    return st.build(g, cfg, convoy, model.board(g))
+
+
+def task_list(g: Grite, convoy: str | None = None, statuses: list[str] = ()) -> list[model.TaskView]:
+    """`git brat task list --json`."""
+    b = model.board(g)
+    cid = g.resolve(convoy, model.CONVOY).id if convoy else None
+    return b.task_list(cid, list(statuses))
+
+
+def task_show(g: Grite, ref: str) -> model.TaskDetail:
+    """`git brat task show ID --json`."""
+    tid = g.resolve(ref, model.TASK).id
+    b = model.board(g)
+    return b.task_detail(b.tasks[tid], model.history(g, tid))
+
+
+def convoy_list(g: Grite) -> list[model.ConvoyView]:
+    """`git brat convoy list --json`."""
+    return model.board(g).convoy_list()
+
+
+def convoy_show(g: Grite, ref: str) -> model.ConvoyDetail:
+    """`git brat convoy show ID --json`."""
+    b = model.board(g)
+    return b.convoy_detail(b.convoys[g.resolve(ref, model.CONVOY).id])
+
+
+def session_list(g: Grite, everything: bool = False, task: str | None = None) -> list[ss.SessionDetail]:
+    """`git brat session list [--all] [--task ID] --json`."""
+    b = model.board(g)
+    tid = g.resolve(task, model.TASK).id if task else None
+    ents = [e for e in ss.all_sessions(b, None if everything or tid else ss.LIVE)
+            if tid is None or e.get("task") == tid]
+    return [ss.detail(g, e) for e in ents]
+
+
+def session_show(g: Grite, ref: str) -> ss.SessionDetail:
+    """`git brat session show ID --json`."""
+    return ss.detail(g, ss.find(g, ref))
+
+
+def refinery_status(g: Grite, cfg: Config):
+    """`git brat refinery status --json`."""
+    from git_brat.brat.refinery import run as rr
+    return rr.status(g, cfg)
+
+
+def refinery_log(g: Grite, lines: int = 40) -> str:
+    """The last lines of the refinery's own log on this machine ("" when it never ran here)."""
+    from git_brat.brat.refinery import run as rr
+    try:
+        with open(rr.log_path(g), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def mayor_status(g: Grite, cfg: Config) -> dict[str, Any]:
+    """`git brat mayor status --json`."""
+    state = g.state()
+    conv = m.current(state)
+    v = m.view(state, conv, cfg) if conv is not None else None
+    return {"open": v is not None, "conversation": v}
+
+
+def mayor_log(g: Grite, limit: int | None = None) -> list[m.ExchangeView]:
+    """`git brat mayor log --json`."""
+    return m.log(g.state(), limit)
+
+
+def session_log(g: Grite, ref: str, offset: int = 0) -> tuple[str, int, bool]:
+    """(text from offset, the offset after it, whether the session is still live) of a
+    session's log on this machine; "" when it has none here."""
+    e = ss.find(g, ref)
+    try:
+        path = layout.session_log(g.store, e.id)
+    except UsageError:
+        return "", 0, False
+    live = e.get("status") in ss.LIVE
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, offset))
+            raw = f.read(LOG_CHUNK)
+    except OSError:
+        return "", 0, live
+    return raw.decode("utf-8", "replace"), max(0, offset) + len(raw), live
+
+
+class FileDiff(msgspec.Struct):
+    path: str
+    diff: str
+
+
+class TaskDiff(msgspec.Struct):
+    task: str
+    branch: str
+    target: str
+    base: str                  # the merge base the diff starts from
+    head: str
+    files: list[FileDiff]
+    truncated: bool
+
+
+def task_diff(g: Grite, cfg: Config, ref: str) -> TaskDiff:
+    """The diff of brat/<task> against the refinery's target, from their merge base, per file."""
+    from git_brat.brat.refinery import queue as rq
+    tid = g.resolve(ref, model.TASK).id
+    branch = rq.task_branch(tid)
+    found = rq.find_branch(g.store, branch)
+    head = found[1] if found else None
+    target = cfg.refinery.target_branch
+    objs = g.store.objects
+    tip = objs.rev(f"refs/heads/{target}") or objs.rev(f"refs/remotes/{cfg.refinery.remote}/{target}")
+    if head is None or tip is None:
+        return TaskDiff(tid, branch, target, "", head or "", [], False)
+    base = objs.merge_base(tip, head) or tip
+    text, cut = objs.diff(base, head, DIFF_LIMIT)
+    return TaskDiff(tid, branch, target, base, head, split_diff(text), cut)
+
+
+def split_diff(text: str) -> list[FileDiff]:
+    out: list[FileDiff] = []
+    for chunk in text.split("\ndiff --git "):
+        if not chunk.strip():
+            continue
+        if not chunk.startswith("diff --git "):
+            chunk = "diff --git " + chunk
+        first = chunk.split("\n", 1)[0]
+        path = first.rsplit(" b/", 1)[-1] if " b/" in first else first[len("diff --git "):]
+        out.append(FileDiff(path, chunk.rstrip("\n")))
+    return out
+
+
+# -- the board page's own view: columns and filters ---------------------------------------
+
+class Card(msgspec.Struct):
+    id: str
+    title: str
+    status: str
+    convoy: str
+    priority: int
+    ready: bool
+    engine: str                # the engine of its latest session ("" if none ran)
+    labels: list[str]
+    needs: list[str]
+
+
+class BoardPage(msgspec.Struct):
+    convoys: list[model.ConvoyView]
+    columns: dict[str, list[Card]]
+    engines: list[str]
+    labels: list[str]
+    filters: dict[str, str]
+    hidden: dict[str, int] = {}    # cards left out of a column, past the limit
+
+
+def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
+               label: str = "") -> BoardPage:
+    b = model.board(g)
+    cid = g.resolve(convoy, model.CONVOY).id if convoy else None
+    latest: dict[str, str] = {}
+    for s in sorted(b.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
+        latest[s.get("task", "")] = s.get("engine", "")
+    cols: dict[str, list[Card]] = {c: [] for c in COLUMNS}
+    engines, labels = set(), set()
+    pool = b.convoy_tasks(cid) if cid else sorted(b.tasks.values(), key=model.age_key)
+    for t in pool:
+        tl = [x for x in t.members("labels") if isinstance(x, str)]
+        if t.get("step"):
+            tl.append(f"step:{t.get('step')}")
+        eng = latest.get(t.id, "")
+        engines.update([eng] if eng else [])
+        labels.update(tl)
+        s = status_of(t)
+        if s not in cols or (state and s != state) or (engine and eng != engine) \
+                or (label and label not in tl):
+            continue
+        cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
+                            t.get("priority", model.DEFAULT_PRIORITY), b.is_ready(t.id), eng, tl,
+                            sorted(b.prereqs(t.id))))
+    # A column of thousands of cards helps nobody and costs the browser seconds: the most
+    # urgent ones are shown, with the count of the rest (a filter narrows it down).
+    limit = CARDS_FILTERED if (cid or state or engine or label) else CARDS_SHOWN
+    hidden = {}
+    for name, c in cols.items():
+        c.sort(key=lambda x: (x.priority, not x.ready))
+        if len(c) > limit:
+            hidden[name] = len(c) - limit
+            del c[limit:]
+    return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
+                     {"convoy": cid or "", "state": state, "engine": engine, "label": label},
+                     hidden)
+
+
+def sessions_of_task(g: Grite, tid: str) -> list[ss.SessionDetail]:
+    return [ss.detail(g, e) for e in ss.of_task(model.board(g), tid)]
+
+
+# -- actions: each the library call its command makes -------------------------------------
+
+def _actor(g: Grite) -> str:
+    return g.identity.actor.name
+
+
+def reply(g: Grite, ref: str, message: str, notes: list[dict] = ()) -> model.TaskDetail:
+    """`git brat task reply ID -m MESSAGE`; comments on diff lines become part of the reply."""
+    lines = [message.strip()] if message.strip() else []
+    for n in notes:
+        path, line, text = str(n.get("path", "")), str(n.get("line", "")), str(n.get("text", ""))
+        if text.strip():
+            lines.append(f"- {path}:{line}: {text.strip()}")
+    if not lines:
+        raise UsageError("a reply needs text: write your answer, or a comment on a diff line")
+    tid = ss.reply(g, ref, "\n".join(lines))
+    return task_show(g, tid)
+
+
+def requeue(g: Grite, ref: str, message: str = "") -> model.TaskDetail:
+    """`git brat task update ID --status queued`."""
+    u = tasks.update_task(g, ref, "queued", reason=message)
+    return task_show(g, u.id)
+
+
+def drop(g: Grite, ref: str, message: str = "") -> model.TaskDetail:
+    """`git brat task update ID --status dropped`."""
+    u = tasks.update_task(g, ref, "dropped", reason=message)
+    return task_show(g, u.id)
+
+
+def block(g: Grite, ref: str, message: str) -> model.TaskDetail:
+    """`git brat task block ID -m MESSAGE` (said by a human: no session speaks)."""
+    if not message.strip():
+        raise UsageError("say why the task is blocked")
+    u = tasks.update_task(g, ref, "blocked", reason=message)
+    return task_show(g, u.id)
+
+
+def approve(g: Grite, ref: str) -> tasks.Updated:
+    """`git brat refinery retry ID`: a blocked or failed task's branch goes to the merge queue."""
+    from git_brat.brat.refinery.passes import retry
+    return retry(g, ref)
+
+
+def stop_session(g: Grite, ref: str) -> dict[str, str]:
+    """`git brat session stop ID` (without its wait: the board shows the outcome live)."""
+    from git_brat.brat.witness.recover import stop_session as stop
+    e = ss.find(g, ref)
+    stop(g, e, _actor(g), lambda: trust.load(g.store).config)
+    return {"session": e.id, "status": g.state(refresh=True).entities[e.id].get("status", "")}
+
+
+def stop_task_session(g: Grite, ref: str) -> dict[str, str]:
+    """Stop the live session of a task."""
+    tid = g.resolve(ref, model.TASK).id
+    live = [e for e in ss.of_task(model.board(g), tid) if e.get("status") in ss.LIVE]
+    if not live:
+        raise Conflict(f"task {tid[:7]} has no live session to stop")
+    return stop_session(g, live[-1].id)
+
+
+def mayor_ask(repo: Repo, g: Grite, question: str) -> m.AskResult:
+    """`git brat mayor ask QUESTION --dry-run`: the plan, kept until confirmed or discarded."""
+    question = question.strip()
+    if not question:
+        raise UsageError("ask the mayor something")
+    loaded = trust.load(g.store)
+    trust.require(loaded, "mayor ask")   # the engine it runs must be one this clone approved
+    cfg = loaded.config
+    if not repo._mayor_lock.acquire(blocking=False):
+        raise Conflict("the mayor is already answering a question from this board")
+    try:
+        ans = m.consult(g, cfg, m.current(g.state()), question)
+    finally:
+        repo._mayor_lock.release()
+    r = m.result(ans, dry_run=True)
+    repo.pending[str(r.exchange)] = ans
+    return r
+
+
+def mayor_confirm(repo: Repo, g: Grite, exchange: str) -> m.AskResult:
+    """`git brat mayor ask … --yes` once seen: the plan's convoy and tasks, in one batch."""
+    ans = repo.pending.pop(exchange, None)
+    if ans is None:
+        raise NotFound(f"no plan {exchange!r} waits for confirmation here (ask again)")
+    return m.create(g, ans)
+
+
+def mayor_discard(repo: Repo, exchange: str) -> m.AskResult:
+    ans = repo.pending.pop(exchange, None)
+    if ans is None:
+        raise NotFound(f"no plan {exchange!r} waits for confirmation here")
+    return m.result(ans, declined=True)
+
+
+def log_size(g: Grite, sid: str) -> int:
+    try:
+        return os.path.getsize(layout.session_log(g.store, sid))
+    except (OSError, UsageError):
+        return 0
+
+
+__all__ = ["Repo", "COLUMNS", "status", "task_list", "task_show", "convoy_list", "convoy_show",
+           "session_list", "session_show", "refinery_status", "mayor_status", "mayor_log",
+           "session_log", "task_diff", "board_page", "reply", "requeue", "drop", "block",
+           "approve", "stop_session", "stop_task_session", "mayor_ask", "mayor_confirm",
+           "mayor_discard", "Board"]

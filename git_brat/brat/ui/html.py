@@ -1,0 +1,310 @@
+"""The board's pages as HTML: every value from the log goes through escape(), so it shows as text."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime
+from typing import Any, Iterable
+from urllib.parse import urlencode
+
+from git_brat.brat.ui import data
+
+READ_ONLY = ('<p class="warn">This board serves a bare hub: everything pushed to it, read-only. '
+             'Act from a clone.</p>')
+LOGS_SHOWN = 4      # session logs streamed on the Sessions page
+NAV = (("/", "Board"), ("/needs-you", "Needs you"), ("/sessions", "Sessions"),
+       ("/queue", "Merge queue"), ("/mayor", "Mayor"))
+
+
+def escape(value: Any) -> str:
+    """Text as HTML text or attribute value: <, >, &, " and ' never open markup."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+e = escape
+
+
+def short(i: str) -> str:
+    return e((i or "")[:7])
+
+
+def when(dt: datetime | None) -> str:
+    if dt is None:
+        return ""
+    return f'<time datetime="{e(dt.isoformat())}">{e(dt.astimezone().strftime("%Y-%m-%d %H:%M:%S"))}</time>'
+
+
+def task_link(tid: str, title: str = "") -> str:
+    label = f"{short(tid)}" + (f" {e(title)}" if title else "")
+    return f'<a href="/task/{e(tid)}">{label}</a>'
+
+
+def page(title: str, body: str, csrf: str, here: str = "/") -> str:
+    nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}</a>'
+                  for href, name in NAV)
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            f"<meta name=viewport content='width=device-width'><title>{e(title)} · git brat</title>"
+            f'<meta name="csrf-token" content="{e(csrf)}">'
+            '<link rel=stylesheet href="/static/board.css">'
+            '<script src="/static/board.js" defer></script></head><body>'
+            f'<header><strong>git brat</strong><nav>{nav}</nav>'
+            '<span id="live" title="live updates">●</span></header>'
+            f'<main id="main"><h1>{e(title)}</h1>{body}</main></body></html>')
+
+
+def live(section_id: str, inner: str) -> str:
+    """A part of a page redrawn when the log moves (forms stay outside, so typing survives)."""
+    return f'<section data-live id="{e(section_id)}">{inner}</section>'
+
+
+def table(head: Iterable[str], rows: list[list[str]], empty: str = "none") -> str:
+    if not rows:
+        return f'<p class="empty">{e(empty)}</p>'
+    th = "".join(f"<th>{e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def action(url: str, label: str, fields: str = "", cls: str = "") -> str:
+    """A form the board's script posts (with the CSRF token) to an /api/v1/ action."""
+    return (f'<form class="action {e(cls)}" data-action="{e(url)}">{fields}'
+            f'<button type=submit>{e(label)}</button></form>')
+
+
+def _select(name: str, current: str, options: list[tuple[str, str]]) -> str:
+    opts = "".join(f'<option value="{e(v)}"{" selected" if v == current else ""}>{e(t)}</option>'
+                   for v, t in [("", f"any {name}")] + options)
+    return f'<label>{e(name)} <select name="{e(name)}">{opts}</select></label>'
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+def board(p: data.BoardPage) -> str:
+    f = p.filters
+    filters = ('<form class="filters" method=get action="/">'
+               + _select("convoy", f["convoy"], [(c.id, f"{c.id[:7]} {c.title}") for c in p.convoys])
+               + _select("state", f["state"], [(s, s) for s in data.COLUMNS])
+               + _select("engine", f["engine"], [(x, x) for x in p.engines])
+               + _select("label", f["label"], [(x, x) for x in p.labels])
+               + "<button type=submit>filter</button></form>")
+    convoys = table(["convoy", "status", "progress", "title"], [
+        [f'<a href="/?{e(urlencode({"convoy": c.id}))}">{short(c.id)}</a>',
+         f'<span class="st st-{e(c.status)}">{e(c.status)}</span>',
+         f"{c.counts.get('merged', 0)}/{c.total}", e(c.title)] for c in p.convoys],
+        "no convoys yet: ask the mayor, or `git brat workflow run`")
+    cols = []
+    for state, cards in p.columns.items():
+        items = "".join(
+            f'<li class="card" data-task="{e(c.id)}"><a href="/task/{e(c.id)}">'
+            f'<span class="id">{short(c.id)}</span> <span class="title">{e(c.title)}</span></a>'
+            f'<small>p{c.priority}{" · ready" if c.ready else ""}'
+            f'{" · " + e(c.engine) if c.engine else ""}'
+            f'{"".join(" · " + e(x) for x in c.labels)}</small></li>' for c in cards)
+        more = p.hidden.get(state, 0)
+        if more:
+            items += (f'<li class="more"><a href="/?{e(urlencode({**f, "state": state}))}">'
+                      f'and {more} more</a></li>')
+        cols.append(f'<div class="column" data-state="{e(state)}"><h2>{e(state)} '
+                    f'<span class="count">{len(cards) + more}</span></h2><ul>{items}</ul></div>')
+    return filters + live("convoys", "<h2>Convoys</h2>" + convoys) + \
+        live("columns", f'<div class="columns">{"".join(cols)}</div>')
+
+
+def needs_you(s, review: list) -> str:
+    inter = table(["what", "task", "detail", "the command"], [
+        [f'<span class="st st-{e(i.kind)}">{e(i.kind)}</span>', task_link(i.task, i.title),
+         f"<pre>{e(i.detail)}</pre>", f"<code>{e(i.command)}</code>"] for i in s.interventions],
+        "nothing is waiting on you")
+    rev = table(["task", "status", "since"], [
+        [task_link(q.task, q.title), e(q.status), when(q.since)] for q in review],
+        "no work waiting for review")
+    crashed = []
+    for c in s.recovery.crashed_sessions:
+        kept = ("its work has been merged" if c.merged else
+                f"{c.commits} commit(s) survive on {e(c.branch)}" if c.branch_exists
+                else "no branch survived")
+        lost = "".join(f"<li>lost: {e(x)}</li>" for x in c.lost)
+        crashed.append([f'<a href="/sessions#s-{e(c.session)}">{short(c.session)}</a>',
+                        task_link(c.task), e(kept) if not c.branch_exists else kept,
+                        f"<ul>{lost}</ul>" if lost else ""])
+    for d in s.dead_sessions:
+        crashed.append([short(d.session), task_link(d.task), e(d.reason),
+                        "<ul><li>`git brat witness run` or `git brat deacon run` recovers it</li></ul>"])
+    rec = table(["session", "task", "what survives", "what it cost"], crashed, "no crashed sessions")
+    return (live("interventions", "<h2>Interventions</h2>" + inter)
+            + live("review", "<h2>Needs review</h2>" + rev)
+            + live("recovery", "<h2>Crashed sessions (the recovery report)</h2>" + rec))
+
+
+def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
+    tid = d.id
+    facts = [("status", f'<span class="st st-{e(d.status)}">{e(d.status)}</span>'
+              + (" ready" if d.ready else "")),
+             ("convoy", f'<a href="/?convoy={e(d.convoy)}">{short(d.convoy)}</a> {e(convoy_title)}'),
+             ("priority", f"p{d.priority}"),
+             ("needs", ", ".join(task_link(n) for n in d.needs) or "nothing"),
+             ("needed by", ", ".join(task_link(n) for n in d.dependents) or "nothing"),
+             ("next", e(", ".join(d.allowed) or "nothing (final)"))]
+    if d.reason:
+        facts.append(("reason", f"<pre>{e(d.reason)}</pre>"))
+    head = "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
+    timeline = []
+    for h in d.history:
+        move = f"{h.from_status} → {h.to_status}" if h.from_status else f"created {h.to_status}"
+        timeline.append((h.at, f"{when(h.at)} <b>{e(move)}</b> by {e(h.actor)}"
+                         + (" FORCED" if h.forced else "")
+                         + (f" — {e(h.reason)}" if h.reason else "")))
+    for c in d.comments:
+        timeline.append((c.created_at, f"{when(c.created_at)} <b>{e(c.author)}</b>"
+                                       f"<pre class=comment>{e(c.body)}</pre>"))
+    items = "".join(f"<li>{x}</li>" for _, x in sorted(timeline, key=lambda t: t[0]))
+    srows = []
+    for s in sessions:
+        dur = ((s.ended_at or datetime.now(s.started_at.tzinfo)) - s.started_at).total_seconds()
+        srows.append([f'<a href="/sessions#s-{e(s.id)}">{short(s.id)}</a>', e(s.engine),
+                      str(s.attempt), f'<span class="st st-{e(s.status)}">{e(s.status)}</span>',
+                      f"{dur:.0f}s", e(s.reason)])
+    logs = "".join(log_view(s.id) for s in sessions[-1:])
+    files = []
+    for f in diff.files:
+        rows = []
+        for line, cls, where in diff_lines(f.diff):
+            # A note names the line as a reviewer would: its number in the new file (old
+            # file's, with a minus, for a removed line); the headers take none.
+            button = (f'<button type=button class="note" data-path="{e(f.path)}" '
+                      f'data-line="{e(where)}" title="comment on this line">{e(where)}</button>'
+                      if where else "")
+            rows.append(f'<tr class="{cls}"><td class="ln">{button}</td>'
+                        f'<td><code>{e(line)}</code></td></tr>')
+        files.append(f'<details open class="file"><summary>{e(f.path)}</summary>'
+                     f'<table class="diff">{"".join(rows)}</table></details>')
+    diff_html = ("".join(files) or f'<p class="empty">no changes on {e(diff.branch)}</p>') + \
+        ('<p class="warn">the diff was cut: see it with git</p>' if diff.truncated else "")
+    actions = "".join([
+        action(f"/api/v1/tasks/{tid}/reply",
+               "reply (re-queue with your answer)",
+               '<textarea name="message" rows=3 placeholder="your answer to the agent"></textarea>'
+               '<ul class="notes"></ul>', "reply"),
+        action(f"/api/v1/tasks/{tid}/approve", "approve: to the merge queue", cls="approve"),
+        action(f"/api/v1/tasks/{tid}/requeue", "re-queue", cls="requeue"),
+        action(f"/api/v1/tasks/{tid}/block", "block",
+               '<input name="message" placeholder="why">', "block"),
+        action(f"/api/v1/tasks/{tid}/drop", "drop", cls="drop"),
+        action(f"/api/v1/tasks/{tid}/retry", "retry the failed merge", cls="retry"),
+        action(f"/api/v1/tasks/{tid}/stop", "stop its session", cls="stop"),
+    ])
+    return (f'<h2 class="task-title">{e(d.title)}</h2>'
+            + live("facts", f"<dl>{head}</dl>")
+            + (f'<pre class="body">{e(d.body)}</pre>' if d.body else "")
+            + f'<div class="actions">{actions}<output data-result></output></div>'
+            + live("timeline", f"<h2>Timeline</h2><ol class=timeline>{items}</ol>")
+            + live("sessions", "<h2>Sessions</h2>" + table(
+                ["session", "engine", "attempt", "status", "duration", "outcome"], srows,
+                "no session has run it yet"))
+            + logs
+            + live("diff", f"<h2>Diff of {e(diff.branch)} against {e(diff.target)}</h2>{diff_html}"))
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def diff_lines(text: str) -> list[tuple[str, str, str]]:
+    """(line, class, where) of each line of one file's diff; where: "12" (new file), "-9"
+    (a removed line, in the old file), or "" (headers)."""
+    out, old, new, body = [], 0, 0, False
+    for line in text.split("\n"):
+        m = _HUNK.match(line)
+        if m:
+            old, new, body = int(m.group(1)), int(m.group(2)), True
+            out.append((line, "hunk", ""))
+        elif not body or line.startswith("\\"):
+            out.append((line, "", ""))
+        elif line.startswith("+"):
+            out.append((line, "add", str(new)))
+            new += 1
+        elif line.startswith("-"):
+            out.append((line, "del", f"-{old}"))
+            old += 1
+        else:
+            out.append((line, "", str(new)))
+            old, new = old + 1, new + 1
+    return out
+
+
+def log_view(sid: str) -> str:
+    return (f'<h3>Log of session {short(sid)}</h3>'
+            f'<pre class="log" data-log="{e(sid)}" data-offset="0"></pre>')
+
+
+def sessions(items: list) -> str:
+    rows = []
+    for s in reversed(items):
+        stop = action(f"/api/v1/sessions/{s.id}/stop", "stop", cls="stop") \
+            if s.status in ("starting", "running") else ""
+        rows.append([f'<span id="s-{e(s.id)}">{short(s.id)}</span>', task_link(s.task),
+                     f'<span class="st st-{e(s.status)}">{e(s.status)}</span>', e(s.engine),
+                     str(s.attempt), when(s.started_at), e(s.reason), stop])
+    # The live sessions' logs, then the latest ended ones', up to LOGS_SHOWN.
+    live_ones = [s for s in items if s.status in ("starting", "running")]
+    ended = [s for s in reversed(items) if s not in live_ones]
+    logs = "".join(log_view(s.id) for s in (live_ones + ended)[:LOGS_SHOWN])
+    return live("sessions", table(["session", "task", "status", "engine", "attempt", "started",
+                                   "outcome", ""], rows, "no sessions")) + live("logs", logs)
+
+
+def queue(r, log: str = "") -> str:
+    cur = table(["task", "status", "elapsed", "check log"], [
+        [task_link(c.task, c.title), e(c.status), f"{c.elapsed:.0f}s",
+         f"<code>{e(c.last_line)}</code>"] for c in r.current], "nothing is merging")
+    q = table(["#", "task", "priority", "waiting", "status"], [
+        [str(x.position), task_link(x.task, x.title), f"p{x.priority}", f"{x.waiting:.0f}s",
+         e(x.status)] for x in r.queue], "the queue is empty")
+    recent = table(["task", "outcome", "duration", "finished", "result"], [
+        [task_link(x.task), f'<span class="st st-{e(x.status)}">{e(x.status)}</span>',
+         f"{x.duration:.1f}s", when(x.finished_at), f"<pre>{e(x.result)}</pre>"] for x in r.recent],
+        "no results yet")
+    head = (f"<p>refinery: {'running' if r.running else 'not running'}; target "
+            f"<code>{e(r.target)}</code>, policy {e(r.policy)}, check <code>{e(r.check or '(none)')}</code></p>")
+    unreach = "".join(f"<li>{task_link(t)}: {e(why)}</li>" for t, why in r.unreachable.items())
+    return live("queue", head + "<h2>Merging</h2>" + cur + "<h2>Queue (the refinery's order)</h2>"
+                + q + (f"<h2>Unreachable</h2><ul>{unreach}</ul>" if unreach else "")
+                + "<h2>Recent outcomes</h2>" + recent
+                + "<h2>The refinery's log</h2>"
+                + (f'<pre class="log">{e(log)}</pre>' if log else
+                   '<p class="empty">no refinery log here (a detached refinery writes '
+                   '.git/brat/refinery.log)</p>'))
+
+
+def plan(r) -> str:
+    rows = [[e(t.key), f"p{t.priority}", e(t.title), e(", ".join(t.needs))] for t in r.tasks]
+    return (f'<div class="plan" data-exchange="{e(r.exchange)}"><p>convoy "{e(r.title)}"'
+            f'{" from workflow " + e(r.workflow) if r.workflow else ""}</p>'
+            + table(["key", "priority", "title", "needs"], rows, "no tasks") + "</div>")
+
+
+def mayor(st: dict, log: list) -> str:
+    v = st["conversation"]
+    head = (f"<p>conversation {short(v.id)} open, engine {e(v.engine)}, {v.exchanges} exchange(s)</p>"
+            if v is not None else "<p>no conversation is open: asking opens one</p>")
+    ask = action("/api/v1/mayor/ask", "ask for a plan",
+                 '<textarea name="question" rows=3 placeholder="what should be done?"></textarea>',
+                 "ask")
+    items = "".join(
+        f"<li>{when(x.at)} #{x.number} <b>{e(x.actor)}</b>: {e(x.question)} → "
+        + (f'created convoy <a href="/?convoy={e(x.created.convoy)}">{short(x.created.convoy)}</a> '
+           f'"{e(x.created.title)}" ({len(x.created.tasks)} tasks)' if x.created else "nothing created")
+        + "</li>" for x in log)
+    return (live("mayor-status", head)
+            + f'<div class="actions">{ask}<output data-result></output></div>'
+            + '<div id="plan" class="pending"></div>'
+            + live("mayor-log", f"<h2>Exchanges</h2><ol>{items}</ol>" if items else
+                   '<p class="empty">no exchanges yet</p>'))
+
+
+def error(message: str) -> str:
+    return f'<p class="error">{e(message)}</p>'
+
+
+__all__ = ["escape", "page", "board", "needs_you", "task", "sessions", "queue", "mayor", "plan",
+           "error"]

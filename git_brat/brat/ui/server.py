@@ -1,0 +1,468 @@
+"""The board's web app (Starlette): pages, the /api/v1/ JSON API, live updates, the guard at the door."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import time
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlencode
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from git_brat.brat.ui import data
+from git_brat.brat.ui import html as pages
+from git_brat.errors import GriteError, UsageError
+
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+POLL = 0.2            # seconds between looks at the log tips (one look serves every browser)
+PING = 15.0           # seconds between keep-alive comments on an idle event stream
+LOG_POLL = 0.3        # seconds between looks at a streamed session log
+MAX_BODY = 256 * 1024
+PAGES_CACHED = 32     # rendered pages kept, each for the log tip it was rendered at
+CACHE_SECONDS = 5.0
+# Nothing but this origin's own files, no framing, no plugins; inline script never runs (a
+# value that slipped through escaping still could not execute).
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+                               "frame-ancestors 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+HTTP_STATUS = {2: 400, 3: 404, 4: 404, 5: 409, 7: 403}
+
+
+class Guard:
+    """Who may talk to the board: the token (then a cookie), the Host served, and for a
+    change, this very origin with the CSRF token. No CORS header is ever sent."""
+
+    def __init__(self, token: str, host: str, port: int):
+        self.token, self.port = token, port
+        self.cookie = f"brat_ui_{port}"
+        self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()
+        self.hosts = allowed_hosts(host, port)
+        self.any_ip = host in ("0.0.0.0", "::")
+
+    def host_ok(self, host: str) -> bool:
+        if host in self.hosts:
+            return True
+        if self.any_ip:   # bound to every address: an IP literal, never a name (DNS rebinding)
+            name, _, port = host.rpartition(":")
+            return port == str(self.port) and _is_ip(name.strip("[]"))
+        return False
+
+    def token_ok(self, given: str | None) -> bool:
+        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def _is_ip(name: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def allowed_hosts(host: str, port: int) -> set[str]:
+    out = {f"{host}:{port}"}
+    if ":" in host:
+        out.add(f"[{host}]:{port}")
+    if host in ("127.0.0.1", "::1", "localhost"):
+        out |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
+    return out
+
+
+class Door:
+    """ASGI middleware: every request passes the Guard before any handler runs."""
+
+    def __init__(self, app, guard: Guard):
+        self.app, self.guard = app, guard
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        g = self.guard
+        if not g.host_ok(headers.get("host", "")):
+            return await _refuse(scope, receive, send, 421, "this board answers to its own "
+                                                            "address only (Host refused)")
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        cookies = _cookies(headers.get("cookie", ""))
+        given = (query.get("token") or [None])[0]
+        if given is not None and g.token_ok(given) and scope["method"] == "GET":
+            # First visit: the token becomes a cookie, and leaves the address bar.
+            rest = {k: v for k, v in query.items() if k != "token"}
+            url = scope["path"] + (("?" + urlencode(rest, doseq=True)) if rest else "")
+            resp = RedirectResponse(url, status_code=303, headers=HEADERS)
+            resp.set_cookie(g.cookie, g.token, httponly=True, samesite="strict", path="/")
+            return await resp(scope, receive, send)
+        if not g.token_ok(cookies.get(g.cookie)) and not g.token_ok(headers.get("x-brat-token")):
+            return await _refuse(scope, receive, send, 403, "open the board with the address "
+                                 "`git brat ui` printed (it holds the token)")
+        if scope["method"] not in ("GET", "HEAD"):
+            origin = headers.get("origin", "")
+            if origin != f"http://{headers.get('host', '')}":
+                return await _refuse(scope, receive, send, 403, "refused: a change must come "
+                                                                "from the board's own page (Origin)")
+            if not hmac.compare_digest(headers.get("x-csrf-token", "").encode(), g.csrf.encode()):
+                return await _refuse(scope, receive, send, 403, "refused: missing or wrong "
+                                                                "CSRF token")
+        return await self.app(scope, receive, send)
+
+
+def _cookies(raw: str) -> dict[str, str]:
+    out = {}
+    for part in raw.split(";"):
+        k, _, v = part.strip().partition("=")
+        if k:
+            out[k] = v
+    return out
+
+
+async def _refuse(scope, receive, send, status: int, message: str):
+    resp = JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+    await resp(scope, receive, send)
+
+
+class Watcher:
+    """One poll of the log tips for every connected browser; each waits for the next change."""
+
+    def __init__(self, repo: data.Repo):
+        self.repo, self.tip, self.version = repo, "", 0
+        self.cond: asyncio.Condition | None = None
+        self.task: asyncio.Task | None = None
+        self.listeners = 0
+
+    async def _poll(self):
+        while True:
+            try:
+                tip = await run_in_threadpool(self.repo.tip)
+            except Exception:   # noqa: BLE001 - a ref mid-update: look again next time
+                tip = self.tip
+            if not self.tip:   # the first look: what the pages being served already show
+                self.tip = tip
+            elif tip != self.tip:
+                self.tip = tip
+                self.version += 1
+                async with self.cond:
+                    self.cond.notify_all()
+            await asyncio.sleep(POLL)
+
+    def start(self):
+        if self.cond is None:
+            self.cond = asyncio.Condition()
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._poll())
+
+    async def wait(self, seen: int, timeout: float) -> int:
+        self.start()
+        if self.version != seen:
+            return self.version
+        async with self.cond:
+            try:
+                await asyncio.wait_for(self.cond.wait_for(lambda: self.version != seen), timeout)
+            except asyncio.TimeoutError:
+                pass
+        return self.version
+
+
+def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
+    repo = data.Repo(repo_path)
+    guard = Guard(token, host, port)
+    watcher = Watcher(repo)
+
+    def json_out(obj: Any, status: int = 200) -> Response:
+        return Response(msgspec.json.encode(obj), status_code=status,
+                        media_type="application/json", headers=HEADERS)
+
+    def failed(exc: GriteError) -> Response:
+        return json_out({"error": exc.message, "exit_code": exc.exit_code},
+                        HTTP_STATUS.get(exc.exit_code, 500))
+
+    def api(fn: Callable[..., Any]):
+        async def endpoint(request: Request) -> Response:
+            try:
+                body = {}
+                if request.method == "POST":
+                    repo.writable()
+                    body = await _body(request)
+                out = await run_in_threadpool(fn, request, body)
+            except GriteError as exc:
+                return failed(exc)
+            return json_out(out)
+        return endpoint
+
+    rendered: dict[tuple, str] = {}   # (page, query, log tip) -> its HTML
+
+    def cached(render: Callable[[Request], str], request: Request) -> str:
+        """A page as of the log's tip: every browser redrawing after one change costs one
+        render (what a page shows changes only when the log does)."""
+        # What the refs do not hold (a witness's process, a refinery's pid file, how long a
+        # session has run) is at most CACHE_SECONDS old on a reload.
+        key = (request.url.path, request.url.query, repo.tip(), int(time.time() / CACHE_SECONDS))
+        if key not in rendered:
+            if len(rendered) >= PAGES_CACHED:
+                rendered.pop(next(iter(rendered)))
+            rendered[key] = render(request)
+        return rendered[key]
+
+    def view(title: str, here: str, render: Callable[[Request], str]):
+        async def endpoint(request: Request) -> Response:
+            try:
+                body = await run_in_threadpool(cached, render, request)
+            except GriteError as exc:
+                body = pages.error(exc.message)
+            if repo.read_only:
+                body = pages.READ_ONLY + body
+            return HTMLResponse(pages.page(title, body, guard.csrf, here), headers=HEADERS)
+        return endpoint
+
+    q = lambda r, k: r.query_params.get(k, "") or ""  # noqa: E731
+    pid = lambda r: r.path_params["id"]  # noqa: E731
+
+    def g_cfg():
+        g = repo.grite()
+        return g, repo.config(g)
+
+    # -- pages --
+    def board_page(r):
+        g = repo.grite()
+        return pages.board(data.board_page(g, q(r, "convoy"), q(r, "state"), q(r, "engine"),
+                                           q(r, "label")))
+
+    def needs_page(_r):
+        g, cfg = g_cfg()
+        s = data.status(g, cfg)
+        review = [m for m in s.merge_queue if m.status == "needs-review"]
+        return pages.needs_you(s, review)
+
+    def task_page(r):
+        g, cfg = g_cfg()
+        d = data.task_show(g, pid(r))
+        b = data.model.board(g)
+        title = b.convoys[d.convoy].get("title", "") if d.convoy in b.convoys else ""
+        return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title)
+
+    def sessions_page(_r):
+        return pages.sessions(data.session_list(repo.grite(), everything=True))
+
+    def queue_page(_r):
+        g, cfg = g_cfg()
+        return pages.queue(data.refinery_status(g, cfg), data.refinery_log(g))
+
+    def mayor_page(_r):
+        g, cfg = g_cfg()
+        return pages.mayor(data.mayor_status(g, cfg), data.mayor_log(g))
+
+    # -- the API: the commands' --json shapes --
+    def a_status(r, _b):
+        g, cfg = g_cfg()
+        return data.status(g, cfg, q(r, "convoy") or None)
+
+    def a_tasks(r, _b):
+        return data.task_list(repo.grite(), q(r, "convoy") or None, r.query_params.getlist("status"))
+
+    def a_task(r, _b):
+        return data.task_show(repo.grite(), pid(r))
+
+    def a_diff(r, _b):
+        g, cfg = g_cfg()
+        return data.task_diff(g, cfg, pid(r))
+
+    def a_convoys(_r, _b):
+        return data.convoy_list(repo.grite())
+
+    def a_convoy(r, _b):
+        return data.convoy_show(repo.grite(), pid(r))
+
+    def a_sessions(r, _b):
+        return data.session_list(repo.grite(), q(r, "all") in ("1", "true"), q(r, "task") or None)
+
+    def a_session(r, _b):
+        return data.session_show(repo.grite(), pid(r))
+
+    def a_log(r, _b):
+        text, end, live = data.session_log(repo.grite(), pid(r), _int(q(r, "from")))
+        return {"text": text, "offset": end, "live": live}
+
+    def a_refinery(_r, _b):
+        g, cfg = g_cfg()
+        return data.refinery_status(g, cfg)
+
+    def a_mayor(_r, _b):
+        g, cfg = g_cfg()
+        return data.mayor_status(g, cfg)
+
+    def a_mayor_log(_r, _b):
+        return data.mayor_log(repo.grite())
+
+    def act(fn):
+        return lambda r, b: fn(repo.grite(), pid(r), b)
+
+    def _text(b: dict, key: str) -> str:
+        v = b.get(key, "")
+        if not isinstance(v, str):
+            raise UsageError(f"{key} must be text")
+        return v
+
+    def _notes(b: dict) -> list[dict]:
+        v = b.get("notes", [])
+        if not isinstance(v, list) or not all(isinstance(n, dict) for n in v):
+            raise UsageError("notes must be a list of {path, line, text}")
+        return v
+
+    async def events(r: Request) -> Response:
+        return await _events(r, watcher)
+
+    async def log_stream(r: Request) -> Response:
+        return await _log_stream(r, repo)
+
+    routes = [
+        Route("/", view("Board", "/", board_page)),
+        Route("/needs-you", view("Needs you", "/needs-you", needs_page)),
+        Route("/task/{id}", view("Task", "", task_page)),
+        Route("/sessions", view("Sessions", "/sessions", sessions_page)),
+        Route("/queue", view("Merge queue", "/queue", queue_page)),
+        Route("/mayor", view("Mayor", "/mayor", mayor_page)),
+        Route("/static/{name}", _static),
+        Route("/events", events),
+        Route("/api/v1/status", api(a_status)),
+        Route("/api/v1/tasks", api(a_tasks)),
+        Route("/api/v1/tasks/{id}", api(a_task)),
+        Route("/api/v1/tasks/{id}/diff", api(a_diff)),
+        Route("/api/v1/convoys", api(a_convoys)),
+        Route("/api/v1/convoys/{id}", api(a_convoy)),
+        Route("/api/v1/sessions", api(a_sessions)),
+        Route("/api/v1/sessions/{id}", api(a_session)),
+        Route("/api/v1/sessions/{id}/log", api(a_log)),
+        Route("/api/v1/sessions/{id}/log/stream", log_stream),
+        Route("/api/v1/refinery", api(a_refinery)),
+        Route("/api/v1/mayor", api(a_mayor)),
+        Route("/api/v1/mayor/log", api(a_mayor_log)),
+        Route("/api/v1/tasks/{id}/reply", api(act(
+            lambda g, t, b: data.reply(g, t, _text(b, "message"), _notes(b)))), methods=["POST"]),
+        Route("/api/v1/tasks/{id}/approve", api(act(lambda g, t, b: data.approve(g, t))),
+              methods=["POST"]),
+        Route("/api/v1/tasks/{id}/retry", api(act(lambda g, t, b: data.approve(g, t))),
+              methods=["POST"]),
+        Route("/api/v1/tasks/{id}/requeue", api(act(
+            lambda g, t, b: data.requeue(g, t, _text(b, "message")))), methods=["POST"]),
+        Route("/api/v1/tasks/{id}/block", api(act(
+            lambda g, t, b: data.block(g, t, _text(b, "message")))), methods=["POST"]),
+        Route("/api/v1/tasks/{id}/drop", api(act(
+            lambda g, t, b: data.drop(g, t, _text(b, "message")))), methods=["POST"]),
+        Route("/api/v1/tasks/{id}/stop", api(act(
+            lambda g, t, b: data.stop_task_session(g, t))), methods=["POST"]),
+        Route("/api/v1/sessions/{id}/stop", api(act(
+            lambda g, s, b: data.stop_session(g, s))), methods=["POST"]),
+        Route("/api/v1/mayor/ask", api(
+            lambda r, b: data.mayor_ask(repo, repo.grite(), _text(b, "question"))), methods=["POST"]),
+        Route("/api/v1/mayor/confirm", api(
+            lambda r, b: data.mayor_confirm(repo, repo.grite(), str(b.get("exchange", "")))),
+            methods=["POST"]),
+        Route("/api/v1/mayor/discard", api(
+            lambda r, b: data.mayor_discard(repo, str(b.get("exchange", "")))), methods=["POST"]),
+    ]
+    return Door(Starlette(routes=routes), guard)
+
+
+def _int(text: str) -> int:
+    try:
+        return max(0, int(text or 0))
+    except ValueError:
+        return 0
+
+
+async def _body(request: Request) -> dict:
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise UsageError("request too large")
+    if not raw:
+        return {}
+    try:
+        out = json.loads(raw)
+    except ValueError:
+        raise UsageError("the request body must be JSON") from None
+    if not isinstance(out, dict):
+        raise UsageError("the request body must be a JSON object")
+    return out
+
+
+async def _static(request: Request) -> Response:
+    name = request.path_params["name"]
+    ext = os.path.splitext(name)[1]
+    if "/" in name or name.startswith(".") or ext not in STATIC_TYPES:
+        return Response("not found", 404, headers=HEADERS)
+    try:
+        with open(os.path.join(STATIC, name), "rb") as f:
+            body = f.read()
+    except OSError:
+        return Response("not found", 404, headers=HEADERS)
+    return Response(body, media_type=STATIC_TYPES[ext], headers=HEADERS)
+
+
+SSE_HEADERS = {**HEADERS, "X-Accel-Buffering": "no"}
+
+
+async def _events(request: Request, watcher: Watcher) -> Response:
+    """Server-sent events: `change` whenever any event log's tip moves."""
+    async def stream():
+        seen = -1
+        watcher.start()
+        yield "retry: 1000\n\n"
+        while not await request.is_disconnected():
+            now = await watcher.wait(seen, PING)
+            if now != seen:
+                if seen != -1:
+                    yield f"event: change\ndata: {now}\n\n"
+                seen = now
+            else:
+                yield ": ping\n\n"
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _log_stream(request: Request, repo: data.Repo) -> Response:
+    """Server-sent events: a session's log as it grows; `end` once the session has ended."""
+    sid = request.path_params["id"]
+    offset = _int(request.query_params.get("from", ""))
+    try:
+        await run_in_threadpool(lambda: data.session_show(repo.grite(), sid))
+    except GriteError as exc:
+        return JSONResponse({"error": exc.message}, HTTP_STATUS.get(exc.exit_code, 500),
+                            headers=HEADERS)
+
+    async def stream():
+        nonlocal offset
+        last = time.monotonic()
+        while not await request.is_disconnected():
+            text, end, live = await run_in_threadpool(
+                lambda: data.session_log(repo.grite(), sid, offset))
+            if text:
+                offset = end
+                last = time.monotonic()
+                yield f"data: {json.dumps({'text': text, 'offset': end})}\n\n"
+                continue
+            if not live:
+                yield "event: end\ndata: {}\n\n"
+                return
+            if time.monotonic() - last > PING:
+                last = time.monotonic()
+                yield ": ping\n\n"
+            await asyncio.sleep(LOG_POLL)
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+__all__ = ["app", "Guard", "allowed_hosts"]

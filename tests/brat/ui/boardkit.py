@@ -1,0 +1,111 @@
+"""Helpers for the board's tests: start `git brat ui` as a process, talk HTTP to it, stop it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from urllib.parse import urlsplit
+
+
+class Board:
+    """A running `git brat ui`: its address, token, and the processes to stop."""
+
+    def __init__(self, proc: subprocess.Popen, shown: dict):
+        self.proc, self.shown = proc, shown
+        self.url, self.port, self.pid = shown["url"], shown["port"], shown["pid"]
+        self.base = self.url.split("/?", 1)[0]
+        self.token = self.url.split("token=", 1)[1]
+        self.cookie = f"brat_ui_{self.port}={self.token}"
+        self._csrf = ""
+        self.stderr = ""
+
+    def request(self, method: str, path: str, body=None, headers: dict | None = None,
+                cookie: bool = True, timeout: float = 60) -> tuple[int, dict, bytes]:
+        """One HTTP request; Host is the served one unless headers say otherwise."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        hdrs = {"Host": f"127.0.0.1:{self.port}"}
+        if cookie:
+            hdrs["Cookie"] = self.cookie
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            hdrs["Content-Type"] = "application/json"
+        hdrs.update(headers or {})
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def get_json(self, path: str):
+        code, _h, body = self.request("GET", path)
+        assert code == 200, (path, code, body)
+        return json.loads(body)
+
+    @property
+    def csrf(self) -> str:
+        if not self._csrf:
+            _c, _h, page = self.request("GET", "/")
+            marker = b'name="csrf-token" content="'
+            start = page.index(marker) + len(marker)
+            self._csrf = page[start:page.index(b'"', start)].decode()
+        return self._csrf
+
+    def post(self, path: str, body: dict | None = None, **headers) -> tuple[int, dict]:
+        hdrs = {"Origin": self.base, "X-CSRF-Token": self.csrf, **headers}
+        code, _h, out = self.request("POST", path, body or {}, hdrs)
+        return code, json.loads(out or b"{}")
+
+    def stop(self) -> None:
+        """Stop the board by its pid, then reap the `git brat` that started it."""
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            self.proc.kill()
+            self.proc.wait(10)
+        self.stderr = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
+
+def start(repo, *args: str, timeout: float = 30) -> Board:
+    """`git brat ui --no-open --json ARGS` in repo, once it has printed its address."""
+    proc = subprocess.Popen(["git", "brat", "ui", "--no-open", "--json", *args], cwd=str(repo),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    line = b""
+    while time.monotonic() < deadline and not line.endswith(b"\n"):
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            line += chunk
+    if not line.endswith(b"\n"):
+        proc.kill()
+        err = proc.stderr.read().decode(errors="replace")
+        proc.wait(10)
+        raise AssertionError(f"git brat ui did not start: {err}")
+    return Board(proc, json.loads(line))
+
+
+def host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname, parts.port
+
+
+__all__ = ["Board", "start", "host_port"]
