@@ -30,10 +30,17 @@ def source_modules() -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
-    return next(out.glob("git_brat-*.whl"))
+    """The checkout's wheel, built once for every test worker: two builds at once would share
+    the checkout's build/ directory and spoil each other."""
+    import portalocker
+    shared = tmp_path_factory.getbasetemp().parent / "wheel"
+    shared.mkdir(exist_ok=True)
+    with portalocker.Lock(str(shared / ".lock"), timeout=600):
+        if not any(shared.glob("git_brat-*.whl")):
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                            "--no-build-isolation", "-q", "-w", str(shared), str(ROOT)],
+                           check=True, capture_output=True)
+    return next(shared.glob("git_brat-*.whl"))
 
 
 def test_the_wheel_holds_every_module_of_the_tree_the_man_pages_and_the_shims(wheel):
