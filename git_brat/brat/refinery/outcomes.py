@@ -89,7 +89,8 @@ class Outcomes:
             if not any(tip and self.store.objects.is_ancestor(commit, tip) for tip in tips):
                 continue
             why = (f"its change landed on {self.target} at {commit[:12]} while another clone "
-                   f"moved it to {status}; recorded merged, as it is on {self.target}")
+                   f"moved it to {status}; recorded merged, as it is on {self.target} (more "
+                   f"work asked for meanwhile needs a new task)")
             moves.append(Move(tid, "merged", m.id, force=True, reason=why,
                               skip_if_not=(status,)))
             self.report.outcomes.append(Outcome(tid, m.id, "merged", why, commit))
