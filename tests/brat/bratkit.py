@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import brat, brat_json, run
+from helpers import brat, brat_json, git, make_repo, run
 
 # A path through the state machine to reach each status (from queued, without --force).
 PATH_TO = {
@@ -56,3 +56,19 @@ def fail(repo, *args) -> tuple[int, str]:
 
 
 __all__ = ["PATH_TO", "convoy", "task", "move", "status_of", "log_commits", "events_of", "fail"]
+
+
+def demo_project(path, **config: str):
+    """The demo's textstats project as a repository (one commit), after `git brat init`; with
+    config, those keys are set and the configuration committed."""
+    from git_brat.brat.demo import project as demo_project_files
+    make_repo(path, commit=False)
+    for rel, text in demo_project_files.FILES.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "textstats")
+    brat(path, "init")
+    for key, value in config.items():
+        brat(path, "config", "set", key.replace("__", "."), value)
+    return path

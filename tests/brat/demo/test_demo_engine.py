@@ -5,29 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 
-from bratkit import convoy, task
-from helpers import brat, brat_json, git, make_repo
-
-
-def _demo_project(path):
-    from git_brat.brat.demo import project as demo_project
-    make_repo(path, commit=False)
-    for rel, text in demo_project.FILES.items():
-        (path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (path / rel).write_text(text)
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "textstats")
-    brat(path, "init")
-    return path
+from bratkit import convoy, demo_project, task
+from helpers import brat, brat_json, git
 
 
 def test_the_demo_engine_fixes_the_bug_its_task_names_and_the_tests_pass(tmp_path):
-    from git_brat.brat.demo import project as demo_project
-    repo = _demo_project(tmp_path / "demo")
+    from git_brat.brat.demo import project
+    repo = demo_project(tmp_path / "demo")
     assert subprocess.run(["python3", "-m", "unittest", "-q"], cwd=repo,
                           capture_output=True).returncode != 0
     c = convoy(repo)
-    ids = [task(repo, c, f.title, "-b", f.body) for f in demo_project.FIXES]
+    ids = [task(repo, c, f.title, "-b", f.body) for f in project.FIXES]
     brat(repo, "witness", "run", "--once", "--engine", "demo", "--max-sessions", "3")
     for tid in ids:
         assert brat_json(repo, "task", "show", tid)["status"] == "needs-review"

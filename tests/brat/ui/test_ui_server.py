@@ -12,21 +12,14 @@ import time
 import pytest
 
 import boardkit
-from bratkit import convoy, task
+from bratkit import convoy, demo_project, task
 from helpers import ROOT, brat, brat_json, git, make_repo, run, status, wal_tip
 
 SCRIPT = "<script>alert('pwned')</script>"
 
 
 def _demo_repo(path):
-    from git_brat.brat.demo import project as demo_project
-    make_repo(path, commit=False)
-    for rel, text in demo_project.FILES.items():
-        (path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (path / rel).write_text(text)
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "textstats")
-    brat(path, "init")
+    demo_project(path)
     git(path, "add", ".brat")
     git(path, "commit", "-qm", "git-brat configuration")
     return path

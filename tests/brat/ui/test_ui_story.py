@@ -6,7 +6,8 @@ import os
 import subprocess
 
 import boardkit
-from helpers import brat, brat_json, git, make_repo
+from bratkit import demo_project
+from helpers import brat, brat_json, git
 
 QUESTION = "find the bugs"
 EXPLAIN = "Explain the design in DESIGN.md"
@@ -14,18 +15,8 @@ ANSWER = "It is a tiny stats package: keep it that way"
 
 
 def _project(path):
-    from git_brat.brat.demo import project as demo_project
-    make_repo(path, commit=False)
-    for rel, text in demo_project.FILES.items():
-        (path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (path / rel).write_text(text)
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "textstats")
-    brat(path, "init")
-    for key, value in (("witness.engine", "demo"), ("mayor.engine", "demo"),
-                       ("witness.concurrency", "3"), ("witness.backoff", "0"),
-                       ("refinery.on_conflict", "block")):
-        brat(path, "config", "set", key, value)
+    demo_project(path, witness__engine="demo", mayor__engine="demo", witness__concurrency="3",
+                 witness__backoff="0", refinery__on_conflict="block")
     git(path, "add", ".brat")
     git(path, "commit", "-qm", "git-brat configuration")
     return path
