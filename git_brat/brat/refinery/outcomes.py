@@ -80,7 +80,10 @@ class Outcomes:
         for tid, m in landed.items():
             t = tasks[tid]
             status, commit = model.status_of(t), m.get("merged_commit")
-            if status in ("merged", "running", "merging") or not isinstance(commit, str):
+            # The log names the commit: only a full commit id this clone holds is looked up
+            # (a name like "main" would be resolved by git, and always be "on the target").
+            if status in ("merged", "running", "merging") or not isinstance(commit, str) \
+                    or not rq.FULL_SHA.fullmatch(commit) or not self.store.objects.is_commit(commit):
                 continue
             found = rq.find_branch(self.store, t.get("branch") or f"{rq.BRANCH_PREFIX}{tid}",
                                    m.get("head") or "")

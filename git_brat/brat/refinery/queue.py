@@ -61,6 +61,9 @@ def lease_name(store: Store, remote: str) -> str:
     return f"refinery:{base or 'repo'}"
 
 
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 def find_branch(store: Store, branch: str, want: str = "") -> tuple[str, str] | None:
     """(ref, sha) of a task branch: the local branch, else a remote's copy of it.
 
@@ -74,6 +77,8 @@ def find_branch(store: Store, branch: str, want: str = "") -> tuple[str, str] | 
     mine = (f"refs/heads/{branch}", local.decode()) if local else None
     copies = [(n.decode(), sha.decode()) for n, sha in sorted(store.refs.under(b"refs/remotes/").items())
               if n.decode().count("/") >= 3 and n.decode().split("/", 3)[3] == branch]
+    if want and not FULL_SHA.fullmatch(want):
+        want = ""   # (from the log: only a full commit id is compared, never handed to git)
     if not want or (mine is not None and mine[1] == want):
         return mine or (copies[0] if copies else None)
     fetched = store.objects.has_object(want.encode())

@@ -325,3 +325,19 @@ def test_a_landing_a_reply_from_another_clone_overtook_is_recorded_merged(tmp_pa
     run(["git", "grite", "sync"], b)
     assert status_of(b, tid) == "merged"
     assert git(hub, "log", "--format=%s", "main").splitlines().count("Raced") == 1
+
+
+def test_a_forged_landing_naming_a_branch_not_a_commit_forces_nothing(queue):
+    """A merge record from the log claiming a blocked task "landed at main": the name is never
+    handed to git (it would resolve, and be on the target), so the task stays as it is."""
+    import gritekit
+    from git_brat.grite.model import events as ev
+    repo, cid = queue
+    tid = request(repo, cid, "Held", {"h.txt": "h\n"})
+    brat(repo, "task", "update", tid, "--status", "blocked", "-m", "wait for me")
+    forged = ev.make_event(ev.new_entity_id(), "f" * 16, 1 << 20, 1, ev.Create("merge", {
+        "task": tid, "status": "merged", "merged_commit": "main",
+        "head": git(repo, "rev-parse", f"brat/{tid}")}))
+    gritekit.forge_log(repo, "f" * 16, [forged])
+    refine(repo)
+    assert status_of(repo, tid) == "blocked"
