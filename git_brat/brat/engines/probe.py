@@ -29,7 +29,10 @@ class EngineInfo(msgspec.Struct):
     timeout: float | None
 
 
-PROBE_TIMEOUT = 15.0
+# Generous: `engine list` asks every engine at once, and a node tool that relaunches itself
+# (gemini) took over 15 s on a busy two-core machine. The answer is remembered, so a slow
+# probe is paid once per installed file.
+PROBE_TIMEOUT = 60.0
 
 
 def repository_dirs(toplevel: str | None, common_dir: str) -> tuple[str, ...]:
