@@ -1,0 +1,117 @@
+"""A sandboxed session (witness.sandbox = "bwrap") writes its work tree and its branch, and
+nothing else: a hostile agent's every other attempt fails, its ordinary work lands."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import git
+from witnesskit import make_bench
+
+HOSTILE = Path(__file__).resolve().parent / "hostile_agent.py"
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bubblewrap (bwrap) is not installed here")
+
+
+def _snapshot(common: Path) -> dict[str, bytes]:
+    """The files of .git that nothing in a session run changes but an agent would: config,
+    hooks, branches (the witness itself writes refs/grite/ and .git/brat/: checked apart)."""
+    out = {}
+    for sub in ("config", "hooks", "refs/heads", "packed-refs", "brat/config.local.toml"):
+        root = common / sub
+        paths = [root] if root.is_file() else sorted(root.rglob("*")) if root.exists() else []
+        for p in paths:
+            rel = p.relative_to(common).as_posix()
+            if p.is_file() and not rel.startswith(("brat/sessions", "brat/worktrees/",
+                                                   "refs/heads/brat/")):
+                out[rel] = p.read_bytes()
+    return out
+
+
+def _session_processes(sid: str) -> list[int]:
+    mark = f"BRAT_SESSION={sid}".encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    out.append(int(entry))
+        except OSError:
+            continue
+    return out
+
+
+@needs_bwrap
+def test_a_hostile_agent_in_the_sandbox_can_only_commit_on_its_branch(repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    bench.config(engines__hostile__command=json.dumps(["python3", str(HOSTILE), "{prompt}"]),
+                 witness__engine="hostile", witness__sandbox="bwrap", witness__max_retries="0")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "brat config")
+    home = Path(os.environ["HOME"])
+    (home / ".ssh").mkdir(exist_ok=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    remote = tmp_path / "evil.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "evil", str(remote))
+    git(repo, "config", "remote.pushDefault", "evil")
+    cid = bench.convoy()
+    tid = bench.task(cid, "Say hello")
+    other = bench.brat("task", "create", "--convoy", cid, "Wait for hello", "--needs",
+                       tid).out.strip()
+    common = repo / ".git"
+    other_tree = common / "brat" / "worktrees" / other
+    other_tree.mkdir(parents=True)
+    (other_tree / "work.txt").write_text("another session's work\n")
+    before = _snapshot(common)
+    checkout_before = (repo / "README.md").read_bytes() if (repo / "README.md").exists() else b""
+    main_before = git(repo, "rev-parse", "main").strip()
+
+    env = {"HOSTILE_OTHER": other, "HOSTILE_TREE": str(other_tree),
+           "GIT_CONFIG_GLOBAL": str(home / ".gitconfig")}
+    bench.brat("witness", "run", "--once", "--json", env=env)
+
+    sess = bench.sessions(tid)[0]
+    assert sess["sandbox"] == "bwrap"
+    log = (common / "brat" / "sessions" / f"{sess['id']}.log").read_text()
+    said = {}
+    for line in log.splitlines():
+        if line.startswith("HOSTILE "):
+            _, name, verdict, *_ = line.split(" ", 3)
+            said[name] = verdict
+    forbidden = {k: v for k, v in said.items() if k not in ("commit", "done")}
+    assert {"checkout", "git-config", "hidden-hook", "update-ref-target",
+            "update-ref-other-branch", "update-ref-grite", "brat-dir", "other-tree", "push",
+            "read-ssh-key", "force-merged", "comment-other-task"} <= set(forbidden), log
+    assert [k for k, v in forbidden.items() if v != "refused" and k != "setsid"] == [], log
+    assert said.get("commit") == "ok" and said.get("done") == "ok", log
+
+    # Nothing outside the session's tree and branch changed.
+    assert _snapshot(common) == before
+    assert not (common / "refs" / "grite" / "evil").exists()
+    assert not (common / "brat" / "config.local.toml").exists()
+    assert ((repo / "README.md").read_bytes() if (repo / "README.md").exists() else b"") \
+        == checkout_before
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-parse", "main").strip() == main_before
+    assert sorted(p.name for p in other_tree.iterdir()) == ["work.txt"]
+    assert git(remote, "for-each-ref").strip() == ""
+    # Its own work landed, and the task went to review.
+    assert bench.show(tid)["status"] == "needs-review"
+    shown = git(repo, "show", f"brat/{tid}:hello.txt")
+    assert shown == "hello from the sandbox"
+    assert "spoofed" not in json.dumps(bench.show(other))
+    # The setsid child died with the session's pid namespace.
+    assert _session_processes(sess["id"]) == []
+    leftover = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True)
+    for pid in leftover.stdout.split():
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            assert f"BRAT_SESSION={sess['id']}".encode() not in f.read()
