@@ -27,6 +27,7 @@ class EngineInfo(msgspec.Struct):
     argv: list[str]              # what a session would run (prompt shown as <prompt>)
     env: dict[str, str]
     timeout: float | None
+    sandbox: str = ""            # where its sessions run here: bwrap or none (witness.sandbox)
 
 
 PROBE_TIMEOUT = 15.0

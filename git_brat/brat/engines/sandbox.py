@@ -43,6 +43,14 @@ def effective(mode: str, has_bwrap: bool | None = None) -> str:
     return mode
 
 
+def unconfined_warning(mode: str) -> str:
+    """What `status` and `engine list` say once when auto finds no bwrap ("" otherwise)."""
+    if mode == "auto" and bwrap_path() is None:
+        return ("witness.sandbox = \"auto\" and `bwrap` is not on PATH: sessions run "
+                "unconfined (install bubblewrap, or set witness.sandbox = \"none\" to say so)")
+    return ""
+
+
 def _home_path(path: str, env: Mapping[str, str]) -> str:
     if path == "~" or path.startswith("~/"):
         home = env.get("HOME") or os.path.expanduser("~")
@@ -145,4 +153,4 @@ def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:
 
 
 __all__ = ["Plan", "MODES", "NETWORKS", "argv", "effective", "bwrap_path", "expand",
-           "state_paths", "hidden_paths", "runtime_paths"]
+           "state_paths", "hidden_paths", "runtime_paths", "unconfined_warning"]
