@@ -24,6 +24,7 @@ class Bench:
         self.env = {"PATH": f"{BIN}{os.pathsep}{AGENTS}{os.pathsep}{os.environ['PATH']}",
                     "FAKE_RECORD": str(self.record), "FAKE_STATE": str(tmp / "fake-state")}
         # The fake agent's record and state are its engine state: writable in a sandbox.
+        tmp.mkdir(parents=True, exist_ok=True)
         self.record.touch()
         self.state = json.dumps([str(self.record), str(tmp / "fake-state") + "/"])
 

@@ -125,8 +125,12 @@ def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:
     """The bwrap command line that runs `command` in the sandbox `plan` describes.
 
     The pid namespace is the session: its first process dying (bwrap killed, or its parent
-    gone) takes every process in it along, `setsid` children included."""
-    out = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+    gone) takes every process in it along, `setsid` children included. The command is that
+    first process itself (--as-pid-1): with bwrap's own init in between, bwrap exits before
+    reaping it, and the orphan lingers as a zombie in the session's process group until the
+    system's init reaps it (seconds, in a container), which a session's end waits out."""
+    out = [bwrap, "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
+           "--unshare-uts",
            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if not plan.network:
         out.append("--unshare-net")

@@ -38,7 +38,7 @@ class Gate:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(8)
-        self.sock.settimeout(0.2)
+        self.sock.settimeout(1.0)
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, name=f"brat-gate-{sid[:7]}",
                                        daemon=True)
@@ -46,6 +46,12 @@ class Gate:
 
     def close(self) -> None:
         self._stop.set()
+        try:   # wake the accept at once, rather than at its next timeout
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(1)
+                s.connect(self.path)
+        except OSError:
+            pass
         self.thread.join(timeout=5)
         self.sock.close()
         for remove, path in ((os.unlink, self.path), (os.rmdir, os.path.dirname(self.path))):
@@ -65,6 +71,9 @@ class Gate:
             except (socket.timeout, TimeoutError):
                 continue
             except OSError:
+                return
+            if self._stop.is_set():
+                conn.close()
                 return
             with conn:
                 conn.settimeout(30)
