@@ -138,7 +138,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         result="json", session_keys=[], message_keys=["response"],
         error_when={"status": "error"}),
     Preset(
-        name="copilot", package="npm @github/copilot", state=["$COPILOT_HOME|~/.copilot/"],
+        name="copilot", package="npm @github/copilot",
+        # It unpacks its bundled package under the cache directory on every start.
+        state=["$COPILOT_HOME|~/.copilot/", "$XDG_CACHE_HOME/copilot|~/.cache/copilot/"],
         argv=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
               "-C", "{workdir}"],
         result="json", model_args=["--model", "{model}"],

@@ -111,6 +111,21 @@ def runtime_paths(env: Mapping[str, str]) -> list[str]:
     return [p for p in out if p]
 
 
+def named_paths(values: Iterable[str]) -> list[str]:
+    """Existing absolute paths an engine is handed (its argv, its environment's values, each
+    split like PATH): a config file under /tmp must stay readable in a private tmp."""
+    tmp = os.path.realpath("/tmp")
+    out = []
+    for value in values:
+        if not isinstance(value, str) or "/" not in value or len(value) > 4096:
+            continue
+        for part in value.split(os.pathsep):
+            if os.path.isabs(part) and os.path.realpath(part) not in ("/", tmp) and \
+                    os.path.exists(part):
+                out.append(part)
+    return out
+
+
 def _depth_sorted(paths: Iterable[str]) -> list[str]:
     seen, out = set(), []
     for p in paths:
@@ -157,4 +172,5 @@ def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:
 
 
 __all__ = ["Plan", "MODES", "NETWORKS", "argv", "effective", "bwrap_path", "expand",
-           "state_paths", "hidden_paths", "runtime_paths", "unconfined_warning"]
+           "state_paths", "hidden_paths", "runtime_paths", "unconfined_warning",
+           "named_paths"]

@@ -62,7 +62,8 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
         writable=writable, protect=protect,
         hide=sandbox.hidden_paths(cfg.witness.sandbox_hide, env),
         shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs)],
-        reachable=[*sandbox.runtime_paths(env), common, top, worktree, *state],
+        reachable=[*sandbox.runtime_paths(env), *sandbox.named_paths(env.values()), common,
+                   top, worktree, *state],
         network=cfg.witness.sandbox_network == "open")
 
 

@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Literal, NamedTuple
 
+import msgspec
+
 from git_brat import process, redact
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
@@ -419,7 +421,9 @@ def confine_session(g: Grite, live: LiveSession, cfg: Config) -> None:
 def confined(live: LiveSession, inv: Invocation) -> Invocation:
     if live.plan is None:
         return inv
-    return Invocation(sandbox.argv(live.plan, inv.argv, sandbox.bwrap_path() or "bwrap"),
+    plan = msgspec.structs.replace(live.plan, reachable=[
+        *live.plan.reachable, *sandbox.named_paths([*inv.argv, *inv.env.values()])])
+    return Invocation(sandbox.argv(plan, inv.argv, sandbox.bwrap_path() or "bwrap"),
                       inv.env, inv.stdin, inv.resumed)
 
 

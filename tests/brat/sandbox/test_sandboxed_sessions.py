@@ -115,3 +115,49 @@ def test_a_hostile_agent_in_the_sandbox_can_only_commit_on_its_branch(repo, tmp_
     for pid in leftover.stdout.split():
         with open(f"/proc/{pid}/environ", "rb") as f:
             assert f"BRAT_SESSION={sess['id']}".encode() not in f.read()
+
+
+PROBE = """
+import socket, sys
+port, secret = int(sys.argv[1]), sys.argv[2]
+try:
+    socket.create_connection(("127.0.0.1", port), 5).close()
+    print("PROBE network reached")
+except OSError as exc:
+    print(f"PROBE network refused {exc}")
+try:
+    print("PROBE secret read", open(secret).read().strip())
+except OSError as exc:
+    print(f"PROBE secret refused {exc}")
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", ["open", "none"])
+def test_sandbox_network_and_hidden_paths_are_what_the_config_says(repo, tmp_path, network):
+    import socket
+    bench = make_bench(repo, tmp_path)
+    home = Path(os.environ["HOME"])
+    secret = home / "secrets" / "token"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text("s3cr3t\n")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    try:
+        port = server.getsockname()[1]
+        bench.config(engines__probe__command=json.dumps(
+            ["python3", "-c", PROBE, str(port), str(secret), "{prompt}"]),
+            witness__engine="probe", witness__sandbox="bwrap", witness__max_retries="0",
+            witness__sandbox_network=network, witness__sandbox_hide='["~/secrets"]')
+        tid = bench.task(bench.convoy(), "Probe")
+        bench.brat("witness", "run", "--once", check=False)
+    finally:
+        server.close()
+    sess = bench.sessions(tid)[0]
+    log = (repo / ".git" / "brat" / "sessions" / f"{sess['id']}.log").read_text()
+    said = [line for line in log.splitlines() if line.startswith("PROBE ")]
+    assert any(line.startswith("PROBE network reached") for line in said) == \
+        (network == "open"), log
+    assert any(line.startswith("PROBE secret refused") for line in said), log
+    assert "s3cr3t" not in log, log
