@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import ROOT, env, git, new_repo, report
+from benchlib import env, git, new_repo, report
 
 from bench_witness import BRAT, NOOP, brat, session_floor, setup  # noqa: E402
 

@@ -37,3 +37,17 @@ def test_sandbox_settings_are_set_and_read_back(brepo):
 def test_status_and_engine_list_say_sessions_run_in_bwrap_by_default(brepo):
     assert brat_json(brepo, "status")["sandbox"] == "bwrap"
     assert "sessions run in: bwrap (witness.sandbox = auto)" in brat(brepo, "engine", "list").out
+
+
+def test_a_hub_that_runs_checks_sandboxes_them_by_default_and_a_clone_does_not(monkeypatch):
+    from git_brat.brat import config as c
+    from git_brat.brat.engines import sandbox
+    from git_brat.brat.refinery.check import sandbox_mode
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
+    hub = c.Config(hub=c.Hub(run_checks=True))
+    assert sandbox_mode(hub, bare=True) == "bwrap"
+    assert sandbox_mode(c.Config(), bare=False) == "none"
+    assert sandbox_mode(c.Config(refinery=c.Refinery(sandbox="bwrap")), bare=False) == "bwrap"
+    assert sandbox_mode(c.Config(refinery=c.Refinery(sandbox="none")), bare=True) == "none"
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    assert sandbox_mode(hub, bare=True) == "none"
