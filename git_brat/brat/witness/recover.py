@@ -136,7 +136,10 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
             killed = process.stop_recorded_group(agent)
         killed = bool(stop_strays(s.id)) or killed
         # A sandboxed agent committed to its branch's shadow: bring that back first.
-        confine.restore_branch(g.store, s.id, tid, branch, s.get("start_head", ""))
+        try:
+            confine.restore_branch(g.store, s.id, tid, branch, str(s.get("start_head", "")))
+        except (GriteError, OSError):
+            pass   # its shadow is kept: the next recovery tries again
         if os.path.isdir(layout.worktree(g.store, tid)):
             preset_name = s.get("engine", "agent")
             try:

@@ -434,7 +434,11 @@ def unconfine(store, live: LiveSession) -> None:
         live.gate.close()
         live.gate = None
     if live.plan is not None:
-        note = confine.restore_branch(store, live.sid, live.tid, live.branch, live.start_head)
+        try:
+            note = confine.restore_branch(store, live.sid, live.tid, live.branch,
+                                          live.start_head)
+        except (GriteError, OSError) as exc:   # the shadow stays: recovery tries again
+            note = f"could not move {live.branch} to the session's commits: {exc}"
         if note:
             log_line(live.log, note)
 
