@@ -84,8 +84,9 @@ def make_bench(repo: Path, tmp: Path, engine: str = "fake") -> Bench:
     b.config(engines__fake__command=json.dumps(["python3", str(FAKE), "{prompt}"]),
              witness__engine=engine, witness__backoff="0", witness__max_retries="2",
              engines__fake__state=b.state)
-    if engine != "fake":
-        b.config(**{f"engines__{engine}__state": b.state})
+    # The fake agent stands in for claude too (tests/brat/agents/claude).
+    for name in {engine, "claude"} - {"fake"}:
+        b.config(**{f"engines__{name}__state": b.state})
     return b
 
 

@@ -129,6 +129,8 @@ def named_paths(values: Iterable[str]) -> list[str]:
 def _depth_sorted(paths: Iterable[str]) -> list[str]:
     seen, out = set(), []
     for p in paths:
+        if not p or not os.path.isabs(p):   # "" would be "." to bwrap: never a mount
+            continue
         p = os.path.normpath(p)
         if p not in seen:
             seen.add(p)
