@@ -161,3 +161,41 @@ def test_sandbox_network_and_hidden_paths_are_what_the_config_says(repo, tmp_pat
         (network == "open"), log
     assert any(line.startswith("PROBE secret refused") for line in said), log
     assert "s3cr3t" not in log, log
+
+
+@needs_bwrap
+def test_a_sandboxed_agent_dies_with_its_witness_and_recovery_keeps_its_commit(repo, tmp_path):
+    import signal
+    import time
+    from witnesskit import kill_group
+    bench = make_bench(repo, tmp_path)
+    bench.config(witness__sandbox="bwrap", witness__max_retries="2", witness__backoff="0")
+    tid = bench.task(bench.convoy(), "Crash me", "write a.txt committed", "commit first part",
+                     "hang-once")
+    main = git(repo, "rev-parse", "main")
+    w = bench.start_witness("--once", "--lease-ttl", "60")
+    try:
+        def committed_in_shadow():
+            for sess in bench.sessions(tid):
+                f = repo / ".git" / "brat" / "sessions" / sess["id"] / "shadow" / "heads" / tid
+                if f.exists() and f.read_text().strip() not in ("", main):
+                    return sess["id"], f.read_text().strip()
+            return None
+        found = bench.wait_for(lambda: committed_in_shadow() or w.poll() is not None, 60)
+        assert w.poll() is None and isinstance(found, tuple)
+        sid, commit = found
+        os.kill(w.pid, signal.SIGKILL)
+        w.wait(timeout=10)
+    finally:
+        kill_group(w)
+    deadline = time.monotonic() + 10
+    while _session_processes(sid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _session_processes(sid) == []          # its pid namespace went with the witness
+    bench.brat("witness", "run", "--once")        # recovers it, then the task runs again
+    assert bench.session(sid)["status"] == "crashed"
+    # The very commit the agent made in its sandbox is on its branch (not redone, not lost).
+    run_ok = subprocess.run(["git", "merge-base", "--is-ancestor", commit, f"brat/{tid}"],
+                            cwd=repo).returncode
+    assert run_ok == 0, git(repo, "log", "--oneline", f"main..brat/{tid}")
+    assert bench.show(tid)["status"] == "needs-review"
