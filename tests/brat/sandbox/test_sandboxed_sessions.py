@@ -173,7 +173,7 @@ def test_a_sandboxed_agent_dies_with_its_witness_and_recovery_keeps_its_commit(r
     tid = bench.task(bench.convoy(), "Crash me", "write a.txt committed", "commit first part",
                      "hang-once")
     main = git(repo, "rev-parse", "main")
-    w = bench.start_witness("--once", "--lease-ttl", "60")
+    w = bench.start_witness("--once", "--lease-ttl", "10")
     try:
         def committed_in_shadow():
             for sess in bench.sessions(tid):
@@ -192,7 +192,8 @@ def test_a_sandboxed_agent_dies_with_its_witness_and_recovery_keeps_its_commit(r
     while _session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _session_processes(sid) == []          # its pid namespace went with the witness
-    bench.brat("witness", "run", "--once")        # recovers it, then the task runs again
+    # Recovers it (at once, or once its lease runs out), then the task runs again.
+    bench.brat("witness", "run", "--once", timeout=240)
     assert bench.session(sid)["status"] == "crashed"
     # The very commit the agent made in its sandbox is on its branch (not redone, not lost).
     run_ok = subprocess.run(["git", "merge-base", "--is-ancestor", commit, f"brat/{tid}"],
