@@ -175,7 +175,9 @@ def test_a_sandboxed_agent_dies_with_its_witness_and_recovery_keeps_its_commit(r
     main = git(repo, "rev-parse", "main")
     w = bench.start_witness("--once", "--lease-ttl", "10")
     try:
-        def committed_in_shadow():
+        def committed_in_shadow():   # and hanging (its hang-once mark made)
+            if not (tmp_path / "fake-state" / f"hung-once-{tid}").exists():
+                return None
             for sess in bench.sessions(tid):
                 f = repo / ".git" / "brat" / "sessions" / sess["id"] / "shadow" / "heads" / tid
                 if f.exists() and f.read_text().strip() not in ("", main):
