@@ -14,6 +14,8 @@ from typing import Iterable, Mapping
 
 import msgspec
 
+import git_brat
+
 MODES = ("auto", "bwrap", "none")
 NETWORKS = ("open", "none")
 # Never readable inside a sandbox, whatever the config says: keys and the keyring.
@@ -102,7 +104,10 @@ def runtime_paths(env: Mapping[str, str]) -> list[str]:
     """What an engine needs to stay reachable wherever it lives: PATH, HOME, this Python."""
     out = [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
     out += [env.get("HOME", ""), sys.prefix, sys.base_prefix,
-            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))]
+            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+            # this installation's own code: the agents' `git brat` launchers import it from
+            # here, which may be a checkout or a virtualenv under /tmp (CI's are)
+            os.path.dirname(os.path.dirname(os.path.realpath(git_brat.__file__)))]
     for p in list(out):
         if p and os.path.exists(p):
             out.append(os.path.realpath(p))
