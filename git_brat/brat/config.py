@@ -59,6 +59,16 @@ class Witness(_Section):
                                "the task to review (true) or fails it (false).") = False
     poll: _d(float, "Seconds between looks for ready tasks when running without --once.",
              gt=0) = 5
+    sandbox: Annotated[Literal["auto", "bwrap", "none"], Meta(
+        description="Where sessions (setup, the engine and its children) run: bwrap, a "
+                    "bubblewrap sandbox that may write only the session's work tree, its "
+                    "branch, the object store, a private tmp and the engine's own state; "
+                    "none, unconfined; auto, bwrap when `bwrap` is on PATH.")] = "auto"
+    sandbox_network: Annotated[Literal["open", "none"], Meta(
+        description="A sandboxed session's network: open (engines call their model APIs) "
+                    "or none (loopback only, in a namespace of its own).")] = "open"
+    sandbox_hide: _d(list[str], "Paths a sandboxed session cannot read (\"~/\" is HOME), "
+                                "besides ~/.ssh and ~/.gnupg, which are always hidden.") = []
 
 
 class Refinery(_Section):
@@ -87,6 +97,11 @@ class Refinery(_Section):
                     "--once`.")] = "manual"
     max_attempts: _d(int, "Merge attempts of one request (check failures and conflicts "
                           "included) before its task is marked failed.", ge=1, le=100) = 3
+    sandbox: Annotated[Literal["auto", "bwrap", "none"], Meta(
+        description="Where the check runs: bwrap, a bubblewrap sandbox that reads the "
+                    "repository and writes only the check's work tree and a private tmp; "
+                    "none, unconfined; auto, bwrap on a hub that runs checks "
+                    "(hub.run_checks) when `bwrap` is on PATH, else none.")] = "auto"
     aging: _d(float, "Seconds of waiting that raise a request by one priority level, so no "
                      "request waits forever behind newer urgent ones; 0 turns aging off.",
               ge=0) = 600
@@ -156,6 +171,9 @@ class Engine(_Section):
     resume: _d(list[str] | None, "argv template that continues a conversation whose id is "
                                  "{resume_id}; unset: the engine cannot resume.",
                min_length=1) = None
+    state: _d(list[str] | None, "Where the engine keeps its own state, writable in a sandbox "
+                                "(\"~/x/\" a directory, \"~/x\" a file, \"$VAR|~/x/\" the "
+                                "variable's value when set); unset: the preset's.") = None
 
 
 class Config(_Section):
@@ -463,7 +481,7 @@ def default_text(overrides: dict[str, Any] | None = None, hub: bool = False) -> 
                    "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
                    "timeout": 3600,
                    "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"],
-                   "scratch": [".cache-of-my-agent/"]}[f.name]
+                   "scratch": [".cache-of-my-agent/"], "state": ["~/.my-agent/"]}[f.name]
         out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
         out.append(f"# {f.name} = {show_value(example)}")
     return "\n".join(out) + "\n"

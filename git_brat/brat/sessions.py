@@ -88,6 +88,7 @@ class SessionDetail(msgspec.Struct):
     log: str
     output_tail: str
     kept: list[str] = []       # refs its commits that no branch held were kept on
+    sandbox: str = ""          # what it ran in: bwrap or none ("" before sandboxes existed)
 
 
 def detail(g: Grite, e: Entity) -> SessionDetail:
@@ -100,7 +101,8 @@ def detail(g: Grite, e: Entity) -> SessionDetail:
         e.get("attempt", 1), iso(e.created_at), iso(ended) if ended else None, e.get("exit_code"),
         e.get("reason", ""), e.get("salvaged", ""), log_path(g, e.id), e.get("output_tail", ""),
         [k for k in (e.get("kept") if isinstance(e.get("kept"), list) else [])
-         if isinstance(k, str)])
+         if isinstance(k, str)],
+        e.get("sandbox") if e.get("sandbox") in ("bwrap", "none") else "")
 
 
 def of_task(board: Board, tid: str) -> list[Entity]:

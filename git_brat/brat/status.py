@@ -98,6 +98,7 @@ class Status(msgspec.Struct):
     not_started: list[NotStarted] = []    # ready tasks the witness passes over, and why
     dead_sessions: list[DeadSession] = []  # live in the log, their witness gone on this host
     no_branch: list[str] = []  # merge-queue tasks whose branch is not in this clone
+    sandbox: str = ""          # where new sessions run here: bwrap or none (witness.sandbox)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -270,13 +271,17 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     from git_brat.brat.deacon import last_run
     from git_brat.grite.sync.install import hooks_warning
     warnings = [w for w in (hooks_warning(g.store),) if w]
+    from git_brat.brat.engines import sandbox
+    if (box := sandbox.unconfined_warning(cfg.witness.sandbox)):
+        warnings.append(box)
     if ready and (engine := pick.engine_problem(cfg)):
         warnings.append(f"witness.engine: {engine}: `git brat witness run` cannot work on the "
                         f"ready tasks")
     return Status(iso(now_ms), cid, convoys, ready, sessions, queue, lease_list, todo,
                   recovery(g, board, tasks, lease_problems), last_run(g, board.state),
                   warnings, not_started, dead,
-                  [t for t in unreached if tasks is None or t in tasks])
+                  [t for t in unreached if tasks is None or t in tasks],
+                  sandbox.effective(cfg.witness.sandbox))
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

@@ -19,8 +19,10 @@ from git_brat.git.store import Store
 # Settings that run code on this machine or choose what runs: from the committed file (which
 # any pusher can change) they take effect only with values this user approved. The committed
 # refinery.trigger never takes effect at all: hooks start the refinery only on a local setting.
+# The sandbox settings too: a pusher must not be able to take every clone's sandbox away.
 GUARDED = ("witness.engine", "witness.setup", "refinery.check", "mayor.engine", "locks.remote",
-           "engines", "hub")
+           "engines", "hub", "witness.sandbox", "witness.sandbox_network",
+           "witness.sandbox_hide", "refinery.sandbox")
 # Whether git hooks start the refinery: this clone's git config, never a committed file.
 HOOK_TRIGGER = "brat.hookTrigger"
 EXIT_UNAPPROVED = 7   # documented in docs/reference.md

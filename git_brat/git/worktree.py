@@ -185,6 +185,11 @@ def set_ref(where: str, ref: str, new: str, old: str | None = None) -> bool:
     return _git(where, args).ok
 
 
+def private_git_dir(path: str) -> str | None:
+    """The private git dir of a linked work tree (HEAD, index, logs): what its `.git` file names."""
+    return _private_git_dir(path)
+
+
 def _private_git_dir(path: str) -> str | None:
     """The private git dir of a linked work tree (what its `.git` file points at)."""
     try:

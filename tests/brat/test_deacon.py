@@ -164,6 +164,9 @@ def test_a_detached_deacon_loops_until_deacon_stop(brepo):
 def test_the_deacon_recovers_a_sigkilled_witness_sessions(repo, tmp_path):
     from witnesskit import alive, kill_group, make_bench
     bench = make_bench(repo, tmp_path)
+    # Unconfined: the agent must outlive its witness here, and is watched by the pids it
+    # records; a sandboxed agent dies with its witness (its pid namespace goes with it).
+    bench.config(witness__sandbox="none")
     t = bench.task(bench.convoy(), "Crash me", "write a.txt committed", "commit first part",
                    "hang-once")
     w = bench.start_witness("--once", "--lease-ttl", "60")

@@ -13,6 +13,9 @@ from witnesskit import alive, kill_group
 
 
 def test_status_right_after_the_witness_is_killed_shows_its_session_crashed(bench, tmp_path):
+    # Unconfined: the agent must outlive its witness here, and is watched by the pids it
+    # records; a sandboxed agent dies with its witness (its pid namespace goes with it).
+    bench.config(witness__sandbox="none")
     t = bench.task(bench.convoy(), "Crash me", "write a.txt x", "commit a", "hang-once")
     w = bench.start_witness("--once", "--lease-ttl", "120")
     try:

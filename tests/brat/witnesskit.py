@@ -23,6 +23,10 @@ class Bench:
         self.record = tmp / "record.jsonl"
         self.env = {"PATH": f"{BIN}{os.pathsep}{AGENTS}{os.pathsep}{os.environ['PATH']}",
                     "FAKE_RECORD": str(self.record), "FAKE_STATE": str(tmp / "fake-state")}
+        # The fake agent's record and state are its engine state: writable in a sandbox.
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.record.touch()
+        self.state = json.dumps([str(self.record), str(tmp / "fake-state") + "/"])
 
     def brat(self, *args, **kw):
         cwd = kw.pop("cwd", self.repo)
@@ -83,7 +87,11 @@ def make_bench(repo: Path, tmp: Path, engine: str = "fake") -> Bench:
     b = Bench(repo, tmp)
     brat(repo, "init")
     b.config(engines__fake__command=json.dumps(["python3", str(FAKE), "{prompt}"]),
-             witness__engine=engine, witness__backoff="0", witness__max_retries="2")
+             witness__engine=engine, witness__backoff="0", witness__max_retries="2",
+             engines__fake__state=b.state)
+    # The fake agent stands in for claude too (tests/brat/agents/claude).
+    for name in {engine, "claude"} - {"fake"}:
+        b.config(**{f"engines__{name}__state": b.state})
     return b
 
 

@@ -7,11 +7,16 @@ edited the file and committed it, that its output reads as the preset says
 (`engines.read_result`), and, for the engines that resume, that a second run with the `resume`
 template carries the first run's conversation to the model. The witness tests run
 `git brat witness run --once` end to end: to review, to a timeout, through a crash.
+
+Each runs twice: unconfined, and in the bubblewrap sandbox a witness session gets
+(witness.sandbox = "bwrap"; skipped with the reason where bwrap is missing).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -24,6 +29,10 @@ from helpers import git, make_repo
 from git_brat.brat import engines
 
 RESUMES = ("claude", "codex", "opencode", "gemini", "copilot", "aider")
+TID = "7" * 32          # the task a direct run's work tree is named for, as the witness names it
+SANDBOXES = [pytest.param("none", id="unconfined"),
+             pytest.param("bwrap", id="bwrap", marks=pytest.mark.skipif(
+                 shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"))]
 
 
 def task_text(name: str, line: str) -> str:
@@ -39,16 +48,37 @@ def preset_for(box: Sandbox) -> engines.Preset:
 
 
 def drive(box: Sandbox, repo: Path, session_dir: Path, prompt: str, resume_id: str = "",
-          session_uuid: str = ""):
+          session_uuid: str = "", sandbox: str = "none"):
     p = preset_for(box)
-    session_dir.mkdir(parents=True, exist_ok=True)
+    (session_dir / "engine").mkdir(parents=True, exist_ok=True)
     (session_dir / "prompt.txt").write_text(prompt)
     inv = engines.invocation(p, prompt, str(repo), str(session_dir), resume_id=resume_id,
                              session_uuid=session_uuid)
     assert inv.resumed == bool(resume_id)
-    run = box.run(inv.argv, repo, env=inv.env, stdin=inv.stdin, timeout=120)
+    argv, back = inv.argv, None
+    if sandbox == "bwrap":
+        argv, back = confined(box, p, repo, session_dir, inv.argv)
+    run = box.run(argv, repo, env=inv.env, stdin=inv.stdin, timeout=120)
+    if back:
+        back()
     run.prompt = prompt
     return p, run, engines.read_result(p, run.out)
+
+
+def confined(box: Sandbox, p: engines.Preset, wt: Path, session_dir: Path, argv: list[str]):
+    """argv in the sandbox a witness session gets, and what brings its branch back after."""
+    from git_brat.brat.config import Config
+    from git_brat.brat.engines import sandbox
+    from git_brat.brat.witness import confine
+    from git_brat.git.store import Store
+    store = Store.discover(str(wt))
+    sid, start = uuid.uuid4().hex, git(wt, "rev-parse", "HEAD")
+    env = {**os.environ, **box.env}
+    plan = confine.plan(store, sid, TID, str(wt), p, Config(), env, start)
+    plan.writable.append(str(session_dir))   # the direct runs' session directories
+    plan.reachable += [str(box.root), str(session_dir)]
+    return sandbox.argv(plan, argv, sandbox.bwrap_path()), \
+        lambda: confine.restore_branch(store, sid, TID, f"brat/{TID}", start)
 
 
 def worktree(tmp_path: Path, name: str) -> Path:
@@ -58,8 +88,8 @@ def worktree(tmp_path: Path, name: str) -> Path:
         # aider keeps its repo-map cache (.aider.tags.cache.v4/) in the work tree; a user's
         # repository ignores it (aider's own advice), the witness has to as well.
         (repo / ".git" / "info" / "exclude").write_text(".aider*\n")
-    wt = repo / ".git" / "brat" / "worktrees" / "t1"
-    git(repo, "worktree", "add", "-q", "-b", "brat/t1", str(wt))
+    wt = repo / ".git" / "brat" / "worktrees" / TID
+    git(repo, "worktree", "add", "-q", "-b", f"brat/{TID}", str(wt))
     return wt
 
 
@@ -67,8 +97,9 @@ def conversation_text(req: dict) -> str:
     return json.dumps(req.get("body"))
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", ENGINES)
-def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
+def test_engine_edits_commits_and_resumes_offline(name, sandbox, sandbox_for, tmp_path):
     """The preset's argv edits the file and commits; its output reads as the preset says; and
     where it resumes, a second run with the resume template carries the first conversation."""
     box = sandbox_for(name)
@@ -80,7 +111,7 @@ def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
     sessions = tmp_path / "brat" / "sessions"
     first, later = sessions / uuid.uuid4().hex, sessions / uuid.uuid4().hex
     p, run, res = drive(box, repo, first, task_text(name, f"hello from {name}"),
-                        session_uuid=sid)
+                        session_uuid=sid, sandbox=sandbox)
     assert run.rc == 0, run.show()
     assert run.model_requests(), "the engine never reached the fake model\n" + run.show()
     assert (repo / "greeting.txt").read_text() == f"hello from {name}\n", run.show()
@@ -107,7 +138,7 @@ def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
         conv = str(first)
     assert conv, (res, run.show())
     p, second, res2 = drive(box, repo, later, task_text(name, "second words"),
-                            resume_id=conv)
+                            resume_id=conv, sandbox=sandbox)
     assert second.rc == 0, second.show()
     seen = [r for r in second.model_requests() if "second words" in conversation_text(r)]
     assert seen, second.show()
@@ -118,14 +149,15 @@ def test_engine_edits_commits_and_resumes_offline(name, sandbox_for, tmp_path):
         assert res2.session_id == conv, (res2, conv)
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", ENGINES)
-def test_engine_reports_a_failing_model(name, sandbox_for, tmp_path):
+def test_engine_reports_a_failing_model(name, sandbox, sandbox_for, tmp_path):
     """A model that refuses every request: the run must not read as a success."""
     box = sandbox_for(name)
     repo = worktree(tmp_path, name)
     p, run, res = drive(box, repo, tmp_path / "session",
                         "Greet the world\n\nFAKE-FAIL\nFAKE-EDIT: greeting.txt: never\n",
-                        session_uuid=str(uuid.uuid4()))
+                        session_uuid=str(uuid.uuid4()), sandbox=sandbox)
     print(f"\n{name}: exit {run.rc} result={res}")
     assert any(r.get("kind") == "refused" for r in run.requests), run.show()
     if name == "aider":
@@ -166,8 +198,9 @@ def witness_repo(box: Sandbox, tmp_path: Path, body: str, **config: str):
     return repo, tid, brat, env
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", ENGINES)
-def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
+def test_witness_runs_the_engine_to_review(name, sandbox, sandbox_for, tmp_path):
     """`git brat witness run --once --engine NAME`: the engine's commit on brat/<task>, the task
     waiting for review, the session recorded with the engine's own conversation id."""
     why = _witness_available()
@@ -176,7 +209,8 @@ def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
     box = sandbox_for(name)
     repo, tid, brat, env = witness_repo(
         box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
-        f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0")
+        f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
+        witness__sandbox=sandbox)
     p = preset_for(box)
     run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
                    "--timeout", "120"], repo, env=env, timeout=150)
@@ -193,15 +227,16 @@ def test_witness_runs_the_engine_to_review(name, sandbox_for, tmp_path):
     assert json.loads(brat("task", "show", tid, "--json").out)["status"] == "needs-review"
     [s] = [s for s in json.loads(brat("session", "list", "--all", "--json").out)
            if s["task"] == tid]
-    assert s["engine"] == name
+    assert s["engine"] == name and s["sandbox"] == sandbox
     d = json.loads(brat("session", "show", s["id"], "--json").out)
     assert d["exit_code"] == 0, d
     if p.session_keys or p.new_session_args:
         assert d["engine_session"], d
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", ENGINES)
-def test_witness_stops_a_hung_engine_at_the_timeout(name, sandbox_for, tmp_path):
+def test_witness_stops_a_hung_engine_at_the_timeout(name, sandbox, sandbox_for, tmp_path):
     """The model never answers: the witness's timeout stops the real engine, every process of
     it (the autouse fixture checks that none is left), and records the session as timed out."""
     why = _witness_available()
@@ -210,7 +245,7 @@ def test_witness_stops_a_hung_engine_at_the_timeout(name, sandbox_for, tmp_path)
     box = sandbox_for(name)
     repo, tid, brat, env = witness_repo(
         box, tmp_path, "FAKE-EDIT: greeting.txt: never\nFAKE-HANG\n",
-        witness__max_retries="0")
+        witness__max_retries="0", witness__sandbox=sandbox)
     run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
                    "--timeout", "5", "--json"], repo, env=env, timeout=90)
     assert run.rc == 1, run.show()
@@ -223,9 +258,10 @@ def test_witness_stops_a_hung_engine_at_the_timeout(name, sandbox_for, tmp_path)
 CRASH = Path(__file__).resolve().parent / "crash.py"
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", [n for n in RESUMES if n != "aider"])   # no conversation id
-def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, sandbox_for,
-                                                                      tmp_path):
+def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, sandbox,
+                                                                      sandbox_for, tmp_path):
     """The witness dies (SIGKILL) while the engine waits on the model; the next witness stops
     the orphan, and its new session continues the same conversation with the preset's resume
     template, from the conversation id recorded for the crashed session."""
@@ -236,7 +272,7 @@ def test_witness_recovers_a_crash_and_resumes_the_engines_conversation(name, san
     repo, tid, brat, env = witness_repo(
         box, tmp_path, f"FAKE-EDIT: greeting.txt: hello from {name}\n"
         f"FAKE-COMMIT: greeting from {name}\nFAKE-HANG\n",
-        witness__max_retries="1", witness__backoff="0")
+        witness__max_retries="1", witness__backoff="0", witness__sandbox=sandbox)
     marker, out1, out2 = (tmp_path / f for f in ("hung", "witness-1", "witness-2"))
     witness = ["git-brat", "witness", "run", "--once", "--engine", name, "--timeout", "120",
                "--lease-ttl", "60"]

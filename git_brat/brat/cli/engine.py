@@ -7,8 +7,10 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 
 import click
+import msgspec
 
 from git_brat.brat import engines
+from git_brat.brat.engines import sandbox
 from git_brat.brat.cli.common import load_config, open_grite
 from git_brat.clikit import emit, json_option, table
 
@@ -34,13 +36,18 @@ def list_(as_json):
     """Every engine: binary, on PATH or not, version, the argv a session runs."""
     g = open_grite()
     cfg = load_config(g)
-    infos = _infos(engines.all_names(cfg.engines), cfg, g)
+    box = sandbox.effective(cfg.witness.sandbox)
+    infos = [msgspec.structs.replace(i, sandbox=box)
+             for i in _infos(engines.all_names(cfg.engines), cfg, g)]
 
     def human():
         rows = [[i.name, i.binary or "-", "yes" if i.path else "no", i.version or "-",
                  shlex.join(i.argv) if i.argv else "(set engines.shell.command)"] for i in infos]
+        said = sandbox.unconfined_warning(cfg.witness.sandbox)
         return table([["ENGINE", "BINARY", "ON PATH", "VERSION", "ARGV"], *rows],
-                     [9, 8, 7, 14, None])
+                     [9, 8, 7, 14, None]) + \
+            (f"\nwarning: {said}" if said else f"\nsessions run in: {box} "
+             f"(witness.sandbox = {cfg.witness.sandbox})")
     emit(as_json, infos, human)
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import click
+import msgspec
 
 from git_brat.brat import sessions
 from git_brat.brat import board as model
 from git_brat.brat import tasks
 from git_brat.brat.cli.common import board, needs_text, open_grite, shorts, task_rows
 from git_brat.brat.cli.common import state as cli_state
+from git_brat.brat.witness import gate
 from git_brat.clikit import emit, json_option, table, when
 from git_brat.errors import UsageError
 
@@ -45,6 +49,35 @@ def _detail_text(g, d: model.TaskDetail, b=None) -> str:
             move = f"{h.from_status} -> {h.to_status}" if h.from_status else f"created {h.to_status}"
             extra = ("  FORCED" if h.forced else "") + (f"  ({h.reason})" if h.reason else "")
             lines.append(f"  {when(h.at)}  {move:<26} {h.actor}{extra}")
+    for c in d.comments:
+        lines += ["", f"--- {c.author}, {when(c.created_at)}", c.body]
+    return "\n".join(lines)
+
+
+def _gated(op: str, task_id: str | None, message: str, as_json: bool, said: str) -> bool:
+    """In a sandboxed session ($BRAT_GATE set): ask the witness, which writes for the agent;
+    False outside one."""
+    path = os.environ.get(gate.ENV)
+    if not path:
+        return False
+    answer = gate.ask(path, op, task_id, message)
+    d = msgspec.convert(answer["detail"], model.TaskDetail)
+    if as_json:
+        emit(True, d, lambda: None)
+    elif op == "show":
+        emit(False, None, lambda: _plain_text(d))
+    else:
+        emit(False, None, lambda: said.format(tid=d.id[:7], sid=answer["session"][:7]))
+    return True
+
+
+def _plain_text(d: model.TaskDetail) -> str:
+    """A task as a sandboxed agent sees it (through the witness, without the board)."""
+    lines = [f"{d.id}  [{d.status}]", d.title, "", f"next:      {', '.join(d.allowed) or '-'}"]
+    if d.paths:
+        lines.append(f"paths:     {', '.join(d.paths)}")
+    if d.body:
+        lines += ["", d.body.rstrip()]
     for c in d.comments:
         lines += ["", f"--- {c.author}, {when(c.created_at)}", c.body]
     return "\n".join(lines)
@@ -121,6 +154,8 @@ def show(task_id, as_json):
 
     Without TASK_ID, inside a session's work tree: that session's task.
     """
+    if _gated("show", task_id, "", as_json, ""):
+        return
     g = open_grite()
     tid, _sess = _here(g, task_id)
     b = board(g)
@@ -137,6 +172,8 @@ def done(task_id, message, as_json):
 
     Fenced with the session's lease: an agent whose lease has passed to another session is refused.
     """
+    if _gated("done", task_id, message, as_json, "{tid}: done reported by session {sid}"):
+        return
     g = open_grite()
     tid, sess = _here(g, task_id)
     if sess is None:
@@ -152,6 +189,8 @@ def done(task_id, message, as_json):
 @json_option
 def block(task_id, message, as_json):
     """Block the task with a reason (from a session: fenced with its lease)."""
+    if _gated("block", task_id, message, as_json, "{tid}: blocked"):
+        return
     g = open_grite()
     tid, sess = _here(g, task_id)
     if sess is None:
@@ -200,6 +239,8 @@ def update(task_id, status, force, reason, title, body, priority, as_json):
 @json_option
 def comment(task_id, message, as_json):
     """Add a comment to a task (without TASK_ID: the task of the session work tree here)."""
+    if _gated("comment", task_id, message, as_json, "commented on {tid}"):
+        return
     g = open_grite()
     tid, sess = _here(g, task_id)
     sessions.comment(g, tid, sess, message)

@@ -51,7 +51,7 @@ def resolve(name: str, configured: "Mapping[str, Any] | None" = None) -> Preset:
         value = getattr(over, key)
         if value is not None:
             fields[key] = value
-    for key in ("resume", "scratch"):
+    for key in ("resume", "scratch", "state"):
         value = getattr(over, key)
         if value is not None:
             fields[key] = list(value)

@@ -50,6 +50,10 @@ class Preset(msgspec.Struct, kw_only=True):
     # Files the engine leaves in the work tree that are its own, not work (caches): never
     # committed for it.
     scratch: list[str] = []
+    # Where the engine keeps its own state (config, sessions, caches): writable in a sandbox,
+    # where the rest of HOME is read-only. "~/x/" a directory, "~/x" a file, "$VAR|~/x/" the
+    # variable's value when it is set.
+    state: list[str] = []
 
     @property
     def binary(self) -> str:
@@ -63,6 +67,7 @@ class Preset(msgspec.Struct, kw_only=True):
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         name="claude", package="npm @anthropic-ai/claude-code",
+        state=["$CLAUDE_CONFIG_DIR|~/.claude/", "~/.claude.json"],
         # Not acceptEdits: it refuses every write under .git/ ("a sensitive file"), and the
         # session work trees live in .git/brat/worktrees/. Skipping permissions needs
         # IS_SANDBOX=1 when running as root.
@@ -77,21 +82,21 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True},
         resume_id_format=UUID),
     Preset(
-        name="aider", package="pypi aider-chat", scratch=[".aider*"],
+        name="aider", package="pypi aider-chat", scratch=[".aider*"], state=["~/.aider/"],
         # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
         argv=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
               "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
-              "--no-detect-urls", "--chat-history-file", "{session_dir}/aider.chat.md",
-              "--input-history-file", "{session_dir}/aider.input.history"],
+              "--no-detect-urls", "--chat-history-file", "{session_dir}/engine/aider.chat.md",
+              "--input-history-file", "{session_dir}/engine/aider.input.history"],
         model_args=["--model", "{model}"], env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         resume=["aider", "--message", "{prompt}", "--yes-always", "--no-check-update",
                 "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--no-pretty",
                 "--no-detect-urls", "--restore-chat-history",
-                "--chat-history-file", "{resume_id}/aider.chat.md",
-                "--input-history-file", "{resume_id}/aider.input.history"],
+                "--chat-history-file", "{resume_id}/engine/aider.chat.md",
+                "--input-history-file", "{resume_id}/engine/aider.input.history"],
         resume_id_format=SESSION_DIR),
     Preset(
-        name="codex", package="npm @openai/codex",
+        name="codex", package="npm @openai/codex", state=["$CODEX_HOME|~/.codex/"],
         argv=["codex", "exec", "--json", "--skip-git-repo-check",
               "--dangerously-bypass-approvals-and-sandbox", "-C", "{workdir}", "{prompt}"],
         result="json", model_args=["-m", "{model}"],
@@ -103,6 +108,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         error_when={"type": "error"}, resume_id_format=UUID),
     Preset(
         name="opencode", package="npm opencode-ai",
+        state=["$XDG_DATA_HOME/opencode|~/.local/share/opencode/",
+               "$XDG_STATE_HOME/opencode|~/.local/state/opencode/",
+               "$XDG_CACHE_HOME/opencode|~/.cache/opencode/",
+               "$XDG_CONFIG_HOME/opencode|~/.config/opencode/"],
         argv=["opencode", "run", "--format", "json", "--dir", "{workdir}", "{prompt}"],
         result="json", model_args=["-m", "{model}"],
         resume=["opencode", "run", "--format", "json", "--dir", "{workdir}", "-s", "{resume_id}",
@@ -110,7 +119,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["sessionID"], message_keys=["part.text"], error_when={"type": "error"},
         resume_id_format=r"ses_[A-Za-z0-9]{1,64}"),
     Preset(
-        name="gemini", package="npm @google/gemini-cli",
+        name="gemini", package="npm @google/gemini-cli", state=["~/.gemini/"],
         # stream-json, not json: json is one pretty-printed document, unreadable line by line
         # once its stderr warnings (always some) are mixed in; stream-json is JSONL.
         argv=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo"],
@@ -124,12 +133,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["session_id"], message_keys=["content", "response"], error_when={},
         resume_id_format=UUID),
     Preset(
-        name="cn", package="npm @continuedev/cli",
+        name="cn", package="npm @continuedev/cli", state=["$CONTINUE_GLOBAL_DIR|~/.continue/"],
         argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
         result="json", session_keys=[], message_keys=["response"],
         error_when={"status": "error"}),
     Preset(
         name="copilot", package="npm @github/copilot",
+        # It unpacks its bundled package under the cache directory on every start.
+        state=["$COPILOT_HOME|~/.copilot/", "$XDG_CACHE_HOME/copilot|~/.cache/copilot/"],
         argv=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
               "-C", "{workdir}"],
         result="json", model_args=["--model", "{model}"],

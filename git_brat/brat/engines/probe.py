@@ -27,6 +27,7 @@ class EngineInfo(msgspec.Struct):
     argv: list[str]              # what a session would run (prompt shown as <prompt>)
     env: dict[str, str]
     timeout: float | None
+    sandbox: str = ""            # where its sessions run here: bwrap or none (witness.sandbox)
 
 
 # Generous: `engine list` asks every engine at once, and a node tool that relaunches itself

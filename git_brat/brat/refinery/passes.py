@@ -16,7 +16,7 @@ from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import Updated
 from git_brat.brat.board import Board
-from git_brat.brat.refinery.check import kill, run_check
+from git_brat.brat.refinery.check import check_plan, kill, run_check
 from git_brat.brat.refinery.outcomes import Outcome, Outcomes
 from git_brat.brat.refinery.queue import Move, Request
 from git_brat.grite.model import events as ev
@@ -480,8 +480,10 @@ class Refinery(Outcomes):
         def started(proc) -> None:
             self._check = proc
         try:
-            return run_check(self.rc.check, worktree_path(self.g), self.rc.check_timeout, log,
-                             self.check_pid_path(), started, self.renew)
+            tree = worktree_path(self.g)
+            return run_check(self.rc.check, tree, self.rc.check_timeout, log,
+                             self.check_pid_path(), started, self.renew,
+                             check_plan(self.store, self.cfg, tree))
         finally:
             self._check = None
 

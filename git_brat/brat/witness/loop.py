@@ -344,7 +344,7 @@ class Witness:
     def _launch(self, live: LiveSession, info: dict) -> bool:
         """(worker) Prepare the work tree and prompt, start setup or the engine; True if it ended."""
         try:
-            session.prepare(self.g, live, info, self.cfg.witness.setup, self._engine_version)
+            session.prepare(self.g, live, info, self.cfg, self._engine_version)
             return False
         except (GriteError, OSError) as exc:
             live.setup_failed = exc.message if isinstance(exc, GriteError) else str(exc)

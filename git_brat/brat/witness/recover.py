@@ -17,6 +17,7 @@ from git_brat.brat import tasks
 from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Preset, runner
+from git_brat.brat.witness import confine
 from git_brat.brat.witness.session import TAIL_LINES, agent_env, salvage, stop_strays
 from git_brat.errors import GriteError, NotFound
 from git_brat.grite import locks
@@ -164,6 +165,11 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
         if agent is not None:
             killed = process.stop_recorded_group(agent)
         killed = bool(stop_strays(s.id)) or killed
+        # A sandboxed agent committed to its branch's shadow: bring that back first.
+        try:
+            confine.restore_branch(g.store, s.id, tid, branch, str(s.get("start_head", "")))
+        except (GriteError, OSError):
+            pass   # its shadow is kept: the next recovery tries again
         if os.path.isdir(layout.worktree(g.store, tid)):
             preset_name = s.get("engine", "agent")
             try:

@@ -12,14 +12,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Literal, NamedTuple
 
+import msgspec
+
 from git_brat import process, redact
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat.board import Board
-from git_brat.brat.engines import Invocation, Preset, runner
-from git_brat.brat.witness import prompt
+from git_brat.brat.config import Config
+from git_brat.brat.engines import Invocation, Preset, runner, sandbox
+from git_brat.brat.witness import confine, gate, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import open_private, private_dir
@@ -66,6 +69,9 @@ class LiveSession:
     busy: bool = False         # a worker is starting or ending it: leave it alone
     claimed: bool = False      # its lease was taken and the session recorded
     prepared: dict = field(default_factory=dict)   # session fields not yet recorded
+    sandbox: str = "none"      # what it runs in: bwrap or none
+    plan: sandbox.Plan | None = None
+    gate: gate.Gate | None = None
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -199,6 +205,7 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
     if strays:
         log_line(live.log, f"stopped {len(strays)} process(es) the agent left outside its "
                            f"group: {' '.join(map(str, strays))}")
+    unconfine(store, live)
     engine_ran = live.phase == "engine"
     output = runner.read_from(live.log, live.engine_offset) if engine_ran else ""
     result = engines.read_result(preset, output) if engine_ran else None
@@ -284,10 +291,10 @@ def prompt_of(g: Grite, live: LiveSession) -> str:
         return ""
 
 
-def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
+def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
             engine_version: Callable[[], str]) -> None:
     """(worker) The work tree, the prompt and the engine's command, then setup or the engine."""
-    tid, preset = live.tid, live.preset
+    tid, preset, setup = live.tid, live.preset, cfg.witness.setup
     private_dir(os.path.dirname(live.log))   # logs and prompts: 0600 in 0700 directories
     sdir = private_dir(layout.session_dir(g.store, live.sid))
     resumed_branch = make_worktree(g, live)
@@ -295,6 +302,8 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
     task: Entity = info["task"]
     prior: list[Entity] = info["prior"]
     live.env = agent_env(g, preset, live.sid, tid, live.worktree)
+    os.makedirs(confine.engine_dir(g.store, live.sid), exist_ok=True)
+    confine_session(g, live, cfg)
     # What the previous sessions leave this one: a conversation to resume, a reply, a failure.
     reply_id, reply = ss.pending_reply(task, prior)
     last = prior[-1] if prior else None
@@ -327,14 +336,14 @@ def prepare(g: Grite, live: LiveSession, info: dict, setup: str,
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
               "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
-              "engine_session": live.session_uuid or resume_id}
+              "engine_session": live.session_uuid or resume_id, "sandbox": live.sandbox}
     live.prepared = fields   # recorded with the pid, in one event, once it runs
     log_line(live.log, f"session {live.sid} task {tid} ({live.title}) engine "
                        f"{preset.name} branch {live.branch} base {live.base[:12]}")
     if setup:
         log_line(live.log, f"setup: {setup}")
         inv = Invocation(["sh", "-c", setup], {}, None, False)
-        live.popen, proc = runner.spawn(inv, live.worktree, live.log, live.env)
+        live.popen, proc = runner.spawn(confined(live, inv), live.worktree, live.log, live.env)
         record_proc(g, live, proc, "setup")
     else:
         spawn_engine(g, live)
@@ -386,8 +395,52 @@ def spawn_engine(g: Grite, live: LiveSession) -> None:
     log_line(live.log, "engine: " + shlex.join(engines.shown_argv(
         live.inv.argv, prompt_of(g, live))))
     live.engine_offset = os.path.getsize(live.log)
-    live.popen, proc = runner.spawn(live.inv, live.worktree, live.log, live.env)
+    live.popen, proc = runner.spawn(confined(live, live.inv), live.worktree, live.log, live.env)
     record_proc(g, live, proc, "running")
+
+
+def confine_session(g: Grite, live: LiveSession, cfg: Config) -> None:
+    """(worker) Under witness.sandbox = bwrap: the session's sandbox, its branch's shadow,
+    and the gate its agent's task commands go through."""
+    live.sandbox = confine.mode(cfg)
+    if live.sandbox != "bwrap":
+        return
+    if sandbox.bwrap_path() is None:
+        raise UsageError("witness.sandbox = \"bwrap\" but `bwrap` is not on PATH: install "
+                         "bubblewrap (apt-get install bubblewrap), or set witness.sandbox to "
+                         "\"auto\" or \"none\"")
+    live.plan = confine.plan(g.store, live.sid, live.tid, live.worktree, live.preset, cfg,
+                             live.env, live.start_head)
+    live.gate = gate.Gate(g.store, live.sid, live.tid, gate.socket_path())
+    live.env[gate.ENV] = live.gate.path
+    live.plan.protect.append(os.path.dirname(live.gate.path))   # reachable, read-only
+    log_line(live.log, "sandbox: bwrap (network "
+                       f"{'open' if live.plan.network else 'none'})")
+
+
+def confined(live: LiveSession, inv: Invocation) -> Invocation:
+    if live.plan is None:
+        return inv
+    plan = msgspec.structs.replace(live.plan, reachable=[
+        *live.plan.reachable, *sandbox.named_paths([*inv.argv, *inv.env.values()])])
+    return Invocation(sandbox.argv(plan, inv.argv, sandbox.bwrap_path() or "bwrap"),
+                      inv.env, inv.stdin, inv.resumed)
+
+
+def unconfine(store, live: LiveSession) -> None:
+    """(worker, its processes gone) Close the gate, and bring the agent's branch back from
+    its shadow before anything reads or commits to it."""
+    if live.gate is not None:
+        live.gate.close()
+        live.gate = None
+    if live.plan is not None:
+        try:
+            note = confine.restore_branch(store, live.sid, live.tid, live.branch,
+                                          live.start_head)
+        except (GriteError, OSError) as exc:   # the shadow stays: recovery tries again
+            note = f"could not move {live.branch} to the session's commits: {exc}"
+        if note:
+            log_line(live.log, note)
 
 
 def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) -> None:
@@ -406,4 +459,5 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
            "publish_log", "stop_strays", "prepare", "make_worktree",
-           "spawn_engine", "record_proc", "log_line", "prompt_of"]
+           "spawn_engine", "record_proc", "log_line", "prompt_of", "confine_session",
+           "confined", "unconfine"]

@@ -121,7 +121,10 @@ class Chaos:
         cfg = {"engines.chaos.command": json.dumps([sys.executable, str(AGENT), "{prompt}"]),
                "witness.engine": "chaos", "witness.heartbeat": "1", "witness.lease_ttl": "5",
                "witness.poll": "0.5", "witness.backoff": "0", "witness.max_retries": "3",
-               "witness.timeout": "60", "deacon.interval": "1", "deacon.sync_interval": "1"}
+               "witness.timeout": "60", "deacon.interval": "1", "deacon.sync_interval": "1",
+               # Chaos kills agents by the pids they write to $CHAOS_PIDS: unconfined, as a
+               # sandboxed agent's pids are its own namespace's and that directory is not its.
+               "witness.sandbox": "none"}
         for k, v in cfg.items():
             self.git(seed, "brat", "config", "set", k, v)
         self.git(seed, "add", ".brat")

@@ -217,6 +217,9 @@ def test_an_agent_that_moves_the_target_itself_is_an_intervention_and_the_checko
     brat(repo, "config", "set", "engines.mover.command", json.dumps(["sh", "-c", script,
                                                                         "{prompt}"]))
     brat(repo, "config", "set", "witness.engine", "mover")
+    # Unconfined: a sandboxed agent cannot move main at all (tests/brat/sandbox/ proves it);
+    # this is the guard for agents that run without one.
+    brat(repo, "config", "set", "witness.sandbox", "none")
     git(repo, "commit", "-qam", "engine")
     before = git(repo, "rev-parse", "main")
     if dirty:
@@ -252,6 +255,8 @@ def test_an_agent_that_merges_a_target_someone_else_moved_is_not_taken_for_movin
     brat(repo, "config", "set", "engines.merger.command", json.dumps(["sh", "-c", script,
                                                                          "{prompt}"]))
     brat(repo, "config", "set", "witness.engine", "merger")
+    # Unconfined: the agent stands in for the colleague moving main, which a sandbox refuses.
+    brat(repo, "config", "set", "witness.sandbox", "none")
     tid = brat(repo, "task", "create", "--convoy", convoy(repo), "Merger").out.strip()
     brat(repo, "witness", "run", "--once")
     assert status_of(repo, tid) == "needs-review"

@@ -31,6 +31,7 @@ def test_listing_engines_runs_no_command_from_the_committed_config(bench, repo, 
     assert not marker.exists()
     # The witness asks the version of the engine it is about to run: not of this one either.
     bench.task(bench.convoy(), "t", "commit a")
+    bench.config(witness__sandbox="none")   # the marker lies outside a session's sandbox
     bench.brat("witness", "run", "--once", "--engine", "mine", env=env, check=False)
     assert "--version" not in marker.read_text()     # it ran once: for the task
 

@@ -64,7 +64,9 @@ def test_an_engines_scratch_files_are_never_committed_for_it(bench, repo):
 
 
 def test_a_hung_agent_is_killed_at_the_timeout_with_its_whole_process_group(bench, tmp_path):
-    bench.config(witness__max_retries="0")
+    # Watched by the pids the fake agent records: in a sandbox those are its own pid
+    # namespace's (tests/brat/sandbox/ proves a sandboxed session's processes end with it).
+    bench.config(witness__max_retries="0", witness__sandbox="none")
     t = bench.task(bench.convoy(), "Hang", "hang")
     started = time.monotonic()
     proc = bench.brat("witness", "run", "--once", "--timeout", "2", "--json", check=False)
@@ -287,6 +289,9 @@ def test_a_human_requeue_of_a_failed_task_gives_it_fresh_attempts(bench):
 
 
 def test_a_task_dropped_by_hand_stops_its_session_at_once(bench, tmp_path):
+    # Watched by the pids the fake agent records: in a sandbox those are its own pid
+    # namespace's (tests/brat/sandbox/ proves a sandboxed session's processes end with it).
+    bench.config(witness__sandbox="none")
     t = bench.task(bench.convoy(), "Drop me", "write a.txt x", "hang")
     w = bench.start_witness("--once")
     try:

@@ -6,9 +6,20 @@ import json
 import os
 import signal
 
+import pytest
 
 from helpers import git, status
-from witnesskit import alive, kill_group
+from witnesskit import alive, kill_group, make_bench
+
+
+@pytest.fixture
+def bench(repo, tmp_path):
+    b = make_bench(repo, tmp_path)
+    # These tests find the agent and its children by the pids the fake agent records; in a
+    # sandbox those are its own pid namespace's, meaningless here (tests/brat/sandbox/ proves
+    # a sandboxed session's processes all end with it).
+    b.config(witness__sandbox="none")
+    return b
 
 
 def _hanging(bench, tmp_path, proc):

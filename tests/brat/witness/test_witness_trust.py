@@ -210,6 +210,9 @@ def test_two_sessions_ending_together_both_reach_the_hub(tmp_path):
 
 def test_a_child_the_agent_moved_out_of_its_group_ends_with_the_session(repo, tmp_path):
     bench = make_bench(repo, tmp_path)
+    # Watched by the pids the fake agent records: in a sandbox those are its own pid
+    # namespace's (tests/brat/sandbox/ proves a sandboxed session's processes end with it).
+    bench.config(witness__sandbox="none")
     t = bench.task(bench.convoy(), "Daemonize", "orphan", "write a.txt a", "commit a", "done ok")
     orphans = tmp_path / "record.jsonl.orphans"
     try:
