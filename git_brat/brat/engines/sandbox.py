@@ -132,15 +132,20 @@ def named_paths(values: Iterable[str]) -> list[str]:
 
 
 def _depth_sorted(paths: Iterable[str]) -> list[str]:
-    seen, out = set(), []
+    """The outermost of paths bound alike (same path outside and in), shallowest first.
+
+    A path inside one already bound is visible through it, and bound again it can fail: a
+    venv's bin/python is a symlink, and bwrap then cannot create the mount point through it
+    inside the read-only bind of the venv ("Can't create file at …/bin/python")."""
+    unique = set()
     for p in paths:
-        if not p or not os.path.isabs(p):   # "" would be "." to bwrap: never a mount
-            continue
-        p = os.path.normpath(p)
-        if p not in seen:
-            seen.add(p)
+        if p and os.path.isabs(p):   # "" would be "." to bwrap: never a mount
+            unique.add(os.path.normpath(p))
+    out: list[str] = []
+    for p in sorted(unique, key=lambda p: (p.count(os.sep), p)):
+        if not any(p.startswith(q.rstrip(os.sep) + os.sep) for q in out):
             out.append(p)
-    return sorted(out, key=lambda p: (p.count(os.sep), p))
+    return out
 
 
 def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:

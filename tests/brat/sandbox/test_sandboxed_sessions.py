@@ -202,3 +202,30 @@ def test_a_sandboxed_agent_dies_with_its_witness_and_recovery_keeps_its_commit(r
                             cwd=repo).returncode
     assert run_ok == 0, git(repo, "log", "--oneline", f"main..brat/{tid}")
     assert bench.show(tid)["status"] == "needs-review"
+
+
+@needs_bwrap
+def test_an_agent_started_from_a_virtualenv_under_tmp_runs_in_the_sandbox(repo, tmp_path):
+    """A witness run from an activated virtualenv under /tmp (as CI's is), whose engine is that
+    venv's python: the venv and the python inside it are both kept reachable under the private
+    tmp, and the agent's work lands (binding bin/python, a symlink, again inside the venv's
+    own read-only bind made bwrap fail before the agent started)."""
+    import sys
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    assert (venv / "bin" / "python").is_symlink()
+    bench = make_bench(repo, tmp_path)
+    from witnesskit import FAKE
+    bench.config(engines__fake__command=json.dumps([str(venv / "bin" / "python"), str(FAKE),
+                                                    "{prompt}"]),
+                 witness__sandbox="bwrap", witness__max_retries="0")
+    tid = bench.task(bench.convoy(), "Greet", "write hello.txt hi", "commit greet", "done ok")
+    env = {"VIRTUAL_ENV": str(venv)}   # (not on PATH: this bare venv cannot run git-brat)
+    ran = bench.brat("witness", "run", "--once", env=env, check=False)
+    sessions = bench.sessions(tid)
+    assert sessions, ran.out + ran.err
+    sess = sessions[0]
+    log = (repo / ".git" / "brat" / "sessions" / f"{sess['id']}.log").read_text()
+    assert bench.show(tid)["status"] == "needs-review", log
+    assert git(repo, "show", f"brat/{tid}:hello.txt") == "hi", log
