@@ -58,7 +58,7 @@ def test_the_tour_the_workflows_and_the_tracker_run_verbatim(tmp_path):
                                            "paths": ["src/calc.py"], "priority": 1,
                                            "needs": []}]}))
     env = {**os.environ, "PATH": f"{AGENTS}{os.pathsep}{os.environ['PATH']}",
-           "FAKE_PLAN": str(plan), "FAKE_RECORD": str(tmp_path / "record.jsonl")}
+           "FAKE_PLAN": str(plan)}
     tour, workflows, tracker = blocks()[1:4]
     for cmd in tour + workflows + tracker:
         if cmd.endswith("--watch"):
