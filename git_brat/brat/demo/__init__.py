@@ -218,7 +218,10 @@ class Demo:
         out = self.json("brat", "witness", "run", "--once")
         lines = []
         for r in out["recovered"]:
-            what = ["crashed"] + (["its orphaned agent stopped"] if r["killed"] else []) + \
+            # A sandboxed agent dies with its witness; an unconfined one is left running
+            # until recovery stops it (which of the two a session was decides the words).
+            what = ["crashed", "its orphaned agent stopped" if r["killed"] else
+                    "its agent already gone"] + \
                 ([f"its unsaved edit committed as {r['salvaged'][:7]}"] if r["salvaged"] else [])
             lines.append(f"recovered session {r['session'][:7]}: " + ", ".join(what))
         for e in out["ended"]:

@@ -24,7 +24,11 @@ def test_demo_runs_the_whole_loop_and_cleans_up(repo):
     crash = next(s for s in result["steps"] if "SIGKILLed" in s["title"])
     assert "kill -9" in " ".join(crash["commands"])
     recovered = next(s for s in result["steps"] if "recovers" in s["title"])
-    assert recovered["result"].count("its orphaned agent stopped, its unsaved edit committed") >= 2
+    # Sandboxed agents die with their witness, so recovery finds each one stopped or already
+    # gone (racing the kernel): either way, it commits the edit each left half-way.
+    said = recovered["result"]
+    assert said.count("its unsaved edit committed") >= 2, said
+    assert said.count("its orphaned agent stopped") + said.count("its agent already gone") >= 2
     report = next(s for s in result["steps"] if "recovery report" in s["title"])
     assert "crashed session" in report["result"] and "survive on its branch" in report["result"]
     merges = [s for s in result["steps"] if s["title"].startswith("The refinery")]
