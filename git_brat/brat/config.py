@@ -59,6 +59,11 @@ class Witness(_Section):
                                "the task to review (true) or fails it (false).") = False
     poll: _d(float, "Seconds between looks for ready tasks when running without --once.",
              gt=0) = 5
+    expired_wait: _d(float, "Seconds a witness waits for the log of another clone's session "
+                            "whose lease expired (its witness died), counted from that expiry "
+                            "and from the lock remote answering again, before running the "
+                            "task once more: that clone may yet publish what it did.",
+                     ge=0) = 60
     sandbox: Annotated[Literal["auto", "bwrap", "none"], Meta(
         description="Where sessions (setup, the engine and its children) run: bwrap, a "
                     "bubblewrap sandbox that may write only the session's work tree, its "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from git_brat.brat import engines
 from git_brat.brat import sessions as ss
@@ -56,25 +57,34 @@ def engine_problem(cfg: Config, engine: str | None = None) -> str:
     return ""
 
 
-def previous_session(g: Grite, res: str) -> str:
-    """The session that worked under `res` before this grant and let it go cleanly ("" when
-    none did): its log, published before that release, says what it did to the task.
+class Previous(NamedTuple):
+    """The session that worked under a task's lease before this grant, and how it let go."""
+    session: str
+    released: bool     # it released the lease (its log went out first); else it expired
+    ended_ms: int      # when that grant ended, on its holder's clock
 
-    Grants given back unused (a witness that waited for a log, as this one may) are passed
-    over; a grant that ended any other way than a release (it expired: its witness died,
-    perhaps before recording anything) has no log to wait for. Either, taken for work, would
-    send every later witness waiting for a log that never comes."""
+
+def previous_session(g: Grite, res: str) -> Previous | None:
+    """The session that worked under `res` before this grant (None when none did).
+
+    One that released cleanly published its log before that release, which says what it did
+    to the task. One whose lease expired had its witness die: perhaps before recording
+    anything, perhaps after finishing while its clone could not publish yet. Grants given
+    back unused (a witness that waited for a log, as this one may) are passed over: taken for
+    work, they would send every later witness waiting for a log that never comes."""
     try:
         records = locks.history(g, res, limit=64)
     except GriteError:
-        return ""
+        return None
     withdrawn = {r.token for r in records if r.action == "withdraw"}
     token = records[0].token if records else 0
     # newest first: the first record of an earlier token is how that grant ended
     last = next((r for r in records if r.token < token and r.token not in withdrawn), None)
-    if last is None or last.action != "release" or not last.holder.id.startswith("session:"):
-        return ""
-    return last.holder.session or last.holder.id[len("session:"):]
+    if last is None or not last.holder.id.startswith("session:"):
+        return None
+    sid = last.holder.session or last.holder.id[len("session:"):]
+    released = last.action == "release"
+    return Previous(sid, released, last.released_at or last.expires_at)
 
 
-__all__ = ["passed_over", "engine_problem", "previous_session"]
+__all__ = ["passed_over", "engine_problem", "previous_session", "Previous"]

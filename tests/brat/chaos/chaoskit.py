@@ -121,6 +121,7 @@ class Chaos:
         cfg = {"engines.chaos.command": json.dumps([sys.executable, str(AGENT), "{prompt}"]),
                "witness.engine": "chaos", "witness.heartbeat": "1", "witness.lease_ttl": "5",
                "witness.poll": "0.5", "witness.backoff": "0", "witness.max_retries": "3",
+               "witness.expired_wait": "5",
                "witness.timeout": "60", "deacon.interval": "1", "deacon.sync_interval": "1",
                # Chaos kills agents by the pids they write to $CHAOS_PIDS: unconfined, as a
                # sandboxed agent's pids are its own namespace's and that directory is not its.

@@ -26,7 +26,9 @@ SCHEDULES = [
                # landed its stale branch (nothing) instead of the work another clone finished
     (3, 12),   # a claim given back unused made the next witness wait for its log, forever
     (5, 10),   # a lease held by a session no clone ever recorded made every witness wait for
-               # "its log" forever (issue 24 item 2; r11 b)
+               # "its log" forever (issue 24 item 2; r11 b); later, a session that ended while
+               # the hub was down kept its lease until it expired, and another clone ran the
+               # finished task again before that log arrived (witness.expired_wait)
     (13, 14),  # a lease that expired before its session was recorded: waited on, forever
     (14, 14),  # a task left running by a session that lost its lease to one whose moves
                # replay refused: no witness ever ended it

@@ -249,7 +249,8 @@ def test_a_witness_that_waits_for_another_clones_log_gives_the_task_back_unused(
     from git_brat.grite.repo import Grite
     g = Grite.open(str(repo))
     grite(repo, "lock", "acquire", res, "--holder", "session:" + "8" * 32)
-    assert pick.previous_session(g, res) == "9" * 32
+    before = pick.previous_session(g, res)
+    assert before.session == "9" * 32 and before.released
 
 
 @pytest.mark.parametrize("pushed", [True, False])
@@ -294,8 +295,45 @@ def test_a_task_whose_last_lease_expired_unrecorded_is_run_not_waited_on(repo, t
     time.sleep(6)                                 # past the lease and the skew margin
     grite(repo, "lock", "gc")
     assert json.loads(grite(repo, "lock", "status", res, "--json").out)[0]["last_action"] == "expire"
+    bench.config(witness__expired_wait="3")       # the lease ended 6 s ago: waited out
     bench.brat("witness", "run", "--once")
     assert len(bench.runs()) == 1 and bench.show(t)["status"] == "needs-review"
+
+
+def test_a_task_finished_on_a_clone_whose_witness_died_unpublished_is_not_run_again(tmp_path):
+    """Clone A's session finished the task, then A's witness was SIGKILLed before its log
+    reached the hub: the lease expires with no release. B takes the lease but waits
+    (witness.expired_wait) for A's log instead of running the task again on its old view;
+    once A publishes, B sees the task done and never runs it."""
+    ba, bb = _two_clones(tmp_path)
+    t = ba.task(ba.convoy(), "Finished, unpublished", "write f.txt f", "commit f", "done ok")
+    grite(ba.repo, "sync")
+    grite(bb.repo, "sync")
+    # From now on the hub sits on every push of a log, then refuses it: A's witness ends the
+    # session, and is killed while it tries to publish (it releases the lease only after).
+    hub = tmp_path / "hub.git"
+    write_hook(hub / "hooks", "pre-receive",
+               "#!/bin/sh\nif grep -q ' refs/grite/replicas/'; then sleep 8; exit 1; fi\n"
+               "exit 0\n")
+    w = ba.start_witness("--once", "--lease-ttl", "2")
+    try:
+        ba.wait_for(lambda: [s for s in ba.sessions(t) if s["status"] == "done"], 60, 0.05)
+    finally:
+        kill_group(w)
+    assert ba.show(t)["status"] == "needs-review"
+    lease = json.loads(grite(ba.repo, "lock", "status", f"task:{t}", "--json").out)
+    lease = lease[0] if isinstance(lease, list) else lease
+    assert lease["last_action"] != "release", lease     # killed before it let go
+    time.sleep(5)                                # past A's lease and the skew margin
+    bb.config(witness__expired_wait="60")
+    out = bb.brat("witness", "run", "--once")
+    assert "its lease expired" in out.out + out.err, out.out + out.err
+    assert len([r for r in ba.runs() if r["task"] == t]) == 1
+    os.unlink(hub / "hooks" / "pre-receive")
+    grite(ba.repo, "sync")                       # A publishes at last
+    bb.brat("witness", "run", "--once")
+    assert len([r for r in ba.runs() if r["task"] == t]) == 1
+    assert bb.show(t)["status"] == "needs-review"
 
 
 def test_a_task_left_running_by_a_session_that_lost_its_lease_is_requeued(repo, tmp_path):
