@@ -237,7 +237,7 @@ def _read_all(g: Grite):
     count = [0]
     truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
                           reread=lambda: _events(g.store, commits),
-                          start=base[1] if base else None)
+                          start=base[1] if base else None, judge=g.cache.leases.judge)
     return tips, reader, commits, truth, count[0], boundary
 
 
@@ -293,7 +293,8 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
             reader = LogReader(g.store)
             commits = reader.new_commits(snap.meta.covers, ())
             truth = replay_stream(_chunks(reader, commits, [0]),
-                                  reread=lambda: _events(g.store, commits))
+                                  reread=lambda: _events(g.store, commits),
+                                  judge=g.cache.leases.judge)
             if reader.problems:   # the snapshot may be the only copy of what cannot be read
                 findings.append(Finding("snapshot-unverified", snap.ref,
                                         f"{len(reader.problems)} records it covers cannot be read, "

@@ -1,0 +1,152 @@
+"""The lease records this clone has, as replay's judge of the log's lease tokens."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from git_brat.errors import CorruptObject, UsageError
+from git_brat.process import now_ms
+from git_brat.grite.model.leases import ENTRY, LOCKS, Grants, Lease, fold, lease_decoder, ref_for
+from git_brat.grite.model.state import iso
+
+if TYPE_CHECKING:
+    from git_brat.git.store import Store
+
+CHAIN = 100            # records read back from a lease ref's tip to decide the lease now
+GRANTS_CHAIN = 10_000  # records read back to know every token a ref granted (and how)
+
+# Records are content-addressed: what a sha says never changes, so a long-lived process (a
+# witness renewing every few seconds) reads each one once.
+_RECORDS: dict[bytes, tuple[Lease, bytes | None]] = {}
+
+
+def record(store: "Store", sha: bytes) -> tuple[Lease, bytes | None]:
+    """(the record, its parent's sha); CorruptObject when it does not read or decode."""
+    got = _RECORDS.get(sha)
+    if got is None:
+        data, parents = store.objects.read_record(sha, ENTRY)
+        try:
+            got = (lease_decoder.decode(data), parents[0] if parents else None)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptObject(sha.decode(), f"lease record does not decode ({exc})") from exc
+        if len(_RECORDS) > 50_000:
+            _RECORDS.clear()
+        _RECORDS[sha] = got
+    return got
+
+
+def chain(store: "Store", sha: bytes, limit: int) -> tuple[list[tuple[bytes, Lease]], bool]:
+    """The records of a ref from its tip back (at most limit), oldest first, and whether the
+    oldest is the ref's first. An unreadable older record ends the chain there (CorruptObject
+    only when the tip itself cannot be read)."""
+    records: list[tuple[bytes, Lease]] = []
+    at: bytes | None = sha
+    while at and len(records) < limit:
+        try:
+            lease, parent = record(store, at)
+        except CorruptObject:
+            if not records:
+                raise
+            break
+        records.append((at, lease))
+        at = parent
+    records.reverse()
+    return records, at is None
+
+
+Basis = list[str]   # the tips of a resource's lease refs a judgement was made on ("" = none)
+
+
+class LeaseRecords:
+    """Judges each LeaseToken of the log by the records of its lease ref this clone has.
+
+    Anyone who can push writes events, so a token is believed only when a record grants it:
+    the lease's own ref here, and its copies fetched from each remote (a plain `git fetch`
+    mirrors a hub's leases to refs/remotes/<r>/grite/locks/). A token past every record is
+    not yet fetched or forged; one whose previous lease ended other than its records say is
+    forged. With no record of the resource at all there is nothing to judge by: believed.
+
+    judge() answers (why not believed or None, basis); basis is not None when the answer
+    may change once more records arrive (the state keeps it, and a load compares it with
+    tips(): only those few resources are looked at again).
+    """
+
+    def __init__(self, store: "Store"):
+        self.store = store
+        self._grants: dict[tuple[str, ...], list[Grants] | None] = {}
+        self.now = now_ms   # the clock a record's claimed times are bounded by
+
+    def _refs(self, resource: str) -> list[bytes]:
+        own = ref_for(resource)
+        rest = own[len(LOCKS):]
+        return [own] + [b"refs/remotes/" + r.encode() + b"/grite/locks/" + rest
+                        for r in self._remotes()]
+
+    def _remotes(self) -> list[str]:
+        keys = self.store.config_matching(r"^remote\..+\.url$")
+        return sorted(_named(keys))
+
+    def tips(self, resource: str) -> Basis:
+        """The tips of the resource's lease refs here, in a fixed order ("" where none)."""
+        try:
+            refs = self._refs(resource)
+        except UsageError:
+            return []
+        read = self.store.refs.read
+        return [(read(r) or b"").decode() for r in refs]
+
+    def grants(self, tips: Basis) -> list[Grants] | None:
+        """What each ref whose tip is given grants (None when no ref has a record)."""
+        key = tuple(tips)
+        if key in self._grants:
+            return self._grants[key]
+        out: list[Grants] = []
+        for sha in tips:
+            if not sha:
+                continue
+            try:
+                records, root = chain(self.store, sha.encode(), GRANTS_CHAIN)
+            except CorruptObject:
+                continue   # an unreadable lease ref grants nothing (doctor names it)
+            out.append(fold(records, self.now(), root)[2])
+        found = out or None
+        if len(self._grants) > 10_000:
+            self._grants.clear()
+        self._grants[key] = found
+        return found
+
+    def judge(self, resource: str, token: int, prev_end: int) -> tuple[str | None, Basis | None]:
+        tips = self.tips(resource)
+        if not tips:
+            return None, None   # names no lease ref: no record can ever judge it
+        grants = self.grants(tips)
+        if grants is None:
+            return None, tips   # nothing to judge by (yet): as before, believed
+        top = max(g.top for g in grants)
+        if token > top:
+            return (f"lease token {token} for {resource} is not granted by the lease's records "
+                    f"(they reach token {top}): not applied as a fence until a record "
+                    f"granting it is fetched"), tips
+        ends = [g.ends[token] for g in grants if token in g.ends]
+        if prev_end in ends or any(token <= g.floor for g in grants if token not in g.ends):
+            return None, None
+        said = ", ".join(sorted({_when(e) for e in ends})) or "nothing"
+        return (f"lease token {token} for {resource} says the lease before it ended at "
+                f"{_when(prev_end)}, but the lease's records say {said}: forged, not applied "
+                f"as a fence"), None
+
+
+_REMOTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _named(keys) -> set[str]:
+    """Remote names that can name a ref directory as they are (no '/', no '..')."""
+    names = {k[len("remote."):-len(".url")] for k in keys}
+    return {n for n in names if _REMOTE.match(n) and ".." not in n}
+
+
+def _when(ms: int) -> str:
+    return "an unknown time" if ms <= 0 else iso(ms).isoformat()
