@@ -9,8 +9,8 @@ import msgspec
 
 from git_brat.errors import CorruptObject, UsageError
 from git_brat.process import now_ms
-from git_brat.grite.model.leases import ENTRY, LOCKS, Grants, Lease, fold, lease_decoder, ref_for
-from git_brat.grite.model.state import iso
+from git_brat.grite.model.leases import (ENTRY, LOCKS, Grants, Lease, fold, lease_decoder, ref_for,
+                                         verdict)
 
 if TYPE_CHECKING:
     from git_brat.git.store import Store
@@ -125,18 +125,9 @@ class LeaseRecords:
         grants = self.grants(tips)
         if grants is None:
             return None, tips   # nothing to judge by (yet): as before, believed
-        top = max(g.top for g in grants)
-        if token > top:
-            return (f"lease token {token} for {resource} is not granted by the lease's records "
-                    f"(they reach token {top}): not applied as a fence until a record "
-                    f"granting it is fetched"), tips
-        ends = [g.ends[token] for g in grants if token in g.ends]
-        if prev_end in ends or any(token <= g.floor for g in grants if token not in g.ends):
-            return None, None
-        said = ", ".join(sorted({_when(e) for e in ends})) or "nothing"
-        return (f"lease token {token} for {resource} says the lease before it ended at "
-                f"{_when(prev_end)}, but the lease's records say {said}: forged, not applied "
-                f"as a fence"), None
+        why = verdict(resource, token, prev_end, grants)
+        # (Past every record it may be one not fetched yet: that answer may change.)
+        return why, tips if why is not None and token > max(g.top for g in grants) else None
 
 
 _REMOTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -148,5 +139,3 @@ def _named(keys) -> set[str]:
     return {n for n in names if _REMOTE.match(n) and ".." not in n}
 
 
-def _when(ms: int) -> str:
-    return "an unknown time" if ms <= 0 else iso(ms).isoformat()

@@ -226,3 +226,25 @@ def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False
             grants.top = rec.token
         lease = rec
     return lease, forged, grants
+
+
+def verdict(resource: str, token: int, prev_end: int, grants: list[Grants]) -> str | None:
+    """Why a LeaseToken (resource, token, prev_end) is not believed, by what the lease's refs
+    grant (None: believed). A token past every record is not yet fetched here, or forged; one
+    whose previous lease ended other than its record says is forged."""
+    top = max(g.top for g in grants)
+    if token > top:
+        return (f"lease token {token} for {resource} is not granted by the lease's records "
+                f"(they reach token {top}): not applied as a fence until a record granting "
+                f"it is fetched")
+    ends = [g.ends[token] for g in grants if token in g.ends]
+    if prev_end in ends or any(token <= g.floor for g in grants if token not in g.ends):
+        return None
+    said = ", ".join(sorted({_when(e) for e in ends})) or "nothing"
+    return (f"lease token {token} for {resource} says the lease before it ended at "
+            f"{_when(prev_end)}, but the lease's records say {said}: forged, not applied as "
+            f"a fence")
+
+
+def _when(ms: int) -> str:
+    return "no earlier lease" if ms <= 0 else iso(ms).isoformat()
