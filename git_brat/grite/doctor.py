@@ -105,6 +105,14 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
     cache = Cache(g.store)
     held = cache.stored()
+    if held is not None and held[0].frontier == tips and cache.leases_moved(held[1]):
+        # Lease records arrived since the last command (a fetch): judge those tokens again, as
+        # the next command would, before comparing with the replay that judged them by them.
+        try:
+            cache.state()
+        except GriteError:
+            pass
+        held = cache.stored()
     meta, cached = held if held is not None else (None, None)
     if cached is not None and meta.frontier == tips and digest(cached) != truth_digest:
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")

@@ -64,7 +64,7 @@ class Cache(CacheFile):
             if meta is not None and meta.frontier == log_tips(self.store) and \
                     _enough(meta, hot_before):
                 state = cachedb.open_state(conn, meta.max_lamport, meta.event_count)
-                if not self._leases_moved(state):
+                if not self.leases_moved(state):
                     self._answered(meta)
                     self._stored = True
                     return state
@@ -198,7 +198,7 @@ class Cache(CacheFile):
         state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
             if meta is not None and self._conn is not None else None
         if state is not None and meta.frontier == tips and _enough(meta, hot_before):
-            moved = self._leases_moved(state)
+            moved = self.leases_moved(state)
             if not moved:
                 self._answered(meta)
                 self._stored = True
@@ -206,10 +206,10 @@ class Cache(CacheFile):
             return self._rejudge(meta, state, tips, moved)
         meta, state = self._update(meta if state is not None else None, state, tips,
                                    hot_before=hot_before)
-        moved = self._leases_moved(state)   # (a snapshot's judgements were made on its writer's)
+        moved = self.leases_moved(state)   # (a snapshot's judgements were made on its writer's)
         return self._rejudge(meta, state, tips, moved) if moved else (meta, state)
 
-    def _leases_moved(self, state: State) -> dict[str, list[str]]:
+    def leases_moved(self, state: State) -> dict[str, list[str]]:
         """The resources whose lease tokens were judged on records that have changed since
         (resource -> their tips now): few, only those whose judgement more records could change."""
         basis = state.lease_basis

@@ -175,8 +175,12 @@ def test_a_token_believed_for_want_of_records_is_judged_again_when_they_arrive(t
     git(carol, "fetch", "-q", "origin", LOG_ONLY)
     blind = _g(carol).state()
     assert forged not in blind.rejected and list(blind.lease_basis.keys()) == [RES]
-    # Once the lease's records are here, the forged token is judged by them.
+    # Once the lease's records are here, the forged token is judged by them (doctor first:
+    # the cache it compares with a full replay is judged again too).
     git(carol, "fetch", "-q")
+    findings = json.loads(grite(carol, "doctor", "--json", check=False).out)["findings"]
+    assert [f["subject"] for f in findings if f["kind"] == "forged-lease"] == [RES]
+    assert not [f for f in findings if f["kind"] == "cache-mismatch"]
     state = _g(carol).state()
     assert state.rejected[forged].reason.startswith(f"lease token 1000000000 for {RES} is not "
                                                     f"granted by the lease's records")
