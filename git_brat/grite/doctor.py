@@ -243,9 +243,10 @@ def _read_all(g: Grite):
     base = _base(g, tips, boundary) if boundary else None
     commits = reader.new_commits(tips.values(), base[0].meta.covers if base else ())
     count = [0]
-    truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
-                          reread=lambda: _events(g.store, commits),
-                          start=base[1] if base else None, judge=g.cache.leases.judge)
+    with g.cache.leases.many():
+        truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
+                              reread=lambda: _events(g.store, commits),
+                              start=base[1] if base else None, judge=g.cache.leases.judge)
     return tips, reader, commits, truth, count[0], boundary
 
 
@@ -300,9 +301,10 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
         else:
             reader = LogReader(g.store)
             commits = reader.new_commits(snap.meta.covers, ())
-            truth = replay_stream(_chunks(reader, commits, [0]),
-                                  reread=lambda: _events(g.store, commits),
-                                  judge=g.cache.leases.judge)
+            with g.cache.leases.many():
+                truth = replay_stream(_chunks(reader, commits, [0]),
+                                      reread=lambda: _events(g.store, commits),
+                                      judge=g.cache.leases.judge)
             if reader.problems:   # the snapshot may be the only copy of what cannot be read
                 findings.append(Finding("snapshot-unverified", snap.ref,
                                         f"{len(reader.problems)} records it covers cannot be read, "

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from git_brat.errors import CorruptObject, UsageError
+from git_brat.errors import CorruptObject, GriteError, UsageError
 from git_brat.process import now_ms
 from git_brat.grite.model.leases import (ENTRY, LOCKS, Grants, Lease, fold, lease_decoder, ref_for,
                                          verdict)
@@ -21,6 +22,7 @@ GRANTS_CHAIN = 10_000  # records read back to know every token a ref granted (an
 # Records are content-addressed: what a sha says never changes, so a long-lived process (a
 # witness renewing every few seconds) reads each one once.
 _RECORDS: dict[bytes, tuple[Lease, bytes | None]] = {}
+RECORDS_KEPT = 200_000
 
 
 def record(store: "Store", sha: bytes) -> tuple[Lease, bytes | None]:
@@ -32,7 +34,7 @@ def record(store: "Store", sha: bytes) -> tuple[Lease, bytes | None]:
             got = (lease_decoder.decode(data), parents[0] if parents else None)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise CorruptObject(sha.decode(), f"lease record does not decode ({exc})") from exc
-        if len(_RECORDS) > 50_000:
+        if len(_RECORDS) > RECORDS_KEPT:
             _RECORDS.clear()
         _RECORDS[sha] = got
     return got
@@ -57,6 +59,29 @@ def chain(store: "Store", sha: bytes, limit: int) -> tuple[list[tuple[bytes, Lea
     return records, at is None
 
 
+BULK_AFTER = 4         # tokens judged one by one in many() before every record is read at once
+
+
+def _prefetch(store: "Store", tips: list[str]) -> None:
+    """Every record of these lease refs into the memo: one rev-list, one cat-file."""
+    try:
+        parents = store.catfile.parents(tips)
+    except GriteError:
+        return   # read one by one then, which names what is unreadable
+    todo = [c for c in parents if c.encode() not in _RECORDS]
+    if len(_RECORDS) + len(todo) > RECORDS_KEPT:
+        return
+    for commit, data in store.catfile.cat_blobs(todo, ENTRY.decode()):
+        if data is None or not isinstance(data, (bytes, memoryview)):
+            continue
+        try:
+            lease = lease_decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        up = parents.get(commit) or []
+        _RECORDS[commit.encode()] = (lease, up[0].encode() if up else None)
+
+
 Basis = list[str]   # the tips of a resource's lease refs a judgement was made on ("" = none)
 
 
@@ -78,6 +103,29 @@ class LeaseRecords:
         self.store = store
         self._grants: dict[tuple[str, ...], list[Grants] | None] = {}
         self.now = now_ms   # the clock a record's claimed times are bounded by
+        self._scope = 0     # > 0 inside many(): judgements of many tokens at once
+        self._judged = 0
+        self._index: dict[bytes, bytes] | None = None   # every lease ref -> tip, within many()
+
+    @contextlib.contextmanager
+    def many(self):
+        """Judge many tokens (a replay): past the first few, every lease ref is read at once
+        and every record through one git process, instead of a ref and three objects a token."""
+        self._scope += 1
+        try:
+            yield self
+        finally:
+            self._scope -= 1
+            if not self._scope:
+                self._index, self._judged = None, 0
+
+    def _read_all(self) -> dict[bytes, bytes]:
+        refs = self.store.refs
+        index = dict(refs.under(LOCKS))
+        index.update((n, s) for n, s in refs.under(b"refs/remotes/").items()
+                     if b"/grite/locks/" in n)
+        _prefetch(self.store, sorted({s.decode() for s in index.values()}))
+        return index
 
     def _refs(self, resource: str) -> list[bytes]:
         own = ref_for(resource)
@@ -95,6 +143,12 @@ class LeaseRecords:
             refs = self._refs(resource)
         except UsageError:
             return []
+        if self._scope:
+            self._judged += 1
+            if self._index is None and self._judged > BULK_AFTER:
+                self._index = self._read_all()
+        if self._index is not None:
+            return [self._index.get(r, b"").decode() for r in refs]
         read = self.store.refs.read
         return [(read(r) or b"").decode() for r in refs]
 

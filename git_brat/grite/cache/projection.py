@@ -227,7 +227,9 @@ class Cache(CacheFile):
         """Under the lock: judge those resources' tokens again, on the records now here; what
         cannot be decided that way (an applied event turns stale, a token believed before is
         denied now) is replayed in full."""
-        if not state.rejudge(self.leases.judge, moved):
+        with self.leases.many():
+            judged = state.rejudge(self.leases.judge, moved)
+        if not judged:
             return self._update(None, None, tips, full=True)
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), meta.frontier, state.max_lamport,
                    state.event_count, meta.problems, meta.snapshot_events, meta.cold)
@@ -414,12 +416,13 @@ class Cache(CacheFile):
         """Apply the batches past the frontier: (state, touched entity ids, None if replayed)."""
         touched: set[str] = set()
         judge = self.leases.judge
-        for _sha, batch in batches:
-            for e in batch.events:
-                touched.add(e.entity)
-                if not state.apply(e, judge):   # a fence moved: replay all in canonical order
-                    return self._full(reader, tips, " (a lease fence moved back: the order of "
-                                      "every event decides)"), None
+        with self.leases.many():
+            for _sha, batch in batches:
+                for e in batch.events:
+                    touched.add(e.entity)
+                    if not state.apply(e, judge):   # a fence moved: replay all in order
+                        return self._full(reader, tips, " (a lease fence moved back: the order "
+                                          "of every event decides)"), None
         return state, touched
 
     def _snapshot(self, state: State, tips: dict[str, str], generation: str) -> bool:
@@ -453,12 +456,13 @@ class Cache(CacheFile):
         from git_brat.grite.log import cut
         cut.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
         self.rebuilt = True
-        try:
-            return replay_stream(reader.all_batches(tips.values()), self.progress,
-                                 judge=self.leases.judge)
-        except LogUnreadable:   # start again commit by commit, naming what is skipped
-            return replay_stream(reader.careful_batches(tips.values()), self.progress,
-                                 judge=self.leases.judge)
+        with self.leases.many():
+            try:
+                return replay_stream(reader.all_batches(tips.values()), self.progress,
+                                     judge=self.leases.judge)
+            except LogUnreadable:   # start again commit by commit, naming what is skipped
+                return replay_stream(reader.careful_batches(tips.values()), self.progress,
+                                     judge=self.leases.judge)
 
 
 def in_memory(state: State) -> State:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote, unquote
 
 import msgspec
@@ -113,12 +114,20 @@ def refname_problem(ref: str) -> str | None:
 def ref_for(resource: str) -> bytes:
     """task:t-3f2a -> refs/grite/locks/task/t-3f2a; the name is one %-encoded ref component,
     so path:src and path:src/parser never collide as file and directory."""
+    if _PLAIN.match(resource) and ".." not in resource and "@{" not in resource and \
+            not resource.endswith((".", ".lock")) and ":." not in resource:
+        # (the common case, a task id: every rule holds and quoting changes nothing; replay
+        # maps thousands of them)
+        return b"refs/grite/locks/" + resource.replace(":", "/", 1).encode()
     ns, name = parse_resource(resource)
     ref = f"{LOCKS.decode()}{ns}/{quote(name, safe=_SAFE)}"
     problem = refname_problem(ref)
     if problem:   # unreachable after parse_resource; kept as a guard on the mapping
         raise UsageError(f"invalid resource {resource!r}: maps to a bad ref name ({problem})")
     return ref.encode()
+
+
+_PLAIN = re.compile(r"[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9_+=,!$&'()#-][A-Za-z0-9_.+=,!$&'()#-]{0,199}\Z")
 
 
 def resource_of(ref: bytes) -> str:
