@@ -42,12 +42,20 @@ class Cache(CacheFile):
 
     def __init__(self, store: Store):
         super().__init__(store)
-        from git_brat.grite.cache.leases import LeaseRecords
-        self.leases = LeaseRecords(store)   # replay believes a lease token only from these
+        self._leases = None
         self.rebuilt = False   # True when this call replayed every log from scratch
         self.progress = None   # told the events replayed so far during a full replay (a TTY line)
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.from_snapshot_events = 0                          # and how many events that gave it
+
+    @property
+    def leases(self):
+        """The lease records replay believes a lease token from (made when first needed: a
+        warm answer never judges one)."""
+        if self._leases is None:
+            from git_brat.grite.cache.leases import LeaseRecords
+            self._leases = LeaseRecords(self.store)
+        return self._leases
 
     # -- answers -------------------------------------------------------------------
 
