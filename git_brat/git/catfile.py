@@ -34,6 +34,18 @@ class CatFile:
             raise GriteError(f"git rev-list could not read everything: {line}")
         return res.out.split()
 
+    def parents(self, tips: Iterable[str]) -> dict[str, list[str]]:
+        """Every commit reachable from tips -> its parents, in one git rev-list (a missing
+        object: GriteError)."""
+        tips = list(tips)
+        if not tips:
+            return {}
+        res = git.run(["--git-dir", self.git_dir, "rev-list", "--parents", "--stdin"],
+                      input="".join(f"{t}\n" for t in tips).encode(), check=True)
+        if res.complaint():
+            raise GriteError(f"git rev-list could not read everything: {res.complaint()}")
+        return {ids[0]: ids[1:] for ids in (ln.split() for ln in res.out.splitlines()) if ids}
+
     def sizes(self, commits: list[str], entry: str) -> list[int]:
         """The size of each commit's `entry` blob, unread (cat-file --batch-check); 0 where
         there is none."""

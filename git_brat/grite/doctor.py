@@ -105,6 +105,14 @@ def check(g: Grite, fix: bool = False, stale_after: float = STALE_LOCK_SECONDS) 
 
     cache = Cache(g.store)
     held = cache.stored()
+    if held is not None and held[0].frontier == tips and cache.leases_moved(held[1]):
+        # Lease records arrived since the last command (a fetch): judge those tokens again, as
+        # the next command would, before comparing with the replay that judged them by them.
+        try:
+            cache.state()
+        except GriteError:
+            pass
+        held = cache.stored()
     meta, cached = held if held is not None else (None, None)
     if cached is not None and meta.frontier == tips and digest(cached) != truth_digest:
         f = Finding("cache-mismatch", cache.dir, "cached state differs from a full replay")
@@ -235,9 +243,10 @@ def _read_all(g: Grite):
     base = _base(g, tips, boundary) if boundary else None
     commits = reader.new_commits(tips.values(), base[0].meta.covers if base else ())
     count = [0]
-    truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
-                          reread=lambda: _events(g.store, commits),
-                          start=base[1] if base else None)
+    with g.cache.leases.many():
+        truth = replay_stream(_chunks(reader, commits, count), g.cache.progress,
+                              reread=lambda: _events(g.store, commits),
+                              start=base[1] if base else None, judge=g.cache.leases.judge)
     return tips, reader, commits, truth, count[0], boundary
 
 
@@ -292,8 +301,10 @@ def _check_snapshots(g: Grite, fix: bool) -> list[Finding]:
         else:
             reader = LogReader(g.store)
             commits = reader.new_commits(snap.meta.covers, ())
-            truth = replay_stream(_chunks(reader, commits, [0]),
-                                  reread=lambda: _events(g.store, commits))
+            with g.cache.leases.many():
+                truth = replay_stream(_chunks(reader, commits, [0]),
+                                      reread=lambda: _events(g.store, commits),
+                                      judge=g.cache.leases.judge)
             if reader.problems:   # the snapshot may be the only copy of what cannot be read
                 findings.append(Finding("snapshot-unverified", snap.ref,
                                         f"{len(reader.problems)} records it covers cannot be read, "

@@ -25,8 +25,9 @@ from git_brat.grite.log.refs import grite_dir
 # may wait for them. Snapshots carry it too: bump it whenever the same events would give a
 # different State. 9: replay rejects illegal task moves and events past the bounds (a cache or
 # snapshot made before may hold what they did). 10: a batch whose clock jumps past
-# grite.maxClockJump is not believed (one made before may hold its events).
-CACHE_VERSION = 10
+# grite.maxClockJump is not believed (one made before may hold its events). 11: a lease token
+# is believed only from its lease's records (lease_held, lease_basis).
+CACHE_VERSION = 11
 DB = "state.db"
 
 

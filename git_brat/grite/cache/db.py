@@ -17,7 +17,7 @@ import msgspec
 
 from git_brat.grite.model import issueview
 from git_brat.grite.model.kinds import ACTOR, ISSUE
-from git_brat.grite.model.state import Entity, Rejection, State, group_of, status_of
+from git_brat.grite.model.state import Entity, Held, Rejection, State, group_of, status_of
 
 TABLES = ("CREATE TABLE IF NOT EXISTS {db}.meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID",
           "CREATE TABLE IF NOT EXISTS {db}.entity (id TEXT PRIMARY KEY, kind TEXT, status TEXT, "
@@ -35,7 +35,8 @@ INDEXES = ("CREATE INDEX IF NOT EXISTS entity_kind ON entity (kind, status, upda
 
 # The other tables of State, by name: (kv space, value type). Keys are strings throughout.
 SPACES = {"dep_sources": list[str], "fences": int, "lease_ends": dict[int, int],
-          "fenced_at": dict[int, int], "rejected": Rejection, "unknown": None}
+          "fenced_at": dict[int, int], "rejected": Rejection, "unknown": None,
+          "lease_held": Held, "lease_basis": list[str]}
 
 # The kv space listing the ids a snapshot's cold part holds (empty values): in its hot file,
 # and in a cache adopted from one until that part is merged (see snapdb.add_cold).

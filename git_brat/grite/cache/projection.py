@@ -42,10 +42,20 @@ class Cache(CacheFile):
 
     def __init__(self, store: Store):
         super().__init__(store)
+        self._leases = None
         self.rebuilt = False   # True when this call replayed every log from scratch
         self.progress = None   # told the events replayed so far during a full replay (a TTY line)
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.from_snapshot_events = 0                          # and how many events that gave it
+
+    @property
+    def leases(self):
+        """The lease records replay believes a lease token from (made when first needed: a
+        warm answer never judges one)."""
+        if self._leases is None:
+            from git_brat.grite.cache.leases import LeaseRecords
+            self._leases = LeaseRecords(self.store)
+        return self._leases
 
     # -- answers -------------------------------------------------------------------
 
@@ -61,9 +71,11 @@ class Cache(CacheFile):
             meta = self._meta_of(conn)
             if meta is not None and meta.frontier == log_tips(self.store) and \
                     _enough(meta, hot_before):
-                self._answered(meta)
-                self._stored = True
-                return cachedb.open_state(conn, meta.max_lamport, meta.event_count)
+                state = cachedb.open_state(conn, meta.max_lamport, meta.event_count)
+                if not self.leases_moved(state):
+                    self._answered(meta)
+                    self._stored = True
+                    return state
         with self._locked():
             return self._current(hot_before)[1]
 
@@ -194,11 +206,44 @@ class Cache(CacheFile):
         state = cachedb.open_state(conn, meta.max_lamport, meta.event_count) \
             if meta is not None and self._conn is not None else None
         if state is not None and meta.frontier == tips and _enough(meta, hot_before):
-            self._answered(meta)
-            self._stored = True
-            return meta, state
-        return self._update(meta if state is not None else None, state, tips,
-                            hot_before=hot_before)
+            moved = self.leases_moved(state)
+            if not moved:
+                self._answered(meta)
+                self._stored = True
+                return meta, state
+            return self._rejudge(meta, state, tips, moved)
+        meta, state = self._update(meta if state is not None else None, state, tips,
+                                   hot_before=hot_before)
+        moved = self.leases_moved(state)   # (a snapshot's judgements were made on its writer's)
+        return self._rejudge(meta, state, tips, moved) if moved else (meta, state)
+
+    def leases_moved(self, state: State) -> dict[str, list[str]]:
+        """The resources whose lease tokens were judged on records that have changed since
+        (resource -> their tips now): few, only those whose judgement more records could change."""
+        basis = state.lease_basis
+        if not basis:   # (a stored state: one query of an empty space)
+            return {}
+        moved = {}
+        for res, was in basis.items():
+            now = self.leases.tips(res)
+            if now != was:
+                moved[res] = now
+        return moved
+
+    def _rejudge(self, meta: Meta, state: State, tips: dict[str, str],
+                 moved: dict[str, list[str]]) -> tuple[Meta, State]:
+        """Under the lock: judge those resources' tokens again, on the records now here; what
+        cannot be decided that way (an applied event turns stale, a token believed before is
+        denied now) is replayed in full."""
+        with self.leases.many():
+            judged = state.rejudge(self.leases.judge, moved)
+        if not judged:
+            return self._update(None, None, tips, full=True)
+        new = Meta(CACHE_VERSION, os.urandom(8).hex(), meta.frontier, state.max_lamport,
+                   state.event_count, meta.problems, meta.snapshot_events, meta.cold)
+        self._store(new, state, set())
+        self._answered(new)
+        return new, state
 
     def extend_to(self, tips: dict[str, str]) -> None:
         """Take in these log tips only: a fetch's import capped by grite.maxFetchRefs. Any
@@ -378,12 +423,14 @@ class Cache(CacheFile):
                 batches) -> tuple[State, set[str] | None]:
         """Apply the batches past the frontier: (state, touched entity ids, None if replayed)."""
         touched: set[str] = set()
-        for _sha, batch in batches:
-            for e in batch.events:
-                touched.add(e.entity)
-                if not state.apply(e):   # a fence moved: replay everything in canonical order
-                    return self._full(reader, tips, " (a lease fence moved back: the order of "
-                                      "every event decides)"), None
+        judge = self.leases.judge
+        with self.leases.many():
+            for _sha, batch in batches:
+                for e in batch.events:
+                    touched.add(e.entity)
+                    if not state.apply(e, judge):   # a fence moved: replay all in order
+                        return self._full(reader, tips, " (a lease fence moved back: the order "
+                                          "of every event decides)"), None
         return state, touched
 
     def _snapshot(self, state: State, tips: dict[str, str], generation: str) -> bool:
@@ -417,10 +464,13 @@ class Cache(CacheFile):
         from git_brat.grite.log import cut
         cut.refuse_if_cut(self.store, tips.values(), "replay every log from its start", why)
         self.rebuilt = True
-        try:
-            return replay_stream(reader.all_batches(tips.values()), self.progress)
-        except LogUnreadable:   # start again commit by commit, naming what is skipped
-            return replay_stream(reader.careful_batches(tips.values()), self.progress)
+        with self.leases.many():
+            try:
+                return replay_stream(reader.all_batches(tips.values()), self.progress,
+                                     judge=self.leases.judge)
+            except LogUnreadable:   # start again commit by commit, naming what is skipped
+                return replay_stream(reader.careful_batches(tips.values()), self.progress,
+                                     judge=self.leases.judge)
 
 
 def in_memory(state: State) -> State:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Callable
 from git_brat.process import now_ms
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, NotFound
-from git_brat.grite.locks.lease import current, default_holder_id, end_of, history, lock_entity
+from git_brat.grite.cache.leases import GRANTS_CHAIN, chain
+from git_brat.grite.locks.lease import current, default_holder_id, fold, lock_entity, ref_for
 from git_brat.grite.log.wal import Appended, Draft
 from git_brat.grite.model.state import iso
 
@@ -50,9 +51,10 @@ def append_fenced(g: "Grite", resource: str, build: Callable[[], list[Draft]] | 
 
 
 def _token_event(g: "Grite", resource: str, token: int) -> Draft:
-    """The LeaseToken event for `token`'s grant, rebuilt from the lease's own history."""
-    records = history(g, resource)
-    lease = next(r for r in records if r.token == token)
-    prev = next((r for r in records if r.token < token), None)
-    prev_end = end_of(prev, lease.acquired_at) if prev else 0
-    return Draft(lock_entity(resource), ev.LeaseToken(resource, token, lease.holder.id, prev_end))
+    """The LeaseToken event for `token`'s grant, rebuilt from the lease's own records as every
+    clone's replay reads them (the grant's prev_end must be what they say, or it is refused)."""
+    sha = g.store.refs.read(ref_for(resource))
+    records, root = chain(g.store, sha, GRANTS_CHAIN) if sha else ([], True)
+    holder = next((r.holder.id for _s, r in reversed(records) if r.token == token), "")
+    prev_end = fold(records, now_ms(), root)[2].ends.get(token, 0) if records else 0
+    return Draft(lock_entity(resource), ev.LeaseToken(resource, token, holder, prev_end))

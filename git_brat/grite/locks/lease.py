@@ -5,54 +5,26 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, NamedTuple
-from urllib.parse import quote, unquote
 
 import msgspec
 
 from git_brat.process import hostname, now_ms
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, CorruptObject, NotFound, UsageError
+from git_brat.grite.model.leases import (  # noqa: F401  (their home before; names kept here)
+    DEFAULT_SKEW, ENTRY, FUTURE_MS, LOCKS, MAX_NAME, Forged, Grants, Holder, Lease, _name_problem,
+    end_of, fold, invalid as _invalid, lease_decoder, parse_resource, ref_for, refname_problem,
+    resource_of)
 from git_brat.grite.model.state import iso
+from git_brat.grite.cache.leases import CHAIN, chain
 
 if TYPE_CHECKING:
     from git_brat.git.store import Store
     from git_brat.grite.repo import Grite
 
-LOCKS = b"refs/grite/locks/"
-ENTRY = b"lease"                 # the one blob in each lease commit's tree
 DEFAULT_TTL = 300.0              # seconds
-DEFAULT_SKEW = 5.0               # seconds others wait past a holder's expiry before taking over
 DEFAULT_REMOTE_TIMEOUT = 30.0
 MAX_TTL = 30 * 86400.0
-MAX_NAME = 200
-_FORBIDDEN = set(" ~^:?*[\\")    # git check-ref-format: never in a ref name
-_SAFE = "-_.+=,@!$&'()#"          # kept as-is in the ref component; everything else is %-encoded
-
-
-class Holder(msgspec.Struct):
-    """Who holds a lease: the holder id others compare against, and where it runs."""
-    id: str
-    actor: str = ""
-    session: str = ""
-    host: str = ""
-    pid: int = 0
-
-
-class Lease(msgspec.Struct):
-    """One record of a lease's history: the `lease` blob of each commit on its ref."""
-    resource: str
-    holder: Holder
-    token: int                   # fencing token: +1 on every grant, kept by renew and release
-    state: str                   # "held" or "released"
-    acquired_at: int             # ms, holder's clock: when this token was granted
-    expires_at: int              # ms, holder's clock
-    ttl_ms: int
-    written_at: int              # ms, writer's clock
-    released_at: int = 0         # ms: when a released lease ended
-    action: str = ""             # acquire, extend, takeover, renew, release, expire; force-*
-    by: str = ""                 # who wrote it when not the holder (--force, gc)
-    remote: str = ""             # the remote that decided this record; "" = local lease
-    v: int = 1
 
 
 class LeaseView(msgspec.Struct):
@@ -104,87 +76,6 @@ Decide = Callable[[Lease | None, int, str], "Plan | None"]
 # -- names -------------------------------------------------------------------
 
 
-def parse_resource(resource: str) -> tuple[str, str]:
-    """NAMESPACE:NAME -> (namespace, name), or a UsageError saying what is wrong."""
-    def bad(why: str) -> UsageError:
-        return UsageError(f"invalid resource {resource!r}: {why} "
-                          f"(expected NAMESPACE:NAME, e.g. task:t-3f2a, path:src/parser, repo:global)")
-    ns, sep, name = resource.partition(":")
-    if not sep:
-        raise bad("no namespace")
-    if not ns or not ns[0].isascii() or not ns[0].isalpha() or len(ns) > 32 or any(
-            not (c.isascii() and (c.islower() or c.isdigit() or c in "-_")) for c in ns):
-        raise bad("the namespace must be lower-case letters, digits, '-' or '_'")
-    problem = _name_problem(name)
-    if problem:
-        raise bad(problem)
-    return ns, name
-
-
-def _name_problem(name: str) -> str | None:
-    import unicodedata
-    if not name:
-        return "empty name"
-    if len(name) > MAX_NAME:
-        return f"longer than {MAX_NAME} characters"
-    for c in name:
-        if ord(c) < 0x20 or ord(c) == 0x7f or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp"):
-            return "control characters are not allowed"
-        if c.isspace():
-            return "whitespace is not allowed"
-        if c in _FORBIDDEN:
-            return f"{c!r} is not allowed"
-    if ".." in name:
-        return "'..' is not allowed"
-    if "@{" in name:
-        return "'@{' is not allowed"
-    if name == "@":
-        return "'@' alone is not allowed"
-    if name.endswith("."):
-        return "may not end with '.'"
-    parts = name.split("/")
-    if any(not p for p in parts):
-        return "empty path component ('/' at the start or end, or '//')"
-    for p in parts:
-        if p.startswith("."):
-            return "a component may not start with '.'"
-        if p.endswith(".lock"):
-            return "a component may not end with '.lock'"
-    return None
-
-
-def refname_problem(ref: str) -> str | None:
-    """The rules of `git check-ref-format` (for a full ref name); None when valid."""
-    if ref == "@" or "@{" in ref or ".." in ref or ref.endswith(".") or ref.endswith("/"):
-        return "forbidden sequence"
-    for c in ref:
-        if ord(c) < 0x20 or ord(c) == 0x7f or c in _FORBIDDEN:
-            return f"forbidden character {c!r}"
-    parts = ref.split("/")
-    if len(parts) < 2:
-        return "needs at least one '/'"
-    for p in parts:
-        if not p or p.startswith(".") or p.endswith(".lock"):
-            return f"bad component {p!r}"
-    return None
-
-
-def ref_for(resource: str) -> bytes:
-    """task:t-3f2a -> refs/grite/locks/task/t-3f2a; the name is one %-encoded ref component,
-    so path:src and path:src/parser never collide as file and directory."""
-    ns, name = parse_resource(resource)
-    ref = f"{LOCKS.decode()}{ns}/{quote(name, safe=_SAFE)}"
-    problem = refname_problem(ref)
-    if problem:   # unreachable after parse_resource; kept as a guard on the mapping
-        raise UsageError(f"invalid resource {resource!r}: maps to a bad ref name ({problem})")
-    return ref.encode()
-
-
-def resource_of(ref: bytes) -> str:
-    ns, _, enc = ref[len(LOCKS):].decode().partition("/")
-    return f"{ns}:{unquote(enc)}"
-
-
 def lock_entity(resource: str) -> str:
     """The entity id lease-token events are recorded under (stable per resource)."""
     return ev.blake2b(b"lock\0" + resource.encode(), digest_size=16).hexdigest()
@@ -208,9 +99,6 @@ def holder_for(g: "Grite", holder_id: str | None = None, session: str | None = N
 
 # -- records ---------------------------------------------------------------------
 
-lease_decoder = msgspec.json.Decoder(Lease)
-
-
 def read_lease(store: "Store", sha: bytes) -> Lease:
     data, _parents = store.objects.read_record(sha, ENTRY)
     try:
@@ -225,100 +113,12 @@ def current(g: "Grite", resource: str) -> Lease | None:
     return effective(g.store, sha, now_ms())[0] if sha else None
 
 
-class Forged(msgspec.Struct):
-    """A record on a lease ref that its history does not allow: ignored, and reported."""
-    resource: str
-    sha: str
-    action: str
-    holder: str
-    token: int
-    reason: str
-
-
 def effective(store: "Store", sha: bytes, now: int) -> tuple[Lease, list[Forged]]:
-    """The lease a ref's records really grant, and the records that do not count.
-
-    Anyone who can push can append a record, and a record only claims who wrote it: "acquire"
-    by another holder over a live lease would take it for as long as it says. So the records
-    are folded from the oldest one read (CHAIN records back at most), each judged against the
-    lease as it stood before it (_invalid); one that breaks the rules is skipped.
-    """
-    records: list[tuple[bytes, Lease]] = []
-    at: bytes | None = sha
-    while at and len(records) < CHAIN:
-        try:
-            lease, parent = _record(store, at)
-        except CorruptObject:
-            if not records:
-                raise
-            break   # an unreadable older record: fold from what came after it
-        records.append((at, lease))
-        at = parent
-    records.reverse()
-    # A record may claim a time no later than its reader's clock, nor than any record written
-    # after it (plus a margin for clocks): "acquired after the lease expired", dated ahead, lies.
-    latest, bound = [0] * len(records), now
-    for i in range(len(records) - 1, -1, -1):
-        latest[i] = bound + FUTURE_MS
-        bound = min(bound, records[i][1].written_at)
-    lease, forged = records[0][1], []
-    for i in range(1, len(records)):
-        rec_sha, rec = records[i]
-        why = _invalid(lease, rec, latest[i])
-        if why:
-            forged.append(Forged(lease.resource, rec_sha.decode(), rec.action, rec.holder.id,
-                                 rec.token, why))
-        else:
-            lease = rec
-    return lease, forged
-
-
-CHAIN = 100                      # records read back from a lease ref's tip to judge it
-# Records are content-addressed: what a sha says never changes, so a long-lived process (a
-# witness renewing every few seconds) reads each one once.
-_RECORDS: dict[bytes, tuple[Lease, bytes | None]] = {}
-
-
-def _record(store: "Store", sha: bytes) -> tuple[Lease, bytes | None]:
-    """(the record, its parent's sha); CorruptObject when it does not read or decode."""
-    got = _RECORDS.get(sha)
-    if got is None:
-        data, parents = store.objects.read_record(sha, ENTRY)
-        try:
-            got = (lease_decoder.decode(data), parents[0] if parents else None)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise CorruptObject(sha.decode(), f"lease record does not decode ({exc})") from exc
-        if len(_RECORDS) > 50_000:
-            _RECORDS.clear()
-        _RECORDS[sha] = got
-    return got
-FUTURE_MS = int(DEFAULT_SKEW * 1000)   # how far a record's clock may run ahead of its reader's
-_GRANTS = ("acquire", "takeover", "force-takeover")
-
-
-def _invalid(prev: Lease, rec: Lease, latest: int) -> str:
-    """Why rec cannot follow prev on a lease ref ("" when it can)."""
-    if rec.resource != prev.resource:
-        return f"names {rec.resource!r}, not {prev.resource!r}"
-    grant = rec.action in _GRANTS
-    if grant and rec.token != prev.token + 1:
-        return f"grants token {rec.token}, not {prev.token + 1}"
-    if not grant and rec.token != prev.token:
-        return f"changes token {prev.token} to {rec.token} without a grant"
-    if rec.action.startswith("force-"):
-        return ""   # a recorded override (--force): allowed, and its history says who
-    if prev.state == "released":
-        return "" if grant else f"{rec.action} of a released lease"
-    if rec.action == "expire":
-        if prev.expires_at < rec.written_at <= latest:
-            return ""
-        return f"expires {prev.holder.id}'s lease before it ran out"
-    if rec.holder.id == prev.holder.id:
-        return ""
-    if grant and prev.expires_at < rec.acquired_at <= latest:
-        return ""   # a takeover of a lease its holder let run out
-    return (f"{rec.action} by {rec.holder.id} while {prev.holder.id} held it "
-            f"(token {prev.token}, until {iso(prev.expires_at).isoformat()})")
+    """The lease a ref's records really grant, and the records that do not count: the last
+    CHAIN records folded from the oldest (model.leases.fold judges each against the lease as
+    it stood before it; one that breaks the rules is skipped)."""
+    records, root = chain(store, sha, CHAIN)
+    return fold(records, now, root)[:2]
 
 
 def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:
@@ -350,13 +150,6 @@ def view(lease: Lease, now: int, skew_ms: int, ref: bytes, cls=LeaseView, **extr
 
 
 # -- decisions (pure: previous record in, next record out) -------------------------
-
-
-def end_of(lease: Lease, now: int) -> int:
-    """When a lease ended, on its holder's clock (a live lease taken by force ends now)."""
-    if lease.state == "released":
-        return lease.released_at
-    return min(lease.expires_at, now)
 
 
 def decide_acquire(resource: str, holder: Holder, ttl_ms: int, skew_ms: int, force: bool) -> Decide:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from git_brat.process import now_ms
-from git_brat.errors import CorruptObject, NotFound, RemoteUnreachable, UsageError
+from git_brat.errors import CorruptObject, NotFound, RemoteUnreachable
 from git_brat.grite.locks import authority, cas
 from git_brat.grite.locks.lease import (
     ENTRY, LOCKS, Forged, LeaseView, decide_expire, default_holder_id, effective, lease_decoder,
@@ -192,24 +192,17 @@ def _summarize_packed(store: "Store", packed, memo: Memo) -> PackedLive:
 
 
 def ungrounded_tokens(g: "Grite") -> list[Forged]:
-    """Lease tokens the log grants beyond every record this clone has of the lease's ref.
-
-    Replay fences by the log's LeaseToken events, which anyone who can push can write: one far
-    ahead makes every clone reject the genuine holder's events. Only the tip of each ref is
-    read (a report, not a decision)."""
-    store, out = g.store, []
-    known = _known_records(store)
-    for resource, token in g.state().fences.items():
-        try:
-            shas = known.get(ref_for(resource), [])
-            newest = max((read_lease(store, sha).token for sha in shas), default=None)
-        except (CorruptObject, UsageError):
-            continue
-        if newest is not None and token > newest:
-            out.append(Forged(resource, "", "lease-token", "", token,
-                              f"the log grants token {token}, but the lease's records go no "
-                              f"further than token {newest}: events written under the real "
-                              f"lease may be rejected"))
+    """The log's lease tokens replay did not apply as fences: the lease's records here do not
+    grant them (past every record: not fetched yet, or forged; a grant with another end than
+    its record's: forged). Anyone who can push writes events, and one such token believed would
+    make every clone reject the genuine holder's events; replay ignores it, this names it."""
+    state = g.state()
+    out = []
+    for eid, held in sorted(state.lease_held.items()):
+        why = state.rejected.get(eid)
+        out.append(Forged(held.resource, eid, "lease-token", "", held.token,
+                          f"{why.reason if why else 'not granted by its records'}; rejected, "
+                          f"not applied (nothing for --fix to do: replay already ignores it)"))
     return out
 
 

@@ -51,6 +51,19 @@ class Rejection(msgspec.Struct):
     reason: str
 
 
+class Held(msgspec.Struct):
+    """A LeaseToken event replay did not apply as a fence (its lease's records do not grant it)."""
+    resource: str
+    token: int
+    prev_end: int
+    entity: str
+
+
+# Judges a LeaseToken (resource, token, prev_end) by the lease records this clone has: (why it
+# is not believed, or None; the records' tips when the answer may change as records arrive).
+Judge = Callable[[str, int, int], "tuple[str | None, list[str] | None]"]
+
+
 class State(msgspec.Struct):
     """Everything replay derives from the logs."""
     entities: dict[str, Entity] = {}
@@ -64,13 +77,20 @@ class State(msgspec.Struct):
     # resource -> token -> latest ts among applied events fenced with that token
     fenced_at: dict[str, dict[int, int]] = {}
     rejected: dict[str, Rejection] = {}
+    # LeaseToken events not applied as fences (also in rejected), by id
+    lease_held: dict[str, Held] = {}
+    # resource -> the tips of its lease refs when a judgement of its tokens was made that more
+    # records could change (none there yet, or a token past them): looked at again on load
+    lease_basis: dict[str, list[str]] = {}
     # Events whose operation this version does not know (from a newer writer), by id: a set,
     # so reading one blob twice (two commits may share it) does not count it twice.
     unknown: dict[str, None] = {}
     event_count: int = 0
 
-    def apply(self, e: ev.Event) -> bool:
-        """Apply one event; False means the state needs a full replay (a fence moved backwards)."""
+    def apply(self, e: ev.Event, judge: Judge | None = None) -> bool:
+        """Apply one event; False means the state needs a full replay (a fence moved backwards).
+
+        judge: the lease records' word on a LeaseToken; without one every token is believed."""
         self.event_count += 1
         why = ev.event_problem(e)
         if why is not None:   # (its clock never reaches max_lamport: writers stay in bounds)
@@ -81,16 +101,15 @@ class State(msgspec.Struct):
         op = e.op
         kind = type(op)
         if kind is ev.LeaseToken:
-            res, tok = op.resource, op.token
-            if tok > self.fences.get(res, 0):
-                self.fences[res] = tok
-            ends = self.lease_ends.setdefault(res, {})
-            if tok not in ends or op.prev_end < ends[tok]:
-                ends[tok] = op.prev_end
-                for old, ts in self.fenced_at.get(res, {}).items():
-                    if old < tok and (op.prev_end <= 0 or ts > op.prev_end):
-                        return False   # an event already applied under an older token is now stale
-            return True
+            if judge is not None:
+                why, basis = judge(op.resource, op.token, op.prev_end)
+                if basis is not None:
+                    self.lease_basis[op.resource] = basis
+                if why is not None:
+                    self.rejected[e.id] = Rejection(e.id, e.entity, why)
+                    self.lease_held[e.id] = Held(op.resource, op.token, op.prev_end, e.entity)
+                    return True
+            return self._grant(op.resource, op.token, op.prev_end)
         if e.fence is not None:
             res, tok = e.fence.resource, e.fence.token
             if self.stale(res, tok, e.ts):
@@ -121,6 +140,50 @@ class State(msgspec.Struct):
             if e.entity not in sources:
                 sources.append(e.entity)
         return True
+
+    def _grant(self, res: str, tok: int, prev_end: int) -> bool:
+        """A believed LeaseToken: False when an event applied under an older token is now stale."""
+        if tok > self.fences.get(res, 0):
+            self.fences[res] = tok
+        ends = self.lease_ends.setdefault(res, {})
+        if tok not in ends or prev_end < ends[tok]:
+            ends[tok] = prev_end
+            for old, ts in self.fenced_at.get(res, {}).items():
+                if old < tok and (prev_end <= 0 or ts > prev_end):
+                    return False   # an event already applied under an older token is now stale
+        return True
+
+    def rejudge(self, judge: Judge, moved: dict[str, list[str]]) -> bool:
+        """Judge again the tokens of the resources whose lease records moved (resource -> tips
+        now): a held one the records now grant is applied, one believed with no records that
+        they now deny needs the full replay (False), as does a grant that stales an applied
+        event. The basis is kept only where more records could still change an answer."""
+        held = [(eid, h) for eid, h in self.lease_held.items() if h.resource in moved]
+        pending = {res: False for res in moved}
+        for res in moved:
+            for tok, end in self.lease_ends.get(res, {}).items():
+                why, basis = judge(res, tok, end)
+                if why is not None:
+                    return False
+                pending[res] |= basis is not None
+        whole = True
+        for eid, h in held:
+            why, basis = judge(h.resource, h.token, h.prev_end)
+            pending[h.resource] |= basis is not None
+            if why is None:
+                self.lease_held.pop(eid)
+                self.rejected.pop(eid)
+                whole = self._grant(h.resource, h.token, h.prev_end) and whole
+            else:
+                cur = self.rejected.get(eid)
+                if cur is None or cur.reason != why:
+                    self.rejected[eid] = Rejection(eid, h.entity, why)
+        for res, still in pending.items():
+            if still:
+                self.lease_basis[res] = moved[res]
+            elif res in self.lease_basis:
+                self.lease_basis.pop(res)
+        return whole
 
     def _recheck(self, ent: Entity) -> None:
         """Walk an entity's status changes in stamp order through its kind's state machine:
@@ -328,7 +391,7 @@ def _set_fields(ent: Entity, fields: dict[str, Any], stamp: tuple[int, str, str]
             ent.fields[name] = (value, *stamp)
 
 
-def replay(events: Iterable[ev.Event]) -> State:
+def replay(events: Iterable[ev.Event], judge: Judge | None = None) -> State:
     """Full replay. Lease tokens are applied first so fencing never depends on arrival order."""
     with no_gc():
         events = list(events)
@@ -336,7 +399,7 @@ def replay(events: Iterable[ev.Event]) -> State:
         lease = ev.LeaseToken
         for e in events:
             if type(e.op) is lease:
-                state.apply(e)
+                state.apply(e, judge)
         apply = state.apply
         for e in events:
             if type(e.op) is not lease:
@@ -351,7 +414,7 @@ class EncodedState(State):
 
 def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
                   reread: Callable[[], Iterable[ev.Event]] | None = None,
-                  start: State | None = None) -> State:
+                  start: State | None = None, judge: Judge | None = None) -> State:
     """Apply batches as they arrive (in chunks); the same state as replay() of their events.
 
     Arrival order is fine (the projection is a CRDT) unless a fence moves backwards; then the
@@ -359,6 +422,7 @@ def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
     (the same events again, from the start), of two passes over it, so that a million events
     are never held at once. `progress(events_so_far)` is told after each chunk. `start`: a
     snapshot's state the batches extend (then a fence that moves back cannot be decided here).
+    `judge`: the lease records' word on each LeaseToken (State.apply).
     """
     state, events, in_order, seen = start or State(), [], True, 0
     apply = state.apply
@@ -372,7 +436,7 @@ def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
                     events += batch.events
                 if in_order:   # (read on to the end all the same: the reader names what it skips)
                     for e in batch.events:
-                        if not apply(e):
+                        if not apply(e, judge):
                             in_order = False
                             break
     if in_order:
@@ -381,17 +445,17 @@ def replay_stream(chunks: Iterable[list[ev.Batch]], progress=None,
         from git_brat.errors import DEEPEN_HINT, HistoryCut
         raise HistoryCut("a lease fence moved back after the snapshot this clone starts from, "
                          f"and only every event in order can decide it; {DEEPEN_HINT}")
-    return replay(events) if reread is None else _replay_twice(reread)
+    return replay(events, judge) if reread is None else _replay_twice(reread, judge)
 
 
-def _replay_twice(read: Callable[[], Iterable[ev.Event]]) -> State:
+def _replay_twice(read: Callable[[], Iterable[ev.Event]], judge: Judge | None = None) -> State:
     """replay() over a source read twice (lease tokens first), not kept in memory."""
     lease = ev.LeaseToken
     with no_gc():
         state = State()
         for e in read():
             if type(e.op) is lease:
-                state.apply(e)
+                state.apply(e, judge)
         apply = state.apply
         for e in read():
             if type(e.op) is not lease:

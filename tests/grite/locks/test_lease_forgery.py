@@ -110,4 +110,6 @@ def test_a_lease_token_in_the_log_beyond_the_leases_own_records_is_reported(tmp_
     assert report.returncode == 6
     found = [f for f in json.loads(report.out)["findings"] if f["kind"] == "forged-lease"]
     assert [f["subject"] for f in found] == ["task:t1"]
-    assert "grants token 1000000000" in found[0]["detail"]
+    assert "lease token 1000000000 for task:t1 is not granted by the lease's records " \
+        "(they reach token 1)" in found[0]["detail"]
+    assert "rejected, not applied" in found[0]["detail"]

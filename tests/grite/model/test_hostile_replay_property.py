@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.kinds import KINDS, TASK
+from git_brat.grite.model.leases import Grants, verdict
 from git_brat.grite.model.state import canonical, replay, status_of
 
 from gritekit import histories
@@ -52,7 +53,7 @@ def _nested(depth: int):
 @st.composite
 def hostile_event(draw):
     """One event replay must reject, whatever else arrives."""
-    what = draw(st.sampled_from(["clock", "ts", "deep", "big", "move", "create"]))
+    what = draw(st.sampled_from(["clock", "ts", "deep", "big", "move", "create", "lease"]))
     ent = draw(st.sampled_from(TASKS + ["e1", "e2"]))
     lam = draw(st.integers(1, 60))
     ts = 1000
@@ -69,10 +70,26 @@ def hostile_event(draw):
     elif what == "move":   # a move the table never allows, whatever the status before it
         ent = draw(st.sampled_from(TASKS))
         op = ev.SetFields({"status": "bogus", "status_from": draw(st.sampled_from(STATUSES))})
+    elif what == "lease":  # a fence token no lease record grants: far ahead, or another end
+        ent = "lock"
+        token, prev_end = draw(st.one_of(
+            st.tuples(st.integers(RECORDED + 1, 10**12), st.integers(-5, 10**6)),
+            st.tuples(st.integers(1, RECORDED), st.integers(1, 10**6))))
+        op = ev.LeaseToken(LEASED, token, HOSTILE_ACTOR, prev_end)
     else:                  # a second create of a task that skips the queue, stamped first
         ent, lam = draw(st.sampled_from(TASKS)), 0
         op = ev.Create("task", {"title": "x", "status": draw(st.sampled_from(SKIPS))})
     return ev.make_event(ent, HOSTILE_ACTOR, lam, ts, op)
+
+
+# The lease the honest histories fence by (gritekit.histories): its records grant tokens 1-4,
+# each with no end of an earlier lease (prev_end 0), as the honest LeaseTokens say.
+LEASED, RECORDED = "task:1", 4
+RECORDS = [Grants(RECORDED, {t: 0 for t in range(1, RECORDED + 1)}, 0)]
+
+
+def judge(resource: str, token: int, prev_end: int):
+    return verdict(resource, token, prev_end, RECORDS), None
 
 
 def _view(state) -> dict:
@@ -94,13 +111,13 @@ def _view(state) -> dict:
 def test_hostile_events_are_rejected_and_change_nothing_honest(honest, hostile, seed):
     mixed = honest + hostile
     seed.shuffle(mixed)
-    state = replay(mixed)
-    assert _view(state) == _view(replay(honest))
+    state = replay(mixed, judge)
+    assert _view(state) == _view(replay(honest, judge))
     assert {e.id for e in hostile} <= set(state.rejected)
     assert state.max_lamport <= ev.LAMPORT_MAX
     # Still a CRDT with them in: any order, the same state.
     seed.shuffle(mixed)
-    assert canonical(replay(mixed)) == canonical(state)
+    assert canonical(replay(mixed, judge)) == canonical(state)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
