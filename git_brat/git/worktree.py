@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from git_brat.files import FileLock
 from git_brat.git import run as git
 
 TIMEOUT = 600.0   # seconds any one work-tree command may take
@@ -21,6 +22,21 @@ def _git(cwd: str, args: list[str], *, check: bool = False, hooks: bool = False,
     return git.run(git.argv(args, hooks=hooks), cwd=cwd, env=base, timeout=timeout, check=check)
 
 
+def _one_at_a_time(where: str) -> FileLock:
+    """The repository's lock on adding, removing and pruning work trees.
+
+    git does not serialize these: a `git worktree add` reads every registration under
+    .git/worktrees/, and one another `add` is still writing fails it ("failed to read
+    …/commondir"), which ended a session before its agent started when a witness started two
+    at once. The lock lives in the common directory, where git reads no file of that name."""
+    common = where
+    if not os.path.isfile(os.path.join(where, "HEAD")):
+        res = _git(where, ["rev-parse", "--path-format=absolute", "--git-common-dir"],
+                   check=True)
+        common = res.out.strip()
+    return FileLock(os.path.join(common, "brat-worktrees.lock"), TIMEOUT)
+
+
 def add(where: str, path: str, *, branch: str | None = None, start: str | None = None,
         hooks: bool = False) -> None:
     """A linked work tree at path: on `branch` (made from `start` when given, else the branch
@@ -28,26 +44,29 @@ def add(where: str, path: str, *, branch: str | None = None, start: str | None =
 
     hooks: run the user's hooks as `git worktree add` by hand would (an agent's work tree is
     the user's to prepare); the detached trees of the roles run none."""
-    if branch is None:
-        _git(where, ["worktree", "prune"])
-        _git(where, ["worktree", "add", "--detach", "--force", "--end-of-options", path, start],
-             check=True)
-        return
-    args = ["-b", branch, "--end-of-options", path, start] if start else \
-        ["--end-of-options", path, branch]
-    _git(where, ["worktree", "add", "--quiet", *args], check=True, hooks=hooks)
+    with _one_at_a_time(where):
+        if branch is None:
+            _git(where, ["worktree", "prune"])
+            _git(where, ["worktree", "add", "--detach", "--force", "--end-of-options", path,
+                         start], check=True)
+            return
+        args = ["-b", branch, "--end-of-options", path, start] if start else \
+            ["--end-of-options", path, branch]
+        _git(where, ["worktree", "add", "--quiet", *args], check=True, hooks=hooks)
 
 
 def remove(where: str, path: str) -> bool:
     """Remove a linked work tree, forced (its work is committed or not wanted); the branch stays."""
-    res = _git(where, ["worktree", "remove", "--force", "--force", "--end-of-options", path])
-    _git(where, ["worktree", "prune"])
+    with _one_at_a_time(where):
+        res = _git(where, ["worktree", "remove", "--force", "--force", "--end-of-options", path])
+        _git(where, ["worktree", "prune"])
     return res.ok
 
 
 def prune(where: str) -> None:
     """Forget work trees whose directory is gone."""
-    _git(where, ["worktree", "prune"])
+    with _one_at_a_time(where):
+        _git(where, ["worktree", "prune"])
 
 
 def listing(where: str) -> list[dict[str, str]]:
