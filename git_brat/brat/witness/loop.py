@@ -103,9 +103,7 @@ class Witness:
         self.held_elsewhere: dict[str, str] = {}   # task -> the holder that refused us
         # task -> (the session whose log it waits for, until when: monotonic; None, for good)
         self.awaiting: dict[str, tuple[str, float | None]] = {}
-        # Since when the lock remote has answered without a break (-inf: no outage seen): a
-        # clone that could not publish while it was down gets expired_wait after it answers.
-        self.answering_since = float("-inf")
+        self.answering_since = float("-inf")   # the lock remote answers again (-inf: no outage)
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
         self.preset = engines.resolve(opts.engine, cfg.engines)
@@ -247,10 +245,9 @@ class Witness:
         for t in board.ready(cid):
             if len(self.live) >= self.opts.max_sessions or self.stopping:
                 break
-            if t.id in self.awaiting:
-                sid, until = self.awaiting[t.id]
-                if sid not in board.state.kinds and (until is None or time.monotonic() < until):
-                    continue   # told when it was claimed; claimed again once that log is here
+            sid, until = self.awaiting.get(t.id, ("", None))
+            if sid and sid not in board.state.kinds and (until or float("inf")) > time.monotonic():
+                continue   # told when it was claimed; claimed again once that log is here
             why = pick.passed_over(t, now, running_here=busy, held_elsewhere=self.held_elsewhere)
             if why:
                 if t.id not in busy and t.id not in self._told:
@@ -307,16 +304,13 @@ class Witness:
             self.say(f"lock remote {self.st.remote} answers again: claiming")
         before = pick.previous_session(g, res)
         if before and not self._knows(before.session):
-            # A session we have never heard of held this task: it ran on another clone, and
-            # its work may have moved the task on. Never run on an old view while its log may
-            # still come: one that released its lease published it first, so wait for it; one
-            # whose lease expired may have finished and died before its clone could publish.
-            wait = None if before.released else self._expired_wait_left(before)
+            # A session we have never heard of held this task, on another clone: never run on
+            # an old view while its log may still come (pick.log_wait).
+            wait = pick.log_wait(before, self.cfg.witness.expired_wait, self.answering_since)
             if wait is None or wait > 0:
                 until = None if wait is None else time.monotonic() + wait
                 how = "" if wait is None else f" (its lease expired: at most {wait:.0f}s more)"
-                self.say(f"task {tid[:7]}: another clone worked on it; waiting until its log "
-                         f"arrives{how}")
+                self.say(f"task {tid[:7]}: another clone worked on it; waiting for its log{how}")
                 self.awaiting[tid] = (before.session, until)
                 self._release(res, holder, unused=True)
                 return True
@@ -364,13 +358,6 @@ class Witness:
             live.setup_failed = exc.message if isinstance(exc, GriteError) else str(exc)
             log_line(live.log, f"could not start: {live.setup_failed}")
             return self._finish(live, None)
-
-    def _expired_wait_left(self, before: "pick.Previous") -> float:
-        """Seconds left to wait for an expired session's log: witness.expired_wait from the
-        grant's end (its holder's clock) and from the lock remote answering again."""
-        grace = self.cfg.witness.expired_wait
-        since_end = (process.now_ms() - before.ended_ms) / 1000
-        return max(0.0, grace - min(since_end, time.monotonic() - self.answering_since))
 
     def _knows(self, sid: str) -> bool:
         """Whether this clone has the record of session sid: fetched from the lock remote if not."""

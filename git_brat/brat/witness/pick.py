@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from git_brat import process
 from git_brat.brat import engines
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
@@ -87,4 +89,16 @@ def previous_session(g: Grite, res: str) -> Previous | None:
     return Previous(sid, released, last.released_at or last.expires_at)
 
 
-__all__ = ["passed_over", "engine_problem", "previous_session", "Previous"]
+def log_wait(before: Previous, grace: float, answering_since: float) -> float | None:
+    """How long to wait for the log of `before`, a session this clone has no record of: for as
+    long as it takes (None) when it released its lease, as its log went out first; else what is
+    left of `grace` (witness.expired_wait), counted from its lease's expiry and from the lock
+    remote answering again (`answering_since`, monotonic), since its clone may have finished
+    the task and been cut off or killed before it could publish. 0: run the task."""
+    if before.released:
+        return None
+    since_end = (process.now_ms() - before.ended_ms) / 1000
+    return max(0.0, grace - min(since_end, time.monotonic() - answering_since))
+
+
+__all__ = ["passed_over", "engine_problem", "previous_session", "Previous", "log_wait"]
