@@ -176,7 +176,8 @@ def test_a_grant_whose_token_event_was_lost_is_recorded_with_the_successors_firs
     lock.write_text("held\n")
     with monkeypatch.context() as m:
         m.setenv("GRITE_LOCK_TIMEOUT", "0.3")
-        took = locks.acquire(g, RES, st, heir)
+        # (a long lease: its first write must not find it run out on a busy machine)
+        took = locks.acquire(g, RES, _settings(g, ttl=60), heir)
     lock.unlink()
     assert took.token == first.token + 1 and "not recorded" in took.note
     stale = g.append([Draft(eid, ev.SetFields({"title": "zombie overwrite"}),
