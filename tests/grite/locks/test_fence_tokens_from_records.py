@@ -55,12 +55,20 @@ def _forged_findings(repo) -> list[dict]:
     return [f for f in json.loads(report.out)["findings"] if f["kind"] == "forged-lease"]
 
 
-def test_a_forged_lease_token_does_not_reject_the_genuine_holders_events(tmp_path):
+def _alice_leases(tmp_path, *others: str, ttl: float | None = None):
+    """Clones of a seeded hub (alice, then `others`), an issue alice made, and alice holding
+    the hub's lease on RES (its token event left to her first fenced write)."""
     hub = seeded_hub(tmp_path)
-    alice, mallory, carol = (clone(str(hub), tmp_path / n) for n in ("alice", "mallory", "carol"))
-    eid = _issue(alice)
-    got = locks.acquire(_g(alice), RES, _remote(_g(alice)), locks.holder_for(_g(alice), "alice"),
-                        record=False)
+    repos = [clone(str(hub), tmp_path / n) for n in ("alice", *others)]
+    eid = _issue(repos[0])
+    ga = _g(repos[0])
+    remote = _remote(ga) if ttl is None else _remote(ga, ttl=ttl)
+    got = locks.acquire(ga, RES, remote, locks.holder_for(ga, "alice"), record=False)
+    return repos, eid, ga, got
+
+
+def test_a_forged_lease_token_does_not_reject_the_genuine_holders_events(tmp_path):
+    (alice, mallory, carol), eid, _ga, got = _alice_leases(tmp_path, "mallory", "carol")
     assert (got.mode, got.token) == ("remote", 1)
     first = _work(alice, eid, "started", "alice")
     grite(alice, "sync")
@@ -90,11 +98,7 @@ def test_a_forged_lease_token_does_not_reject_the_genuine_holders_events(tmp_pat
 
 
 def test_a_forged_token_reusing_the_real_number_with_an_earlier_end_stales_nothing(tmp_path):
-    hub = seeded_hub(tmp_path)
-    alice, bob, mallory = (clone(str(hub), tmp_path / n) for n in ("alice", "bob", "mallory"))
-    eid = _issue(alice)
-    ga = _g(alice)
-    locks.acquire(ga, RES, _remote(ga), locks.holder_for(ga, "alice"), record=False)
+    (alice, bob, mallory), eid, ga, _got = _alice_leases(tmp_path, "bob", "mallory")
     before = int(time.time() * 1000)
     work = _work(alice, eid, "alice's work", "alice")
     locks.release(ga, RES, _remote(ga), locks.holder_for(ga, "alice"))
@@ -161,11 +165,7 @@ def test_a_takeover_still_fences_the_late_holder_on_every_clone_whatever_arrives
 
 
 def test_a_token_believed_for_want_of_records_is_judged_again_when_they_arrive(tmp_path):
-    hub = seeded_hub(tmp_path)
-    alice, mallory, carol = (clone(str(hub), tmp_path / n) for n in ("alice", "mallory", "carol"))
-    eid = _issue(alice)
-    ga = _g(alice)
-    locks.acquire(ga, RES, _remote(ga), locks.holder_for(ga, "alice"), record=False)
+    (alice, mallory, carol), eid, ga, _got = _alice_leases(tmp_path, "mallory", "carol")
     work = _work(alice, eid, "alice's work", "alice")
     grite(alice, "sync")
     git(mallory, "fetch", "-q")
