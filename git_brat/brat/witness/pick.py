@@ -97,7 +97,9 @@ def log_wait(before: Previous, grace: float, answering_since: float) -> float | 
     the task and been cut off or killed before it could publish. 0: run the task."""
     if before.released:
         return None
-    since_end = (process.now_ms() - before.ended_ms) / 1000
+    # The record's time is its writer's word (a fetched ref): one dated ahead waits no longer
+    # than one that ended now.
+    since_end = max(0.0, (process.now_ms() - before.ended_ms) / 1000)
     return max(0.0, grace - min(since_end, time.monotonic() - answering_since))
 
 

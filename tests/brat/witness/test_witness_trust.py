@@ -358,3 +358,15 @@ def test_a_task_left_running_by_a_session_that_lost_its_lease_is_requeued(repo, 
     bench.brat("deacon", "run", "--once")
     shown = bench.show(t)
     assert shown["status"] == "queued" and "no session runs it" in shown["reason"]
+
+
+def test_a_lease_record_dated_far_ahead_delays_a_task_no_longer_than_the_wait():
+    """The expiry a fetched lease record states is its writer's word: one dated years ahead
+    holds the task back witness.expired_wait at most, like one that ended now."""
+    from git_brat.brat.witness import pick
+    from git_brat.process import now_ms
+    ahead = pick.Previous("9" * 32, released=False, ended_ms=now_ms() + 10 ** 12)
+    assert 0 < pick.log_wait(ahead, 60.0, float("-inf")) <= 60.0
+    long_ago = pick.Previous("9" * 32, released=False, ended_ms=now_ms() - 120_000)
+    assert pick.log_wait(long_ago, 60.0, float("-inf")) == 0.0
+    assert pick.log_wait(long_ago._replace(released=True), 60.0, float("-inf")) is None
