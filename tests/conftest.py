@@ -9,6 +9,31 @@ import pytest
 from helpers import BIN, grite, make_repo
 
 
+# Whole files of slow tests: each test in them starts a real engine, a browser, a sandboxed
+# session, a chaos schedule, a hub's daemon or a package install (seconds to a minute each).
+# A test elsewhere that is as slow says so itself with @pytest.mark.slow. The fast tier
+# (`-m "not slow"`) is for the edit-test loop; CI runs both.
+SLOW_FILES = (
+    "tests/engines/test_real_engines.py",
+    "tests/brat/chaos/",
+    "tests/brat/ui/test_ui_story.py",
+    "tests/brat/ui/test_ui_browser_guard.py",
+    "tests/brat/ui/test_ui_demo.py",
+    "tests/brat/sandbox/",
+    "tests/brat/demo/",
+    "tests/brat/test_readme.py",
+    "tests/cli/test_packaging.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+    for item in items:
+        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        if where.startswith(SLOW_FILES):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
     # Every command a test runs is a new Python importing this checkout's package. Where
     # PYTHONDONTWRITEBYTECODE is set (CI machines set it) no process would leave bytecode for
