@@ -70,3 +70,21 @@ def test_a_shell_engine_without_a_command_is_refused_before_anything_runs(bench)
     code, msg = fail(bench.repo, "witness", "run", "--once", "--engine", "shell")
     assert code == 2 and "engines.shell.command" in msg
     assert wal_tip(bench.repo) == tip
+
+
+def test_an_engine_that_is_not_installed_is_refused_at_start_and_charges_no_attempt(bench):
+    bench.brat("config", "set", "engines.ghost.command", '["no-such-agent-xyz", "{prompt}"]')
+    c = bench.convoy()
+    tasks = [bench.task(c, f"Fix {n}", "write a.txt x", "commit a") for n in range(2)]
+    tip = wal_tip(bench.repo)
+    code, msg = fail(bench.repo, "witness", "run", "--once", "--engine", "ghost")
+    assert code == 3
+    assert "'no-such-agent-xyz' is not on PATH" in msg and "--engine" in msg
+    assert wal_tip(bench.repo) == tip and bench.runs() == []
+    for t in tasks:
+        shown = bench.show(t)
+        assert shown["status"] == "queued" and not bench.sessions(t)
+    bench.brat("config", "set", "witness.engine", "ghost")
+    code, msg = fail(bench.repo, "witness", "run", "--once", "--json")
+    assert code == 3 and "not on PATH" in msg and "\n" not in msg.strip()
+    assert wal_tip(bench.repo) == tip
