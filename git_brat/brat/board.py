@@ -87,6 +87,7 @@ class TaskDetail(TaskView):
     allowed: list[str] = []    # statuses reachable without --force
     comments: list[CommentView] = []
     history: list[Transition] = []
+    approved_head: str = ""    # the commit a human approved to land ("" if none)
 
 
 class ConvoyView(msgspec.Struct):
@@ -297,7 +298,8 @@ class Board:
         dependents = self.dependents(t.id)
         return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
                           dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
-                          comments=comments, history=list(history))
+                          comments=comments, history=list(history),
+                          approved_head=str(t.get("approved_head", "") or ""))
 
     def dependents(self, tid: str) -> list[str]:
         """Tasks that wait for tid (found through the dep_sources index, cold ones included)."""

@@ -107,6 +107,10 @@ class Refinery(_Section):
                     "repository and writes only the check's work tree and a private tmp; "
                     "none, unconfined; auto, bwrap on a hub that runs checks "
                     "(hub.run_checks) when `bwrap` is on PATH, else none.")] = "auto"
+    review: Annotated[Literal["human", "auto"], Meta(
+        description="What lets a finished task into the merge queue: human, an approval of "
+                    "the very commit (`git brat task approve`); auto, the check alone (needs "
+                    "refinery.check: without one every task waits for approval).")] = "human"
     aging: _d(float, "Seconds of waiting that raise a request by one priority level, so no "
                      "request waits forever behind newer urgent ones; 0 turns aging off.",
               ge=0) = 600

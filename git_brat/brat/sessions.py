@@ -11,6 +11,7 @@ import msgspec
 from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
+from git_brat.brat import review
 from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
@@ -236,10 +237,13 @@ def comment(g: Grite, tid: str, sess: Entity | None, message: str) -> None:
 REPLY_FROM = ("needs-review", "failed", "blocked")
 
 
-def reply(g: Grite, ref: str, message: str) -> str:
-    """A human's answer to an attempt: recorded, and the task re-queued to continue on its branch."""
+def reply(g: Grite, ref: str, message: str, notes: list[str] = ()) -> str:
+    """A human's answer to an attempt (request changes): recorded, any approval withdrawn, and
+    the task re-queued to continue on its branch. The head it answered is kept: a session that
+    comes back with that same head changed nothing (see witness.verdict)."""
     tid = g.resolve(ref, TASK).id
-    message = check_text(message, "reply", one_line=False)
+    message = review.reply_text(check_text(message, "reply", one_line=False),
+                                review.parse_notes(list(notes)))
     rid = ev.new_entity_id()[:16]
 
     def build() -> list[Draft]:
@@ -248,9 +252,10 @@ def reply(g: Grite, ref: str, message: str) -> str:
         if old not in REPLY_FROM:
             raise Conflict(f"refused: task {tid[:7]} is {old}; a reply re-queues a task that is "
                            f"{', '.join(REPLY_FROM)}")
+        head = review.head_under_review(board, g.store, tid)
         out = [Draft(tid, ev.Comment(f"reply: {message}")),
                tasks.move(board, tid, "queued", "a human replied", reply=message, reply_id=rid,
-                          failures=0, retry_after=0)]
+                          failures=0, retry_after=0, reply_head=head, approved_head="")]
         for m in board.state.of_group(model.MERGE, tid):
             if m.get("status") in ("queued", ""):
                 out.append(Draft(m.id, ev.SetFields({"status": "superseded",

@@ -83,6 +83,17 @@ class DeadSession(msgspec.Struct):
     reason: str
 
 
+class ReviewWait(msgspec.Struct):
+    """A finished task that waits for a human's decision before it may land."""
+    task: str
+    convoy: str
+    title: str
+    head: str                  # the commit an approval would land ("" if not here)
+    branch: str
+    target: str                # the branch it would land on (for `git diff target...branch`)
+    since: datetime
+
+
 class Status(msgspec.Struct):
     generated_at: datetime
     convoy: str | None         # the --convoy filter, if any
@@ -99,6 +110,8 @@ class Status(msgspec.Struct):
     dead_sessions: list[DeadSession] = []  # live in the log, their witness gone on this host
     no_branch: list[str] = []  # merge-queue tasks whose branch is not in this clone
     sandbox: str = ""          # where new sessions run here: bwrap or none (witness.sandbox)
+    review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
+    review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -262,7 +275,12 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     not_started = [NotStarted(t.id, why) for t in ready_tasks
                    if (why := pick.passed_over(t, now_ms, leases=lease_list))]
     sessions, dead = _sessions(g, board, tasks)
-    queue, unreached = merge_queue(g, cfg, board)
+    from git_brat.brat import review as rv
+    waiting = [ReviewWait(t.id, t.get("convoy", ""), t.get("title", ""),
+                          head := rv.head_under_review(board, g.store, t.id),
+                          f"brat/{t.id}", cfg.refinery.target_branch, iso(t.updated_at))
+               for t in rv.waiting(board, g.store, cfg) if tasks is None or t.id in tasks]
+    queue, unreached = merge_queue(g, cfg, board, {w.task for w in waiting})
     queue = [m for m in queue if tasks is None or m.task in tasks]
     # A convoy can be held up by a task in another convoy it depends on: show that one too.
     related = None if tasks is None else _with_prerequisites(board, tasks)
@@ -274,6 +292,8 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     from git_brat.brat.engines import sandbox
     if (box := sandbox.unconfined_warning(cfg.witness.sandbox)):
         warnings.append(box)
+    if (gate := rv.mode_warning(cfg)):
+        warnings.append(gate)
     if ready and (engine := pick.engine_problem(cfg)):
         warnings.append(f"witness.engine: {engine}: `git brat witness run` cannot work on the "
                         f"ready tasks")
@@ -281,7 +301,7 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   recovery(g, board, tasks, lease_problems), last_run(g, board.state),
                   warnings, not_started, dead,
                   [t for t in unreached if tasks is None or t in tasks],
-                  sandbox.effective(cfg.witness.sandbox))
+                  sandbox.effective(cfg.witness.sandbox), waiting, rv.mode(cfg))
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:
@@ -301,11 +321,12 @@ def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[Sess
     return out, dead
 
 
-def merge_queue(g: Grite, cfg: Config, board: Board) -> tuple[list[MergeQueueEntry], list[str]]:
+def merge_queue(g: Grite, cfg: Config, board: Board,
+                in_review: set[str] = frozenset()) -> tuple[list[MergeQueueEntry], list[str]]:
     """The merge queue as the refinery takes it: what it is merging now (position 0), then its
     requests numbered in its own order (refinery.queue.requests, the one rule), then the tasks
-    waiting for review whose branch this clone does not have, which it cannot take yet (their
-    ids are the second value)."""
+    approved to land whose branch this clone does not have, which it cannot take yet (their
+    ids are the second value). Tasks waiting for a human's review (in_review) are not in it."""
     from git_brat.brat.refinery import queue as rq
     tasks = board.tasks
     out = [MergeQueueEntry(0, m.task, m.title, m.convoy, m.status, m.priority, m.merge, m.since)
@@ -318,12 +339,12 @@ def merge_queue(g: Grite, cfg: Config, board: Board) -> tuple[list[MergeQueueEnt
                                    r.priority, r.merge or None, iso(r.since)))
     n, unreached = len(taken), []
     for m in board.merge_queue():
-        if m.status == "needs-review" and m.task not in taken:
+        if m.status == "needs-review" and m.task not in taken and m.task not in in_review:
             n += 1
             out.append(msgspec.structs.replace(m, position=n))
             unreached.append(m.task)
     return out, unreached
 
 
-__all__ = ["Status", "RecoveryReport", "Intervention", "LeaseView", "NotStarted", "DeadSession",
+__all__ = ["Status", "ReviewWait", "RecoveryReport", "Intervention", "LeaseView", "NotStarted", "DeadSession",
            "build", "merge_queue"]

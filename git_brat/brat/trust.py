@@ -19,10 +19,11 @@ from git_brat.git.store import Store
 # Settings that run code on this machine or choose what runs: from the committed file (which
 # any pusher can change) they take effect only with values this user approved. The committed
 # refinery.trigger never takes effect at all: hooks start the refinery only on a local setting.
-# The sandbox settings too: a pusher must not be able to take every clone's sandbox away.
+# The sandbox settings too: a pusher must not be able to take every clone's sandbox away, nor
+# the review gate (refinery.review = "auto" lands agents' work unread).
 GUARDED = ("witness.engine", "witness.setup", "refinery.check", "mayor.engine", "locks.remote",
            "engines", "hub", "witness.sandbox", "witness.sandbox_network",
-           "witness.sandbox_hide", "refinery.sandbox")
+           "witness.sandbox_hide", "refinery.sandbox", "refinery.review")
 # Whether git hooks start the refinery: this clone's git config, never a committed file.
 HOOK_TRIGGER = "brat.hookTrigger"
 EXIT_UNAPPROVED = 7   # documented in docs/reference.md

@@ -39,6 +39,7 @@ def request(repo, cid: str, title: str, files: dict[str, str | None],
     tid = task(repo, cid, title, *args)
     commit_on(repo, f"brat/{tid}", files, title, start)
     move(repo, tid, "running", "needs-review")
+    brat(repo, "task", "approve", tid)   # the human's review (refinery.review = "human")
     return tid
 
 
@@ -97,7 +98,7 @@ __all__ = ["commit_on", "request", "configure", "refine", "outcomes", "check_run
 
 def quick_requests(repo, cid: str, specs: list[tuple[str, dict, int]]) -> list[str]:
     """Many hand-made requests through the library (one process): [(title, files, priority)]."""
-    from git_brat.brat import board as model, tasks
+    from git_brat.brat import board as model, review, tasks
     g = model.open_grite(str(repo))
     out = []
     for title, files, prio in specs:
@@ -105,6 +106,7 @@ def quick_requests(repo, cid: str, specs: list[tuple[str, dict, int]]) -> list[s
         commit_on(repo, f"brat/{tid}", files, title)
         tasks.update_task(g, tid, "running")
         tasks.update_task(g, tid, "needs-review")
+        review.approve(g, tid)
         out.append(tid)
     return out
 

@@ -54,6 +54,16 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
     import textwrap
     lines: list[str] = [ln for w in s.warnings for ln in textwrap.wrap(
         f"warning: {w}", WIDTH - 1, subsequent_indent="  ", break_on_hyphens=False)]
+    if s.review:   # what waits for the human comes first
+        body = []
+        for w in s.review:
+            body.append(cut(f"{sid(w.task)}  {w.head[:12] or 'no branch here'}  {w.title}",
+                            WIDTH - 2))
+            body.append(f"{_PASTE}git diff {w.target}...{w.branch}")
+            body.append(f"{_PASTE}git brat task approve {sid(w.task)}   "
+                        f"# or: git brat task reply {sid(w.task)} -m \"...\"")
+        lines += _section(f"WAITING FOR YOUR REVIEW ({len(s.review)})", body)
+        lines.append("")
     if s.convoys:
         fixed = 7 + 2 + 7 + 5 * len(STATES) + 2
         lines.append(f"{'CONVOYS':<16}" + "".join(f" {HEADS[x]:>4}" for x in STATES) + "  title")

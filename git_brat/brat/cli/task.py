@@ -7,6 +7,7 @@ import os
 import click
 import msgspec
 
+from git_brat.brat import review
 from git_brat.brat import sessions
 from git_brat.brat import board as model
 from git_brat.brat import tasks
@@ -41,6 +42,9 @@ def _detail_text(g, d: model.TaskDetail, b=None) -> str:
               f"author:    {d.author}", f"created:   {when(d.created_at)}"]
     if d.reason:
         lines.append(f"reason:    {d.reason}")
+    if d.approved_head:
+        lines.append(f"approved:  {d.approved_head[:12]} (lands once the merge check passes)")
+
     if d.body:
         lines += ["", d.body.rstrip()]
     if d.history:
@@ -203,16 +207,36 @@ def block(task_id, message, as_json):
 @task.command()
 @click.argument("task_id")
 @click.option("-m", "--message", required=True, help="Your answer to the agent.")
+@click.option("--note", "notes", multiple=True, metavar="PATH:LINE: TEXT",
+              help="A note on a line of the diff (repeatable), e.g. 'src/app.py:12: handle None'.")
 @json_option
-def reply(task_id, message, as_json):
-    """Answer an attempt (needs-review, failed or blocked): re-queue the task to carry on.
+def reply(task_id, message, notes, as_json):
+    """Request changes (needs-review), or answer a failed or blocked attempt: re-queue the task.
 
     The next session continues on the same branch; an engine that can resume its conversation
-    gets the message as its next prompt, others a fresh prompt that starts with it.
+    gets the message (and the notes) as its next prompt, others a fresh prompt that starts with
+    it. Any approval is withdrawn; a session that comes back without a new commit is shown as
+    having changed nothing, and the task is blocked for you instead of returning to review.
     """
     g = open_grite()
-    tid = sessions.reply(g, task_id, message)
+    tid = sessions.reply(g, task_id, message, list(notes))
     _done(g, tid, as_json, f"{tid[:7]}: re-queued with your reply")
+
+
+@task.command()
+@click.argument("task_id")
+@click.option("-m", "--message", default="", help="A note recorded with the approval.")
+@json_option
+def approve(task_id, message, as_json):
+    """Approve a task in review: the commit it is at now enters the merge queue.
+
+    The approval is for that commit: new commits on the branch need a new approval. With
+    refinery.review = "auto" (and a check) no approval is needed.
+    """
+    g = open_grite()
+    d = review.approve(g, task_id, message)
+    _done(g, d.task, as_json, f"{d.task[:7]}: approved at {d.head[:12]}; it is in the merge "
+                              f"queue (`git brat refinery run --once` lands it)")
 
 
 @task.command()

@@ -144,13 +144,17 @@ class Demo:
         self.run("brat", "init")
         for key, value in (("witness.engine", self.engine), ("mayor.engine", self.engine),
                            ("witness.concurrency", "3"), ("witness.backoff", "0"),
-                           ("refinery.check", demo_project.CHECK), ("refinery.batch", "3")):
+                           ("refinery.check", demo_project.CHECK), ("refinery.batch", "3"),
+                           # the demo has no human to approve: its check is the gate
+                           ("refinery.review", "auto")):
             self.run("brat", "config", "set", key, value)
         self.run("add", ".brat", show=False)
         self.run("commit", "-q", "-m", "git-brat configuration", show=False)
         label = " (a scripted agent shipped with git-brat, not an AI)" if self.engine == "demo" else ""
         self.step("git brat init: the event log in git refs, hooks, .brat/config.toml",
-                  f"engine: {self.engine}{label}\nthe merge check: {demo_project.CHECK}")
+                  f"engine: {self.engine}{label}\nthe merge check: {demo_project.CHECK}\n"
+                  f"review: auto (the check lands what passes; a team's default is human: "
+                  f"`git brat task approve`)")
         if self.ui:
             self._board()
 

@@ -11,6 +11,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import review
 from git_brat.brat import tasks
 from git_brat.brat.config import Config
 from git_brat.brat.board import MERGE, Board, status_of
@@ -109,7 +110,8 @@ def effective(priority: int, since: int, now: int, aging: float) -> int:
 
 def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None = None,
              target_tip: str | None = None) -> list[Request]:
-    """Every task in needs-review with a branch, in the order the refinery takes them."""
+    """Every task in needs-review with a branch, approved to land (see review), in the order
+    the refinery takes them."""
     board = board or model.board(g)
     now = now if now is not None else process.now_ms()
     merges = open_merges(board.state)
@@ -125,6 +127,8 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
         if found is None:
             continue
         ref, head = found
+        if not review.approved(t, head, cfg):
+            continue   # waits for a human's decision (review.waiting): not the queue's yet
         base = (m.get("base") if m else None) or (g.store.objects.merge_base(tip, head)
                                                 if tip else "") or ""
         since = int(m.get("queued_at", m.created_at)) if m else t.updated_at

@@ -525,7 +525,7 @@ class Witness:
                                       moved else live.base or live.target, head) if head else 0
         facts = dict(session=live.sid, branch=live.branch, setup_failed=live.setup_failed,
                      exit_code=rc, engine_error=left.error, timeout=live.deadline - live.started,
-                     commits=commits, tail=left.tail)
+                     commits=commits, tail=left.tail, head=head)
         res = ss.resource(live.tid)
         outcome: dict = {}
 
@@ -538,7 +538,7 @@ class Witness:
                 **facts, stop_reason=live.stop_reason, task_status=status_of(task),
                 task_session=task.get("session", ""),
                 done=task.get("done_by") == live.sid, task_reason=model.reason_of(task),
-                failures=task.get("failures", 0),
+                failures=task.get("failures", 0), reply_head=str(task.get("reply_head", "")),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
                 witness_stopping=self.stopping, now=process.now_ms()), self.cfg.witness)
             v = guard.intervention(v, moved, live.tid) if moved is not None else v

@@ -33,6 +33,8 @@ class Facts(msgspec.Struct, kw_only=True, frozen=True):
     witness_stopping: str = ""     # why the witness itself stops ("interrupted", "stopped")
     tail: str = ""                 # the last lines of its output
     now: int = 0                   # ms
+    head: str = ""                 # its branch's tip at the end
+    reply_head: str = ""           # the head a human's reply (request changes) answered
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -95,6 +97,13 @@ def decide(f: Facts, policy: Policy) -> Verdict:
         to, reason, fields = retry(f, policy, why)
         return Verdict("timed-out" if f.stop_reason == "timeout" else "failed", why, to, reason,
                        fields)
+    if f.reply_head and f.head == f.reply_head:
+        # Back with the very commit the human asked to change: it must not return to review
+        # (where an approval of an older look, or auto review, would land it) as if it had.
+        reason = f"it changed nothing after your reply ({f.branch} is still at {f.head[:12]})"
+        return Verdict("ended", reason, "blocked",
+                       f"the agent's session after your reply made no new commit: reply again "
+                       f"(`git brat task reply`), or drop the task")
     if f.commits:
         reason = f"{f.commits} commit(s) on {f.branch}"
         return Verdict("done", reason, "needs-review", reason,

@@ -15,6 +15,7 @@ def test_rebase_lands_each_commit_in_order_and_the_convoy_lands(queue):
     repo, cid = queue
     tid = request(repo, cid, "Add a", {"a.py": "a = 1\n"})
     commit_on(repo, f"brat/{tid}", {"a.py": "a = 2\n"}, "Change a")
+    brat(repo, "task", "approve", tid)   # the approval is for the head it lands
     commit_on(repo, "main", {"other.txt": "x\n"}, "Unrelated work on main")   # target moved on
     report = refine(repo)
     assert outcomes(report) == {tid: "merged"}
