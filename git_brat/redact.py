@@ -37,7 +37,7 @@ _SECRET_NAMES = (r"(?:api[_-]?key|apikey|auth[_-]?key|service[_-]?key|account[_-
                  r"secret[_-]?key|access[_-]?key|signing[_-]?key|encryption[_-]?key|"
                  r"master[_-]?key|session[_-]?key|password|passwd|passphrase|pwd|pass|"
                  r"secret|token|credentials?|contrase(?:ñ|n)a|cookie)")
-_ASSIGN_OP = r"s?[\"'`]?\]?[ \t]*(?::=|=>|::|=|:)[ \t]*"
+_ASSIGN_OP = r"[\"'`]?\]?[ \t]*(?::=|=>|::|=|:)[ \t]*"
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s\"'`,;}\]]+)"
 # --api-key VALUE, --api-key=VALUE, --token VALUE (also in text, e.g. an echoed command line)
 _OPTION_NAMES = r"(?:api[-_]?key|token|access[-_]?token|auth[-_]?token|secret|password|passwd)"
@@ -99,7 +99,7 @@ def _compiled() -> dict:
         "pem": re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
                           r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)", re.S),
         "pem_end": re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"),
-        "pem_body": re.compile(r"[A-Za-z0-9+/=:,\- ]{16,}|[ \t]*|Proc-Type:.*|DEK-Info:.*"),
+        "pem_body": re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{16,}|Proc-Type:.*|DEK-Info:.*|)[ \t]*"),
         # scheme://user:password@host: the password goes, the user and host stay
         "url": re.compile(r"://[^\s:/@\"'<>]+:([^\s/@\"'<>]+)@"),
         # in lower case:
@@ -122,7 +122,8 @@ def _entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
 
 
-def looks_random(value: str, min_len: int = _ENTROPY_MIN_LEN) -> bool:
+def looks_random(value: str, min_len: int = _ENTROPY_MIN_LEN,
+                 bits: float = _ENTROPY_MIN_BITS) -> bool:
     """Whether value has the look of a generated key: long, of a key's alphabet, letters and
     digits mixed, high entropy; never a hex string (commit ids, digests) or a UUID."""
     if len(value) < min_len or not _KEY_ALPHABET.fullmatch(value) or \
@@ -130,7 +131,7 @@ def looks_random(value: str, min_len: int = _ENTROPY_MIN_LEN) -> bool:
         return False
     if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
         return False
-    return _entropy(value) >= (_ENTROPY_MIN_BITS if len(value) < 32 else 3.5)
+    return _entropy(value) >= (bits if len(value) < 32 else min(bits, 3.5))
 
 
 def _is_code(value: str, rx: dict) -> bool:
@@ -172,7 +173,7 @@ def _spans(s: str, rx: dict) -> list[tuple[int, int]]:
             out.append(m.span(1))
     for m in rx["keyish"].finditer(low):
         v = s[m.start(1):m.end(1)].strip("\"'`")
-        if looks_random(v, 12) or (len(v) >= 32 and "-" not in v and _HEX_OR_UUID.fullmatch(v)):
+        if looks_random(v, 12, 3.0) or (len(v) >= 32 and "-" not in v and _HEX_OR_UUID.fullmatch(v)):
             out.append(m.span(1))
     out += [m.span(1) for m in rx["option"].finditer(low)]
     for m in rx["auth"].finditer(low):
