@@ -136,10 +136,11 @@ def looks_random(value: str, min_len: int = _ENTROPY_MIN_LEN,
 
 def _is_code(value: str, rx: dict) -> bool:
     """A value that is code, not a secret: a call, a lookup, an empty literal, a placeholder
-    (`token = get_token()`, `password = os.environ["PW"]`, `key: None`, `${TOKEN}`)."""
+    (`token = get_token()`, `password = os.environ["PW"]`, `key: None`, `${TOKEN}`), or one
+    redacted already (text redacted twice reads as once)."""
     v = value.strip("\"'`")
     return (v in ("", "None", "null", "nil", "true", "false", "True", "False", "undefined")
-            or bool(rx["code"].match(value)) or value.startswith(("$", "%", "{", "<", MARK)))
+            or bool(rx["code"].match(value)) or value.startswith(("$", "%", "{", "<", MARK[:-1])))
 
 
 def _named_before(s: str, at: int) -> bool:

@@ -44,6 +44,12 @@ def test_a_credential_amid_ordinary_output_is_redacted_and_the_output_kept(line,
     assert out.startswith("\n".join(ORDINARY)) and out.endswith("\n".join(ORDINARY))
 
 
+@pytest.mark.parametrize("line,secret", SHAPES, ids=[s[:24] for s, _ in SHAPES])
+def test_text_redacted_twice_reads_as_redacted_once(line, secret):
+    once = redact.text(line)
+    assert redact.text(once) == once
+
+
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_output_is_left_alone(text):
     assert redact.text(text) == text
