@@ -47,7 +47,8 @@ _OPTION_ARG = re.compile(r"(?i)--?" + _OPTION_NAMES)
 # token starts). Each pattern opens with a literal, so that a search for it runs at the speed of
 # a substring search (an alternation of them, or a `\b` in front, is a hundred times slower);
 # the token's left edge is checked afterwards.
-_TOKENS = (
+# (the literal each opens with: a text without it is not searched, nor the pattern compiled)
+_TOKENS = tuple((re.match(r"[A-Za-z0-9_\-=]+|https://hooks", p).group(0).replace("\\", ""), p) for p in (
     r"sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",  # Anthropic, OpenAI
     r"sk_(?:live|test)_[0-9A-Za-z]{10,}",                 # Stripe secret keys
     r"rk_(?:live|test)_[0-9A-Za-z]{10,}",                 # Stripe restricted keys
@@ -73,13 +74,14 @@ _TOKENS = (
     r"AccountKey=[A-Za-z0-9+/=]{40,}",                    # Azure storage
     r"AKC[A-Za-z0-9]{10,}(?![A-Za-z0-9])",                # Artifactory
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",  # JWTs
-)
+))
 # Tokens found by their middle: Telegram bot tokens (digits:AA…), Mailchimp keys (hex-usN),
-# Discord bot tokens (three dotted parts): (pattern, what the token's start looks like).
+# Discord bot tokens (three dotted parts): (literal, pattern, what the token's start looks like).
 _TOKENS_BY_MIDDLE = (
-    (r":AA[0-9A-Za-z_\-]{33}(?![A-Za-z0-9_\-])", r"\d{8,10}\Z"),
-    (r"-us\d{1,2}(?![A-Za-z0-9])", r"(?<![A-Za-z0-9])[0-9a-f]{32}\Z"),
-    (r"\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}", r"(?<![A-Za-z0-9_\-])[MNO][A-Za-z0-9_\-]{23,25}\Z"),
+    (":AA", r":AA[0-9A-Za-z_\-]{33}(?![A-Za-z0-9_\-])", r"\d{8,10}\Z"),
+    ("-us", r"-us\d{1,2}(?![A-Za-z0-9])", r"(?<![A-Za-z0-9])[0-9a-f]{32}\Z"),
+    (".", r"\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}",
+     r"(?<![A-Za-z0-9_\-])[MNO][A-Za-z0-9_\-]{23,25}\Z"),
 )
 
 # The entropy check, on the value of any assignment (`KEY = value`, `"k": "v"`): long, of a
@@ -91,29 +93,39 @@ _HEX_OR_UUID = re.compile(r"[0-9a-fA-F\-]+")
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
+_PATTERNS = {
+    # a private key: the whole block, or to the end of a text cut after its start
+    "pem": (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)", re.S),
+    "pem_end": r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+    "pem_body": r"[ \t]*(?:[A-Za-z0-9+/=]{16,}|Proc-Type:.*|DEK-Info:.*|)[ \t]*",
+    # scheme://user:password@host: the password goes, the user and host stay
+    "url": r"://[^\s:/@\"'<>]+:([^\s/@\"'<>]+)@",
+    # these four in lower case:
+    "named": _SECRET_NAMES + _ASSIGN_OP + _VALUE,
+    "keyish": r"key" + _ASSIGN_OP + _VALUE,
+    "option": r"--?" + _OPTION_NAMES + r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)",
+    "auth": r"(?:basic|bearer|token|digest|negotiate)\s+([a-z0-9._~+/=\-]{8,})",
+    "any_assign": (r"[=:][ \t]*([\"'`]?)([A-Za-z0-9+/=_\-]{" + str(_ENTROPY_MIN_LEN)
+                   + r",})\1(?![A-Za-z0-9+/=_.\-])"),
+    "auth_value": r".*[0-9=]|(?=.*[a-z])(?=.*[A-Z]).{20}",   # not a word of prose
+    "code": r"[A-Za-z_][\w.]*[(\[]",
+}
+# Words one of which a secret-looking name holds (in lower case).
+_NAME_WORDS = ("key", "pass", "pwd", "secret", "token", "cred", "contrase", "cookie")
+_AUTH_WORDS = ("basic", "bearer", "token", "digest", "negotiate")
+
+
 @cache
-def _compiled() -> dict:
-    """The detectors, compiled on first use (not at import: the CLI's start stays as it was)."""
-    return {
-        # a private key: the whole block, or to the end of a text cut after its start
-        "pem": re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-                          r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)", re.S),
-        "pem_end": re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"),
-        "pem_body": re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{16,}|Proc-Type:.*|DEK-Info:.*|)[ \t]*"),
-        # scheme://user:password@host: the password goes, the user and host stay
-        "url": re.compile(r"://[^\s:/@\"'<>]+:([^\s/@\"'<>]+)@"),
-        # in lower case:
-        "named": re.compile(_SECRET_NAMES + _ASSIGN_OP + _VALUE),
-        "keyish": re.compile(r"key" + _ASSIGN_OP + _VALUE),
-        "option": re.compile(r"--?" + _OPTION_NAMES + r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)"),
-        "auth": re.compile(r"(?:basic|bearer|token|digest|negotiate)\s+([a-z0-9._~+/=\-]{8,})"),
-        "any_assign": re.compile(r"[=:][ \t]*([\"'`]?)([A-Za-z0-9+/=_\-]{"
-                                 + str(_ENTROPY_MIN_LEN) + r",})\1(?![A-Za-z0-9+/=_.\-])"),
-        "auth_value": re.compile(r".*[0-9=]|(?=.*[a-z])(?=.*[A-Z]).{20}"),   # no word of prose
-        "code": re.compile(r"[A-Za-z_][\w.]*[(\[]"),
-        "tokens": [re.compile(p) for p in _TOKENS],
-        "by_middle": [(re.compile(p), re.compile(before)) for p, before in _TOKENS_BY_MIDDLE],
-    }
+def _rx(pattern: str, flags: int = 0) -> re.Pattern:
+    """pattern compiled on first use (not at import: the CLI's start stays as it was; nor for a
+    text that cannot hold what it finds: a comment's write compiles almost nothing)."""
+    return re.compile(pattern, flags)
+
+
+def _named_rx(name: str) -> re.Pattern:
+    p = _PATTERNS[name]
+    return _rx(*p) if isinstance(p, tuple) else _rx(p)
 
 
 def _entropy(s: str) -> float:
@@ -134,13 +146,13 @@ def looks_random(value: str, min_len: int = _ENTROPY_MIN_LEN,
     return _entropy(value) >= (bits if len(value) < 32 else min(bits, 3.5))
 
 
-def _is_code(value: str, rx: dict) -> bool:
+def _is_code(value: str) -> bool:
     """A value that is code, not a secret: a call, a lookup, an empty literal, a placeholder
     (`token = get_token()`, `password = os.environ["PW"]`, `key: None`, `${TOKEN}`), or one
     redacted already (text redacted twice reads as once)."""
     v = value.strip("\"'`")
     return (v in ("", "None", "null", "nil", "true", "false", "True", "False", "undefined")
-            or bool(rx["code"].match(value)) or value.startswith(("$", "%", "{", "<", MARK[:-1])))
+            or bool(_named_rx("code").match(value)) or value.startswith(("$", "%", "{", "<", MARK[:-1])))
 
 
 def _named_before(s: str, at: int) -> bool:
@@ -152,48 +164,69 @@ def _named_before(s: str, at: int) -> bool:
     return at > 0 and (s[at - 1].isalnum() or s[at - 1] in "_.-")
 
 
-def _spans(s: str, rx: dict) -> list[tuple[int, int]]:
-    """Where s holds a credential: (start, end) of each, in any order, maybe overlapping."""
+def _spans(s: str) -> list[tuple[int, int]]:
+    """Where s holds a credential: (start, end) of each, in any order, maybe overlapping. Each
+    detector runs only when the text holds the literal it needs."""
     out: list[tuple[int, int]] = []
-    for m in rx["pem"].finditer(s):
-        out.append(m.span())
-    for m in rx["pem_end"].finditer(s):   # a key whose start was cut off: its lines up to here
-        start = m.start()
-        while start > 0:
-            line_start = s.rfind("\n", 0, start - 1) + 1
-            if not rx["pem_body"].fullmatch(s, line_start, start - 1):
-                break
-            start = line_start
-        out.append((start, m.end()))
-    out += [m.span(1) for m in rx["url"].finditer(s)]
+    if "PRIVATE KEY" in s:
+        out += _private_keys(s)
+    if "://" in s:
+        out += [m.span(1) for m in _named_rx("url").finditer(s)]
     low = s.lower()
     if len(low) != len(s):   # (a few non-ASCII letters change length in lower case)
         low = s.translate(_ASCII_LOWER)
-    for m in rx["named"].finditer(low):
-        if not _is_code(s[m.start(1):m.end(1)], rx):
+    if any(w in low for w in _NAME_WORDS):
+        out += _names(s, low)
+    if any(w in low for w in _AUTH_WORDS):
+        for m in _named_rx("auth").finditer(low):
+            if _named_rx("auth_value").match(s, m.start(1), m.end(1)):
+                out.append(m.span(1))
+    if "=" in s or ":" in s:
+        for m in _named_rx("any_assign").finditer(s):
+            v = m.group(2)
+            if (any(c.isupper() for c in v) and any(c.islower() for c in v) and looks_random(v)
+                    and _named_before(s, m.start())):
+                out.append(m.span(2))
+    for literal, pattern in _TOKENS:
+        if literal in s:
+            out += [m.span() for m in _rx(pattern).finditer(s)
+                    if m.start() == 0 or not (s[m.start() - 1].isalnum() or s[m.start() - 1] == "_")]
+    for middle, pattern, before in _TOKENS_BY_MIDDLE:
+        if middle in s:
+            for m in _rx(pattern).finditer(s):
+                head = _rx(before).search(s, max(0, m.start() - 40), m.start())
+                if head:
+                    out.append((head.start(), m.end()))
+    return out
+
+
+def _private_keys(s: str) -> list[tuple[int, int]]:
+    out = [m.span() for m in _named_rx("pem").finditer(s)]
+    for m in _named_rx("pem_end").finditer(s):   # a key whose start was cut off: its lines
+        start = m.start()
+        while start > 0:
+            line_start = s.rfind("\n", 0, start - 1) + 1
+            if not _named_rx("pem_body").fullmatch(s, line_start, start - 1):
+                break
+            start = line_start
+        out.append((start, m.end()))
+    return out
+
+
+def _names(s: str, low: str) -> list[tuple[int, int]]:
+    """The values of secret-looking names (any value but code), of names ending in `key` (a
+    key-like value), and after --token-like options."""
+    out = []
+    for m in _named_rx("named").finditer(low):
+        if not _is_code(s[m.start(1):m.end(1)]):
             out.append(m.span(1))
-    for m in rx["keyish"].finditer(low):
+    for m in _named_rx("keyish").finditer(low):
         v = s[m.start(1):m.end(1)].strip("\"'`")
-        if looks_random(v, 12, 3.0) or (len(v) >= 32 and "-" not in v and _HEX_OR_UUID.fullmatch(v)):
+        if looks_random(v, 12, 3.0) or (len(v) >= 32 and "-" not in v
+                                         and _HEX_OR_UUID.fullmatch(v)):
             out.append(m.span(1))
-    out += [m.span(1) for m in rx["option"].finditer(low)]
-    for m in rx["auth"].finditer(low):
-        if rx["auth_value"].match(s, m.start(1), m.end(1)):
-            out.append(m.span(1))
-    for m in rx["any_assign"].finditer(s):
-        v = m.group(2)
-        if (any(c.isupper() for c in v) and any(c.islower() for c in v) and looks_random(v)
-                and _named_before(s, m.start())):
-            out.append(m.span(2))
-    for p in rx["tokens"]:
-        for m in p.finditer(s):
-            if m.start() == 0 or not (s[m.start() - 1].isalnum() or s[m.start() - 1] == "_"):
-                out.append(m.span())
-    for p, before in rx["by_middle"]:
-        for m in p.finditer(s):
-            head = before.search(s, max(0, m.start() - 40), m.start())
-            if head:
-                out.append((head.start(), m.end()))
+    if "-" in s:
+        out += [m.span(1) for m in _named_rx("option").finditer(low)]
     return out
 
 
@@ -201,7 +234,7 @@ def text(s: str) -> str:
     """s with every credential-shaped value replaced by [redacted]."""
     if not s or not isinstance(s, str):
         return s
-    spans = _spans(s, _compiled())
+    spans = _spans(s)
     if not spans:
         return s
     parts, at = [], 0
