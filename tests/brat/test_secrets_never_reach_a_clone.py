@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -37,6 +36,7 @@ def _every_object(repo: Path) -> bytes:
     return out + run(["git", "log", "-p", "-a", "--all"], repo).stdout
 
 
+@pytest.mark.slow
 def test_credentials_an_agent_and_a_check_print_reach_no_other_clone(tmp_path):
     leaks = tmp_path / "leaks.txt"
     leaks.write_text("\n".join(line for line, _ in SHAPES) + "\n")
