@@ -40,6 +40,14 @@ SHAPES = [
     ("openai sk-Qw3rTy7uIoP1aSdF5gHjKl9zXcV", "sk-Qw3rTy7uIoP1aSdF5gHjKl9zXcV"),
     ("SESSION_SIGNING=aZ3kP9qR7sT2vW5xY8bC1dE4fG6hJ0", "aZ3kP9qR7sT2vW5xY8bC1dE4fG6hJ0"),
     ("STRIPE_KEY=q8Xm2Lp0Zr5Tv", "q8Xm2Lp0Zr5Tv"),
+    ("hook https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/XxXxXxXxXxXxXxXxXxXxXxXx",
+     "XxXxXxXxXxXxXxXxXxXxXxXx"),
+    ("sendgrid SG.aBcDeFgHiJkLmNoPqRsTuV.wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ01234",
+     "wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ01234"),
+    ("twilio SK0123456789abcdef0123456789abcdef", "SK0123456789abcdef0123456789abcdef"),
+    ("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ"),
+    ("mailchimp 0123456789abcdef0123456789abcdef-us12", "0123456789abcdef0123456789abcdef-us12"),
+    ("azure DefaultEndpointsProtocol=https;AccountKey=" + "aB3d" * 22 + ";", "aB3d" * 22),
     (PEM, PEM_BODY.splitlines()[1]),
 ]
 

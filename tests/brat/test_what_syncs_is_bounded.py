@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 
 from git_brat import process
