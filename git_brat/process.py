@@ -17,7 +17,7 @@ from typing import Callable
 
 import msgspec
 
-from git_brat.files import atomic_write
+from git_brat.files import atomic_write, open_private
 
 GRACE = 5.0   # seconds between TERM and KILL
 
@@ -239,7 +239,9 @@ def detach(argv: list[str], *, role: str, cwd: str, env: dict[str, str], log: st
     recorded in pid_file when given (before it can end: it may remove the file itself).
     shown: the argv the pid file shows (`git brat witness run`), when argv is a launcher."""
     os.makedirs(os.path.dirname(log), exist_ok=True)
-    with open(log, "ab") as out:
+    # 0600: what a detached witness, refinery or board prints (engine and check errors, the
+    # board's address) is the user's alone, as the sessions' and checks' own logs are.
+    with open_private(log) as out:
         popen = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True, env=env)
     proc = Proc(popen.pid, start_time(popen.pid) or 0, hostname())

@@ -98,7 +98,8 @@ def run(once, detach, hook, wait, as_json):
         lines = []
         for p in report.passes:
             for o in p.outcomes:
-                lines.append(f"{o.task[:7]}  {o.result}  {o.detail}")
+                lines.append(f"{o.task[:7]}  {o.result}  {o.detail}"
+                             + (f"\n         full output (here only): {o.log}" if o.log else ""))
         total = sum(p.check_runs for p in report.passes)
         lines.append(f"{sum(len(p.outcomes) for p in report.passes)} request(s), "
                      f"{total} check run(s)" + ("; stopped" if report.stopped else ""))

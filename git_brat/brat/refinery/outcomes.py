@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 
 import msgspec
 
 from git_brat import process, redact
 from git_brat.brat import board as model
+from git_brat.brat import layout
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.queue import Move, Request
@@ -22,6 +24,7 @@ class Outcome(msgspec.Struct):
                              # / left-out (its task was moved by hand during its check)
     detail: str = ""
     commit: str = ""
+    log: str = ""            # the check's whole output: a local file (0600), never synced
 
 
 def backoff(attempts: int) -> float:
@@ -31,8 +34,9 @@ def backoff(attempts: int) -> float:
 class Outcomes:
     """Mixin of Refinery: needs self.write, self.g, self.rc, self.target, self.report."""
 
-    def _done(self, r: Request, result: str, detail: str = "", commit: str = "") -> None:
-        self.report.outcomes.append(Outcome(r.task, r.merge, result, detail, commit))
+    def _done(self, r: Request, result: str, detail: str = "", commit: str = "",
+              log: str = "") -> None:
+        self.report.outcomes.append(Outcome(r.task, r.merge, result, detail, commit, log))
 
     def _times(self, started: int) -> dict:
         end = process.now_ms()
@@ -100,7 +104,10 @@ class Outcomes:
         return moves
 
     def failed(self, r: Request, output: str, started: int) -> None:
-        output = redact.text(output)   # it syncs: the check's secrets stay in the merge log
+        # It syncs: an excerpt, redacted; the whole output stays in the merge's local log (0600).
+        output = redact.text(output)
+        log = layout.merge_log(self.g.store, r.merge)
+        log = log if os.path.exists(log) else ""
         if output.startswith("conflict:"):
             self.conflict(r, output[len("conflict:"):].split(", "), started)
             return
@@ -112,13 +119,13 @@ class Outcomes:
                 f"{head} (attempt {self._failures(r) + 1} of {self.rc.max_attempts})"
             self.write([Move(r.task, "failed", r.merge, {"last_failure": output}, mf, reason=why)],
                        "failed", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "failed", why)
+            self._done(r, "failed", why, log=log)
         else:
             mf["status"] = "requeued"
             self.write([Move(r.task, "queued", r.merge, {"last_failure": output}, mf,
                              reason="check failed; requeued with its output")],
                        "requeue", fields_at_tip=rq.failures_plus_one)
-            self._done(r, "requeued", head)
+            self._done(r, "requeued", head, log=log)
 
     def conflict(self, r: Request, files: list[str], started: int) -> None:
         text = (f"merge conflict in: {', '.join(files)}; rebase {r.branch} onto {self.target}")

@@ -8,7 +8,7 @@ import time
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat.refinery import plan
@@ -29,7 +29,8 @@ from git_brat.files import open_private, private_dir
 from git_brat.grite.repo import Grite
 
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later
-TAIL_LINES, TAIL_CHARS = 40, 4000
+TAIL_LINES, TAIL_CHARS = 40, 4000   # of a failed check's output, recorded in the log
+EXCERPT_WINDOW = 8                   # times TAIL_CHARS of the output end redacted for it
 LEASE_TTL = 120.0
 # Who commits a merge when git has no identity of its own (a hub run by a daemon).
 REFINERY_IDENT = ("git-brat refinery", "refinery@git-brat.invalid")
@@ -60,6 +61,16 @@ class PassReport(msgspec.Struct):
 
 def worktree_path(g: Grite) -> str:
     return layout.refinery_worktree(g.store)
+
+
+def excerpt(output: bytes) -> str:
+    """What the log records of a failed check's output (it syncs to every clone): its last
+    TAIL_LINES lines, at most TAIL_CHARS, credentials redacted. Redacted before the cut (a cut
+    can split a key so that its shape no longer shows), over a window some times the excerpt
+    (not all of a check's output, which may be megabytes). The whole output stays in the
+    merge's local log, 0600."""
+    text = redact.text(output[-TAIL_CHARS * EXCERPT_WINDOW:].decode("utf-8", "replace"))
+    return "\n".join(text.splitlines()[-TAIL_LINES:])[-TAIL_CHARS:]
 
 
 def merge_log(g: Grite, mid: str) -> str:
@@ -447,10 +458,8 @@ class Refinery(Outcomes):
                 f.write(header.encode() + output + footer)
         if code == 0:
             return True, ""
-        lines = output.decode("utf-8", "replace").splitlines()[-TAIL_LINES:]
-        tail = "\n".join(lines)[-TAIL_CHARS:]
         why = "timed out" if code == "timeout" else f"exit {code}"
-        return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{tail}"
+        return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{excerpt(output)}"
 
     def _branches_and_tags(self) -> dict[bytes, bytes]:
         out = self.store.refs.under(b"refs/heads/")

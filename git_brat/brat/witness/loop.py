@@ -109,11 +109,8 @@ class Witness:
         self.preset = engines.resolve(opts.engine, cfg.engines)
         if not self.preset.argv:
             engines.invocation(self.preset, "", "", "")   # raises the clear "no command" error
-        # An engine that cannot start is refused here, once, naming the fix: started anyway,
-        # every ready task would spend its attempts one by one on the same missing binary.
-        if problem := pick.engine_problem(cfg, opts.engine):
-            raise NotFound(f"{problem}; no session started (choose another with --engine or "
-                           f"witness.engine)")
+        if problem := pick.engine_problem(cfg, opts.engine):   # once, not an attempt per task
+            raise NotFound(f"{problem}; no session started (or choose --engine, witness.engine)")
         # Never a local lease while the lock remote is down (every clone would run every task):
         # claim nothing, and ask it again later.
         self.st = locks.settings(g.store, ttl=opts.lease_ttl, fallback=False)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from git_brat import redact
 from git_brat.errors import GriteError, RemoteUnreachable, UsageError
 from git_brat.grite.locks.settings import Settings
 from git_brat.grite.log.wal import Draft
@@ -110,7 +111,9 @@ def _same(store: "Store", a: str, b: str) -> bool:
 
 
 def _normal(store: "Store", url: str) -> str:
-    """A URL as compared: a local path made absolute, no trailing slash or `.git`."""
+    """A URL as compared: a local path made absolute, no trailing slash or `.git`, a password in
+    it redacted (as the log records it)."""
+    url = redact.text(url)
     if url.startswith("file://"):
         url = url[len("file://"):]
     colon, slash = url.find(":"), url.find("/")

@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 import msgspec
 
-from git_brat import process
+from git_brat import process, redact
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, CorruptObject, GriteError, RefLocked, UsageError
 from git_brat.git.catfile import TooLarge
@@ -102,6 +102,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         drafts = build(tip)
         if not drafts:   # the change is already there: a no-op writes nothing
             return Appended("", [])
+        drafts = [_redacted(d) for d in drafts]
         # Clamped: a clock that came from elsewhere (a cache made before replay bounded
         # clocks) never makes a write impossible.
         base = min(max(head_lamport(store, tip), seen_lamport()), ev.LAMPORT_MAX - len(drafts))
@@ -114,7 +115,7 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
         if len(payload) > ev.MAX_BATCH_BYTES:
             raise UsageError(f"refused: these changes are {len(payload)} bytes, over the "
                              f"{ev.MAX_BATCH_BYTES} one batch may hold: make them in parts")
-        message = summary(events)
+        message = redact.text(summary(events))
         commit = write_log_commit(store, payload, tip, message, ident.git_author, now_ms // 1000,
                                   signer.trailers(payload, seen))
         _pause_before_ref_update()
@@ -131,6 +132,19 @@ def append(store: Store, ident: Identity, build: Callable[[bytes | None], list[D
                                f"under {attempt} attempts; try again")
         # Jittered exponential backoff, capped: contention clears in milliseconds.
         time.sleep(random.uniform(0, min(0.2, 0.002 * (2 ** min(attempt, 7)))))
+
+
+def _redacted(d: Draft) -> Draft:
+    """d with every credential in its texts redacted: what is appended syncs to every clone and
+    the hub, whichever command wrote it (a comment, a reason, a check's or an engine's output)."""
+    op = d.op
+    if isinstance(op, ev.Comment):
+        op = ev.Comment(redact.text(op.body))
+    elif isinstance(op, (ev.Create, ev.SetFields)):
+        op = msgspec.structs.replace(op, fields={k: redact.value(v) for k, v in op.fields.items()})
+    else:
+        return d
+    return d._replace(op=op)
 
 
 def _refuse_out_of_bounds(events: list[ev.Event]) -> None:
