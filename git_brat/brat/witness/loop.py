@@ -107,10 +107,7 @@ class Witness:
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
         self.preset = engines.resolve(opts.engine, cfg.engines)
-        if not self.preset.argv:
-            engines.invocation(self.preset, "", "", "")   # raises the clear "no command" error
-        if problem := pick.engine_problem(cfg, opts.engine):   # once, not an attempt per task
-            raise NotFound(f"{problem}; no session started (or choose --engine, witness.engine)")
+        pick.require_engine(self.preset, cfg, opts.engine)
         # Never a local lease while the lock remote is down (every clone would run every task):
         # claim nothing, and ask it again later.
         self.st = locks.settings(g.store, ttl=opts.lease_ttl, fallback=False)

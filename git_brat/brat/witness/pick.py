@@ -11,7 +11,7 @@ from git_brat import process
 from git_brat.brat import engines
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
-from git_brat.errors import GriteError
+from git_brat.errors import GriteError, NotFound
 from git_brat.grite import locks
 from git_brat.grite.locks import LeaseView
 from git_brat.grite.model.state import Entity
@@ -59,6 +59,15 @@ def engine_problem(cfg: Config, engine: str | None = None) -> str:
     return ""
 
 
+def require_engine(preset, cfg: Config, engine: str | None = None) -> None:
+    """Refuse, once at the witness's start, an engine that cannot start (naming the fix):
+    started anyway, every ready task would spend its attempts one by one on it."""
+    if not preset.argv:
+        engines.invocation(preset, "", "", "")   # raises the clear "no command" error
+    if problem := engine_problem(cfg, engine):
+        raise NotFound(f"{problem}; no session started (or choose --engine, witness.engine)")
+
+
 class Previous(NamedTuple):
     """The session that worked under a task's lease before this grant, and how it let go."""
     session: str
@@ -103,4 +112,4 @@ def log_wait(before: Previous, grace: float, answering_since: float) -> float | 
     return max(0.0, grace - min(since_end, time.monotonic() - answering_since))
 
 
-__all__ = ["passed_over", "engine_problem", "previous_session", "Previous", "log_wait"]
+__all__ = ["passed_over", "engine_problem", "require_engine", "previous_session", "Previous", "log_wait"]
