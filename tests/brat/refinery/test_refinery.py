@@ -33,6 +33,7 @@ def test_squash_lands_one_commit(queue):
     configure(repo, merge_policy="squash")
     tid = request(repo, cid, "Add b", {"b.py": "1\n"})
     commit_on(repo, f"brat/{tid}", {"b.py": "2\n"}, "Fix b")
+    brat(repo, "task", "approve", tid)
     before = git(repo, "rev-parse", "main")
     assert outcomes(refine(repo)) == {tid: "merged"}
     assert git(repo, "rev-list", "--count", f"{before}..main") == "1"
@@ -135,6 +136,7 @@ def test_a_conflict_blocks_for_a_human_with_on_conflict_block(queue):
     git(repo, "update-ref", f"refs/heads/brat/{tid}",
         commit_on(repo, "fixed", {"new.py": "n\n"}, "Agent work, rebased"))
     brat(repo, "refinery", "retry", tid[:7])
+    brat(repo, "task", "approve", tid)   # the rebased head is a new one to review
     assert outcomes(refine(repo)) == {tid: "merged"}
 
 

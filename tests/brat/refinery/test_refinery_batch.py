@@ -8,7 +8,7 @@ import time
 import pytest
 
 from bratkit import convoy, status_of
-from helpers import brat_json, git
+from helpers import brat, brat_json, git
 from refinerykit import (check_runs, configure, log_subjects, outcomes, processed,
                          quick_requests, refine)
 
@@ -27,6 +27,8 @@ def test_eight_passing_requests_land_with_one_check_run(queue):
                                       for i in range(8)])
     from refinerykit import commit_on
     commit_on(repo, f"brat/{tids[3]}", {"p3.txt": "3b\n"}, "Part 3, second commit")
+    for t in tids:   # Part 3's new head needs a new approval (and each keeps its place)
+        brat(repo, "task", "approve", t)
     before = git(repo, "rev-parse", "main")
     report = refine(repo)
     assert outcomes(report) == {t: "merged" for t in tids}

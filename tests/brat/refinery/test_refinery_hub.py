@@ -71,6 +71,7 @@ def test_a_fetch_starts_the_refinery_and_git_pull_never_fails_because_of_it(tmp_
     grite(agent, "sync")
     commit_on(agent, f"brat/{tid}", {"agent.txt": "done\n"}, "Agent work")
     move(agent, tid, "running", "needs-review")
+    brat(agent, "task", "approve", tid)
     git(agent, "push", "-q", "origin", f"brat/{tid}")      # the agent's push ...
     proc = run(["git", "fetch", "-q", "origin"], user)      # ... and the user's fetch
     assert proc.returncode == 0 and proc.err == ""
@@ -90,6 +91,7 @@ def test_a_fetch_starts_the_refinery_and_git_pull_never_fails_because_of_it(tmp_
     grite(agent, "sync")
     commit_on(agent, f"brat/{tid2}", {"second.txt": "2\n"}, "Second")
     move(agent, tid2, "running", "needs-review")
+    brat(agent, "task", "approve", tid2)
     git(agent, "pull", "-q", "--no-rebase", "origin", "main")
     commit_on(agent, "main", {"main2.txt": "m\n"}, "More on main")
     git(agent, "push", "-q", "origin", f"brat/{tid2}", "main")
@@ -108,6 +110,7 @@ def test_a_fetch_starts_the_refinery_and_git_pull_never_fails_because_of_it(tmp_
     grite(agent, "sync")
     commit_on(agent, f"brat/{tid3}", {"third.txt": "3\n"}, "Third")
     move(agent, tid3, "running", "needs-review")
+    brat(agent, "task", "approve", tid3)
     git(agent, "push", "-q", "origin", f"brat/{tid3}")
     pull = run(["git", "pull", "-q", "--no-rebase"], user, check=False)
     assert pull.returncode == 0 and pull.err == ""
@@ -136,6 +139,7 @@ def test_hub_mode_merges_branches_pushed_by_two_clones_over_git_daemon(tmp_path,
         for repo, tid, name in ((a, ta, "a.txt"), (b, tb, "b.txt")):
             commit_on(repo, f"brat/{tid}", {name: f"{name}\n"}, f"Work {name}")
             move(repo, tid, "running", "needs-review")
+            brat(repo, "task", "approve", tid)
             push = run(["git", "push", "-q", "origin", f"brat/{tid}"], repo)
             assert "error" not in push.err.lower()
         _wait_for(lambda: _has(hub, "main", "a.txt") and _has(hub, "main", "b.txt"), 90,

@@ -33,7 +33,10 @@ def test_a_commit_added_to_the_branch_during_its_check_is_checked_and_lands(queu
     old = git(repo, "rev-parse", f"brat/{tid}")
     fix = commit_on(repo, "scratch", {"fix.py": "f\n"}, "Human fix", start=old)
     # The first check run adds the fix to the branch (as a human or a push would).
-    configure(repo, check=f"git update-ref refs/heads/brat/{tid} {fix} {old} || true")
+    # (review = "auto": the check is the gate, so what it checked lands; under human review a
+    # commit added after the approval waits for a new one, see test_review_gate.py)
+    configure(repo, check=f"git update-ref refs/heads/brat/{tid} {fix} {old} || true",
+              review="auto")
     report = refine(repo)
     results = [o["result"] for p in report["passes"] for o in p["outcomes"]]
     assert results == ["requeued", "merged"] and check_runs(report) == 2
@@ -80,6 +83,7 @@ def test_a_branch_that_resolved_its_conflict_by_merging_the_target_lands(queue, 
     merged = run(["git", "commit-tree", f"{resolved}^{{tree}}", "-p", f"brat/{tid}", "-p", "main",
                   "-m", "Merge main, resolve f.txt"], repo).out.strip()
     git(repo, "update-ref", f"refs/heads/brat/{tid}", merged)
+    brat(repo, "task", "approve", tid)   # the resolved head is the one reviewed
     if main_moved_since:
         commit_on(repo, "main", {"other.txt": "o\n"}, "More on main")
     assert outcomes(refine(repo)) == {tid: "merged"}
@@ -193,6 +197,12 @@ def test_a_witness_synced_with_a_hub_pushes_the_branch_it_finished_and_the_hub_l
     try:
         bench.brat("witness", "run", "--once")
         assert git(hub, "rev-parse", f"refs/heads/brat/{t}") == git(user, "rev-parse", f"brat/{t}")
+        assert git(hub, "rev-parse", "main") == git(user, "rev-parse", "origin/main")  # unreviewed
+        bench.brat("task", "approve", t)
+        run(["git", "grite", "sync"], user)   # the approval reaches the hub
+        # (a sync over a path runs the hub's hooks with grite's own GRITE_SKIP_HOOKS: the hub's
+        # next pass is started as over ssh a hook would)
+        brat(hub, "refinery", "run", "--once")
         assert _until(lambda: run(["git", "cat-file", "-e", "main:p.txt"], hub,
                                   check=False).returncode == 0, 90), "the hub never merged it"
         assert _until(lambda: _hub_refinery(hub) is None, 30)

@@ -13,7 +13,7 @@ def test_a_sessions_work_lands_and_a_failed_check_reaches_the_next_prompt(repo, 
     git(repo, "checkout", "-q", "-b", "work")
     before = status(repo)
     configure(repo, check="test ! -e broken.txt || { echo 'E: broken.txt breaks the build'; "
-                          "exit 1; }")
+                          "exit 1; }", review="auto")
     cid = bench.convoy()
     good = bench.task(cid, "Good", "write good.txt fine", "commit add good", "done finished")
     bad = bench.task(cid, "Bad", "write broken.txt oops", "commit add broken", "done finished")
@@ -31,7 +31,7 @@ def test_a_sessions_work_lands_and_a_failed_check_reaches_the_next_prompt(repo, 
 
 def test_with_the_hook_trigger_a_finished_session_starts_the_refinery(repo, tmp_path):
     bench = make_bench(repo, tmp_path)
-    configure(repo, trigger="hook", check="true")
+    configure(repo, trigger="hook", check="true", review="auto")
     t = bench.task(bench.convoy(), "Lands by itself", "write a.txt x", "commit a", "done ok")
     bench.brat("witness", "run", "--once")
     bench.wait_for(lambda: bench.show(t)["status"] == "merged", 60, every=0.3)
