@@ -48,8 +48,12 @@ def mode_warning(cfg: Config) -> str:
 
 
 def head_under_review(board: Board, store, tid: str) -> str:
-    """The commit a task in review would land: its newest open merge request's head, else its
-    branch's tip here ("" when neither is known)."""
+    """The commit a task in review would land: its branch's tip here (where the refinery takes
+    it from, commits added since the agent finished included), else its newest open merge
+    request's head ("" when neither is known)."""
+    local = store.refs.branch_tip(f"brat/{tid}")
+    if local:
+        return local
     best = None
     for m in board.state.of_group(MERGE, tid):
         if m.get("status", "queued") in model.MERGE_DONE or m.get("status") == "superseded":
@@ -57,9 +61,7 @@ def head_under_review(board: Board, store, tid: str) -> str:
         if best is None or model.age_key(m) > model.age_key(best):
             best = m
     head = best.get("head", "") if best is not None else ""
-    if isinstance(head, str) and FULL_SHA.fullmatch(head):
-        return head
-    return store.refs.branch_tip(f"brat/{tid}") or ""
+    return head if isinstance(head, str) and FULL_SHA.fullmatch(head) else ""
 
 
 def approved(task: Entity, head: str, cfg: Config) -> bool:
