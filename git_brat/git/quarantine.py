@@ -196,18 +196,17 @@ def cas(common: str, ref: str, new: str, old: str, why: str) -> None:
 
 # -- a session's private object directory ---------------------------------------------------
 
-def object_env(private: str, common: str) -> dict[str, str]:
-    """What a sandboxed agent's git needs: new objects in its private directory, the shared
-    store read through as an alternate (read-only to it)."""
-    return {"GIT_OBJECT_DIRECTORY": private,
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(os.path.realpath(common), "objects")}
-
-
-def make_private_store(private: str) -> None:
-    if os.path.lexists(private):
-        shutil.rmtree(private)
+def make_private_store(private: str, shared_view: str) -> None:
+    """A session's object directory, borrowing from the shared store where the session sees it
+    (shared_view: an empty directory here, the shared objects/ mounted there read-only)."""
+    for path in (private, shared_view):
+        if os.path.lexists(path):
+            shutil.rmtree(path)
     for sub in ("pack", "info"):
-        os.makedirs(os.path.join(private, sub), exist_ok=True)
+        os.makedirs(os.path.join(private, sub))
+    os.makedirs(shared_view)
+    with open(os.path.join(private, "info", "alternates"), "w") as f:
+        f.write(shared_view + "\n")
 
 
 def take_in(common: str, private: str, tip: str, have: list[str]) -> int:
@@ -266,4 +265,4 @@ def _migrate(src: str, dest: str) -> None:
 
 
 __all__ = ["PINS", "TREE_PINS", "NEUTRAL_ATTRIBUTES", "View", "pinned_env", "changed", "commit_onto", "cas",
-           "object_env", "make_private_store", "take_in", "tree_of"]
+           "make_private_store", "take_in", "tree_of"]

@@ -37,8 +37,15 @@ def shadow_dir(store, sid: str) -> str:
 
 
 def private_objects(store, sid: str) -> str:
-    """The session's own object directory: everything its agent's git writes goes there."""
+    """The session's own object directory: in the sandbox it is the repository's objects/,
+    so everything its agent's git writes goes there."""
     return os.path.join(layout.session_dir(store, sid), "objects")
+
+
+def shared_view(store, sid: str) -> str:
+    """Where the shared object store appears, read-only, in the session's sandbox (its
+    private objects/ borrows from there, as an alternate)."""
+    return os.path.join(layout.session_dir(store, sid), "shared-objects")
 
 
 def engine_dir(store, sid: str) -> str:
@@ -49,7 +56,9 @@ def engine_dir(store, sid: str) -> str:
 def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
          env: dict[str, str], tip: str) -> sandbox.Plan:
     """The sandbox of session sid: its branch's shadow made, holding `tip`, and its private
-    object directory (env gains the variables that point the agent's git there)."""
+    object directory, which the agent sees as the repository's objects/ (git's quarantine for
+    pushes, by mounts rather than GIT_OBJECT_DIRECTORY, which would follow the agent's git
+    into every repository it makes or clones)."""
     common = os.path.realpath(store.common_dir)
     heads = os.path.join(common, "refs", "heads", "brat")
     logs = os.path.join(common, "logs", "refs", "heads", "brat")
@@ -62,12 +71,11 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
     with open(os.path.join(shadow, "heads", tid), "w") as f:
         f.write(tip + "\n")
     admin = git_worktree.private_git_dir(worktree) or ""
-    private = private_objects(store, sid)
-    quarantine.make_private_store(private)
-    env.update(quarantine.object_env(private, common))
+    private, view = private_objects(store, sid), shared_view(store, sid)
+    quarantine.make_private_store(private, view)
     state = sandbox.state_paths(preset.state, env)
     # The shared objects/ is not writable: the agent reads it through as an alternate.
-    writable = [worktree, private, engine_dir(store, sid), *state]
+    writable = [worktree, engine_dir(store, sid), *state]
     if admin:
         writable.append(admin)
     protect = [os.path.join(worktree, ".git")]
@@ -77,7 +85,9 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
     return sandbox.Plan(
         writable=writable, protect=protect,
         hide=sandbox.hidden_paths(cfg.witness.sandbox_hide, env),
-        shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs)],
+        shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs),
+                (private, os.path.join(common, "objects"))],
+        shadow_ro=[(os.path.join(common, "objects"), view)],
         reachable=[*sandbox.runtime_paths(env), *sandbox.named_paths(env.values()), common,
                    top, worktree, *state],
         network=cfg.witness.sandbox_network == "open")
@@ -131,9 +141,10 @@ def restore_branch(store, sid: str, tid: str, branch: str, start: str) -> str:
                     f"tip {tip[:12]} was not applied")
     if not note.startswith(f"{branch} left at"):
         shutil.rmtree(private, ignore_errors=True)
+        shutil.rmtree(shared_view(store, sid), ignore_errors=True)
     shutil.rmtree(shadow_dir(store, sid), ignore_errors=True)
     return note
 
 
 __all__ = ["mode", "plan", "restore_branch", "shadow_dir", "engine_dir", "shadow_tip",
-           "private_objects"]
+           "private_objects", "shared_view"]
