@@ -227,7 +227,10 @@ def take_in(common: str, private: str, tip: str, have: list[str]) -> int:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             pass
     spec = "".join(f"{c}\n" for c in [tip, *(f"^{h}" for h in have if h)]).encode()
-    packed = _run(["--git-dir", common, "pack-objects", "--revs", "--local", "--stdout", "-q"],
+    # No delta search, one thread: a session's pack is small, and the store's next repack
+    # compresses it with the rest; what costs here is starting threads and searching windows.
+    packed = _run(["--git-dir", common, "-c", "pack.threads=1", "pack-objects", "--revs",
+                   "--local", "--window=0", "--stdout", "-q"],
                   pinned_env({"GIT_OBJECT_DIRECTORY": private,
                               "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared}),
                   input=spec, check=False)
@@ -238,7 +241,8 @@ def take_in(common: str, private: str, tip: str, have: list[str]) -> int:
         os.makedirs(os.path.join(incoming, "pack"))
         env = pinned_env({"GIT_OBJECT_DIRECTORY": incoming,
                           "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared})
-        indexed = _run(["--git-dir", common, "index-pack", "--strict", "--stdin"], env,
+        indexed = _run(["--git-dir", common, "index-pack", "--strict", "--threads=1",
+                        "--stdin"], env,
                        input=packed.stdout, check=False)
         if not indexed.ok:
             raise GriteError(f"the session's objects were refused: {indexed.error_line()}")
