@@ -23,16 +23,8 @@ from git_brat.errors import GriteError
 from git_brat.git import run as git
 
 TIMEOUT = 600.0
-# Settings that start a program, or make git trust a cache the tree's writer keeps: off, here and
-# in every git this one starts (GIT_CONFIG_PARAMETERS carries them into nested repositories).
-# Every git run in a work tree an agent wrote has these (the refinery's and the roles' too).
-TREE_PINS = [
-    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-    "-c", "core.untrackedCache=false", "-c", "core.sshCommand=false",
-    "-c", "submodule.recurse=false", "-c", "fetch.recurseSubmodules=false",
-    "-c", "diff.ignoreSubmodules=all", "-c", "status.submoduleSummary=false",
-    "-c", "protocol.allow=never",
-]
+# (git.TREE_PINS: no fsmonitor, hook, untracked cache, submodule recursion or transport.)
+TREE_PINS = git.TREE_PINS
 # And where the witness only reads what the tree holds: bytes as they are, nothing converted.
 PINS = [
     *TREE_PINS, "-c", "core.splitIndex=false", "-c", "core.attributesFile=/dev/null",
@@ -268,5 +260,6 @@ def _migrate(src: str, dest: str) -> None:
             os.rename(os.path.join(src, name), target)
 
 
-__all__ = ["PINS", "TREE_PINS", "NEUTRAL_ATTRIBUTES", "View", "pinned_env", "changed", "commit_onto", "cas",
+__all__ = ["PINS", "TREE_PINS", "NEUTRAL_ATTRIBUTES", "View", "pinned_env", "changed",
+           "commit_onto", "cas",
            "make_private_store", "take_in", "tree_of"]

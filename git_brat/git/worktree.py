@@ -23,8 +23,7 @@ def _git(cwd: str, args: list[str], *, check: bool = False, hooks: bool = False,
     base = git.environment("checkout" if hooks else "worktree", env)
     # A role's tree holds what agents wrote (nested repositories with configs of their own):
     # nothing in it may start a program, nor may a git started inside it.
-    pins = [] if hooks else quarantine.TREE_PINS
-    return git.run(["git", *pins, *git.argv(args, hooks=hooks)[1:]], cwd=cwd, env=base,
+    return git.run(git.argv(args, hooks=hooks, tree=not hooks), cwd=cwd, env=base,
                    timeout=timeout, check=check)
 
 
