@@ -73,8 +73,8 @@ def hand_over(runs: int, commits: int = 10) -> tuple[float, float]:
     floor_t = statistics.median(_timed(lambda: git(repo, "rev-parse", "HEAD"), runs))
     times = []
     for n in range(runs):
-        private, view = str(repo / f"private{n}"), str(repo / f"view{n}")
-        quarantine.make_private_store(private, view)
+        private = str(repo / f"private{n}")
+        quarantine.make_private_store(private, common)
         e = {"GIT_OBJECT_DIRECTORY": private, "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared}
         tip = base
         for c in range(commits):

@@ -188,17 +188,19 @@ def cas(common: str, ref: str, new: str, old: str, why: str) -> None:
 
 # -- a session's private object directory ---------------------------------------------------
 
-def make_private_store(private: str, shared_view: str) -> None:
-    """A session's object directory, borrowing from the shared store where the session sees it
-    (shared_view: an empty directory here, the shared objects/ mounted there read-only)."""
-    for path in (private, shared_view):
-        if os.path.lexists(path):
-            shutil.rmtree(path)
-    for sub in ("pack", "info"):
+SHARED = ".shared"   # where, inside a session's objects/, the shared store is mounted
+
+
+def make_private_store(private: str, common: str) -> None:
+    """A session's object directory, which its sandbox mounts over the repository's objects/,
+    with the shared objects/ mounted read-only inside it (at SHARED: a path under no directory
+    a sandbox may hide) as its alternate."""
+    if os.path.lexists(private):
+        shutil.rmtree(private)
+    for sub in ("pack", "info", SHARED):
         os.makedirs(os.path.join(private, sub))
-    os.makedirs(shared_view)
     with open(os.path.join(private, "info", "alternates"), "w") as f:
-        f.write(shared_view + "\n")
+        f.write(os.path.join(os.path.realpath(common), "objects", SHARED) + "\n")
 
 
 def take_in(common: str, private: str, tip: str, have: list[str]) -> int:
@@ -262,4 +264,4 @@ def _migrate(src: str, dest: str) -> None:
 
 __all__ = ["PINS", "TREE_PINS", "NEUTRAL_ATTRIBUTES", "View", "pinned_env", "changed",
            "commit_onto", "cas",
-           "make_private_store", "take_in", "tree_of"]
+           "make_private_store", "SHARED", "take_in", "tree_of"]

@@ -66,8 +66,8 @@ def test_what_the_tree_s_head_names_is_neither_read_nor_moved(repo, tmp_path):
 def _session_commit(repo, tmp_path):
     """A commit made with a private object directory borrowing from the shared store:
     (private dir, commit, its new blob)."""
-    private, view = tmp_path / "private", tmp_path / "view"
-    quarantine.make_private_store(str(private), str(view))
+    private = tmp_path / "private"
+    quarantine.make_private_store(str(private), str(repo / ".git"))
     shared = str(repo / ".git" / "objects")
     env = {"GIT_OBJECT_DIRECTORY": str(private), "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared}
     blob = git(repo, "hash-object", "-w", "--stdin", input="the session's work\n", env=env)

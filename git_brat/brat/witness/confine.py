@@ -42,12 +42,6 @@ def private_objects(store, sid: str) -> str:
     return os.path.join(layout.session_dir(store, sid), "objects")
 
 
-def shared_view(store, sid: str) -> str:
-    """Where the shared object store appears, read-only, in the session's sandbox (its
-    private objects/ borrows from there, as an alternate)."""
-    return os.path.join(layout.session_dir(store, sid), "shared-objects")
-
-
 def engine_dir(store, sid: str) -> str:
     """The session's writable files outside its tree (an engine's history, e.g. aider's)."""
     return os.path.join(layout.session_dir(store, sid), "engine")
@@ -71,8 +65,8 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
     with open(os.path.join(shadow, "heads", tid), "w") as f:
         f.write(tip + "\n")
     admin = git_worktree.private_git_dir(worktree) or ""
-    private, view = private_objects(store, sid), shared_view(store, sid)
-    quarantine.make_private_store(private, view)
+    private = private_objects(store, sid)
+    quarantine.make_private_store(private, common)
     state = sandbox.state_paths(preset.state, env)
     # The shared objects/ is not writable: the agent reads it through as an alternate.
     writable = [worktree, engine_dir(store, sid), *state]
@@ -87,7 +81,8 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
         hide=sandbox.hidden_paths(cfg.witness.sandbox_hide, env),
         shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs),
                 (private, os.path.join(common, "objects"))],
-        shadow_ro=[(os.path.join(common, "objects"), view)],
+        shadow_ro=[(os.path.join(common, "objects"),
+                    os.path.join(common, "objects", quarantine.SHARED))],
         reachable=[*sandbox.runtime_paths(env), *sandbox.named_paths(env.values()), common,
                    top, worktree, *state],
         network=cfg.witness.sandbox_network == "open")
@@ -141,10 +136,9 @@ def restore_branch(store, sid: str, tid: str, branch: str, start: str) -> str:
                     f"tip {tip[:12]} was not applied")
     if not note.startswith(f"{branch} left at"):
         shutil.rmtree(private, ignore_errors=True)
-        shutil.rmtree(shared_view(store, sid), ignore_errors=True)
     shutil.rmtree(shadow_dir(store, sid), ignore_errors=True)
     return note
 
 
 __all__ = ["mode", "plan", "restore_branch", "shadow_dir", "engine_dir", "shadow_tip",
-           "private_objects", "shared_view"]
+           "private_objects"]
