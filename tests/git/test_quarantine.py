@@ -68,6 +68,7 @@ def _session_commit(repo, tmp_path):
     (private dir, commit, its new blob)."""
     private = tmp_path / "private"
     quarantine.make_private_store(str(private), str(repo / ".git"))
+    (private / "info" / "alternates").unlink()   # names the store as a sandbox sees it
     shared = str(repo / ".git" / "objects")
     env = {"GIT_OBJECT_DIRECTORY": str(private), "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared}
     blob = git(repo, "hash-object", "-w", "--stdin", input="the session's work\n", env=env)
