@@ -74,10 +74,20 @@ elif mode == "head":
         f.write(f"ref: {args[0]}\n")
     print(f"QUARANTINE head pointed at {args[0]}", flush=True)
 elif mode == "rewrite-loose":
+    # Wherever the blob is: objects/, or a store objects/info/alternates names.
     blob = git("rev-parse", "main:README")
-    attempt("rewrite-loose", lambda: rewrite(loose(os.path.join(common, "objects"), blob),
-                                             b"planted by the sandboxed agent\n"))
-    attempt("delete-loose", lambda: os.unlink(loose(os.path.join(common, "objects"), blob)))
+    stores = [os.path.join(common, "objects")]
+    try:
+        with open(os.path.join(common, "objects", "info", "alternates")) as f:
+            stores += [line.strip() for line in f if line.strip()]
+    except OSError:
+        pass
+    found = [d for d in stores if os.path.isfile(loose(d, blob))]
+    print(f"QUARANTINE found {'ok' if found else 'refused'} {found!r}", flush=True)
+    for d in found:
+        attempt("rewrite-loose", lambda: rewrite(loose(d, blob),
+                                                 b"planted by the sandboxed agent\n"))
+        attempt("delete-loose", lambda: os.unlink(loose(d, blob)))
 elif mode in ("forge", "missing"):
     with open("secret-plan.txt", "w") as f:
         f.write("what the agent's commit says\n")

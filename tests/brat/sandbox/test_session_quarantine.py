@@ -93,6 +93,7 @@ def test_an_agent_cannot_rewrite_an_object_of_the_shared_store(repo, tmp_path):
     before = loose.read_bytes()
     bench = _bench(repo, tmp_path, "rewrite-loose")
     tid, said, log = _run_session(bench, repo)
+    assert said.get("found") == "ok", log   # the agent reached the blob's file
     assert said.get("rewrite-loose") == "refused" and said.get("delete-loose") == "refused", log
     assert loose.read_bytes() == before
     assert git(repo, "cat-file", "-p", blob) == "hello"
