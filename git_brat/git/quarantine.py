@@ -129,9 +129,16 @@ def tree_of(common: str, commit: str) -> str:
 
 def changed(common: str, tree: str, base: str) -> bool:
     """Whether the files of the work tree at `tree` differ from commit base (ignored files do
-    not count); nothing is written to the repository."""
+    not count): each file is hashed against base, nothing is written (a git that fails says
+    changed: keep what cannot be read)."""
     with View(common, tree, keep_objects=False) as view:
-        return view.snapshot(base) != tree_of(common, base)
+        view.git(["read-tree", "--end-of-options", base])
+        view.git(["update-index", "-q", "--refresh"], check=False)   # 1: some file differs
+        if not view.git(["diff-files", "--quiet"], check=False).ok:
+            return True
+        untracked = view.git(["ls-files", "-z", "--others", "--exclude-standard", "--directory",
+                              "--no-empty-directory"], check=False)
+        return not untracked.ok or bool(untracked.stdout)
 
 
 def commit_onto(common: str, tree: str, branch: str, message: str, identity: dict[str, str],

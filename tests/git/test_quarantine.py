@@ -46,6 +46,11 @@ def test_the_deacon_s_look_and_a_later_salvage_run_nothing_the_tree_holds(repo, 
     assert git(repo, "show", "-s", "--format=%an|%cn|%P", sha) == f"An Agent|A Witness|{head}"
     assert git(repo, "show", f"{sha}:left.txt") == "left"   # stored as it is, no filter
     assert not worktree.dirty(store.common_dir, path, sha)
+    (tmp_path / "tree" / "README").write_text("changed\n")
+    assert worktree.dirty(store.common_dir, path, sha)
+    (tmp_path / "tree" / "README").unlink()
+    assert worktree.dirty(store.common_dir, path, sha)
+    assert not marker.exists(), marker.read_text()
 
 
 def test_what_the_tree_s_head_names_is_neither_read_nor_moved(repo, tmp_path):
