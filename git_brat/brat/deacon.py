@@ -185,9 +185,9 @@ def _why_keep(store, path: str, wt: dict) -> str:
     """Why a worktree must stay: work in it that no branch holds."""
     if not os.path.isdir(path):
         return ""
-    if worktree.dirty(path):
-        return "uncommitted changes"
     head = wt.get("HEAD", "")
+    if worktree.dirty(store.common_dir, path, head):
+        return "uncommitted changes"
     if "branch" not in wt and head:
         if not worktree.branches_containing(store.common_dir, head):
             return f"its commit {head[:12]} is on no branch"

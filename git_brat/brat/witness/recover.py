@@ -20,6 +20,7 @@ from git_brat.brat.engines import Preset, runner
 from git_brat.brat.witness import confine
 from git_brat.brat.witness.session import TAIL_LINES, agent_env, salvage, stop_strays
 from git_brat.errors import GriteError, NotFound
+from git_brat.git import worktree as git_worktree
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
 from git_brat.grite.log.wal import Draft
@@ -166,6 +167,9 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
             killed = process.stop_recorded_group(agent)
         killed = bool(stop_strays(s.id)) or killed
         # A sandboxed agent committed to its branch's shadow: bring that back first.
+        if os.path.isdir(confine.shadow_dir(g.store, s.id)) and \
+                os.path.isdir(layout.worktree(g.store, tid)):
+            git_worktree.point_head(layout.worktree(g.store, tid), branch)
         try:
             confine.restore_branch(g.store, s.id, tid, branch, str(s.get("start_head", "")))
         except (GriteError, OSError):

@@ -15,6 +15,7 @@ from typing import Callable, Literal, NamedTuple
 import msgspec
 
 from git_brat import process, redact
+from git_brat.git import quarantine
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
@@ -170,8 +171,12 @@ def log_line(path: str, text: str) -> None:
 
 def salvage(store, tid: str, what: str, env: dict, skip: list[str] = (),
             deletions: bool = True) -> str | None:
-    """Commit whatever an agent left uncommitted in task tid's work tree, so no work is lost;
-    its sha, or None.
+    """Commit whatever an agent left uncommitted in task tid's work tree onto brat/<tid>, so
+    no work is lost; its sha, or None.
+
+    By plumbing, with the witness's own git dir (quarantine.commit_onto): what the tree's HEAD
+    names is never followed, nothing in the tree is run, and only the task's branch moves (from
+    the tip it was read at). env gives who commits (the agent as author).
 
     Which deletions are the agent's: a session starts in a tree that holds exactly its branch
     (make_worktree restores a leftover tree before handing it over), so at the end of that
@@ -183,7 +188,8 @@ def salvage(store, tid: str, what: str, env: dict, skip: list[str] = (),
     worktree = layout.worktree(store, tid)
     if not os.path.isdir(worktree) or ss.removal_pending(store, tid):
         return None
-    return git_worktree.commit_all(worktree, f"brat: {what}", env, skip, deletions=deletions)
+    return quarantine.commit_onto(store.common_dir, worktree, ss.branch_for(tid),
+                                  f"brat: {what}", env, skip, deletions=deletions)
 
 
 class Leftovers(NamedTuple):
@@ -221,13 +227,19 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
-    """(worker) At a session's end, before its tree goes: what the agent left uncommitted is
-    committed, a branch of its own or a detached HEAD grown from its branch becomes the task's
-    branch, and any other commit only the tree holds is kept. (salvaged sha, whether all of
-    it is safe so the tree may go, what was kept)."""
+    """(worker) At a session's end, before its tree goes: an unconfined agent's branch of its
+    own or detached HEAD grown from its branch becomes the task's branch, what the agent left
+    uncommitted is committed onto the task's branch, and any other commit only the tree holds
+    is kept. (salvaged sha, whether all of it is safe so the tree may go, what was kept)."""
     salvaged, kept_all, kept = "", True, []
     if not (live.worktree and os.path.isdir(live.worktree) and live.env):
         return salvaged, kept_all, kept
+    if live.plan is not None:
+        # Sandboxed, the agent wrote its tree's HEAD: the task's branch is what it points at
+        # again (its commits came out through the branch's shadow alone).
+        git_worktree.point_head(live.worktree, live.branch)
+    else:
+        _adopt(store, live)
     try:
         salvaged = salvage(store, live.tid, f"uncommitted work of session {live.sid[:7]} "
                            f"({live.preset.name})", live.env, skip) or ""
@@ -235,16 +247,23 @@ def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, lis
         kept_all = False   # keep the work tree: its files are the only copy
         log_line(live.log, f"could not commit what the agent left: {exc.message}")
     try:
-        adopted = ss.adopt_head(store, live.tid, live.worktree)
-        if adopted:
-            log_line(live.log, f"{live.branch} moved to {adopted[:12]}: the agent committed "
-                               f"there, off its branch")
         kept = ss.keep_commits(store, live.tid, live.worktree)
         for k in kept:
             log_line(live.log, f"kept {k.commit[:12]} (on no branch) as {k.ref}")
     except GriteError as exc:
         log_line(live.log, f"could not keep the agent's commits: {exc.message}")
     return salvaged, kept_all, kept
+
+
+def _adopt(store, live: LiveSession) -> None:
+    try:
+        adopted = ss.adopt_head(store, live.tid, live.worktree)
+    except GriteError as exc:
+        log_line(live.log, f"could not keep the agent's commits: {exc.message}")
+        return
+    if adopted:
+        log_line(live.log, f"{live.branch} moved to {adopted[:12]}: the agent committed "
+                           f"there, off its branch")
 
 
 PUBLISH_TRIES = 4      # publishes of the log before a lease is let go (each after a fetch)
