@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from helpers import git, grite, grite_json, run
+from helpers import brat, git, grite, grite_json, run
 from gritekit import read_only
 
 
@@ -152,6 +152,7 @@ def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_pat
     grite(a, "lock", "release", "task:t2")
     git(a, "add", ".brat/config.toml")
     git(a, "commit", "-q", "-m", "locks on backup")
+    brat(a, "trust")                                  # a committed lock remote, once approved
     # The first lease made origin's hub the lock authority, recorded in the log: a name
     # committed later does not move leases to another hub (two hubs would both grant them).
     assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "origin"
@@ -161,7 +162,6 @@ def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_pat
 
 def test_reads_work_on_a_read_only_repository_cold_or_warm(grepo):
     import shutil as _sh
-    from helpers import brat
     brat(grepo, "init")
     git(grepo, "add", ".brat")
     git(grepo, "commit", "-q", "-m", "brat")
