@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from gritekit import forge_log
-from helpers import git, make_repo, run
+from gritekit import push_spam_logs
+from helpers import git, run
 from sync_helpers import clone, seeded_hub
-
-from git_brat.grite.model import events as ev
 
 LOGS = 60
 
@@ -16,12 +14,7 @@ def test_many_forged_logs_make_one_short_warning_with_their_count_and_the_first_
     victim = clone(str(hub), tmp_path / "victim")
     git(victim, "config", "grite.requireSigned", "true")   # so every unsigned batch is refused
     git(victim, "fetch", "-q")
-    pusher = make_repo(tmp_path / "pusher")
-    for i in range(LOGS):
-        e = ev.make_event(f"{i:032x}", f"{i:016x}", 1, 0, ev.Create("issue", {"title": f"spam {i}",
-                                                                       "state": "open"}))
-        forge_log(pusher, f"{i:016x}", [e])
-    git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
+    push_spam_logs(hub, tmp_path, LOGS)
 
     err = run(["git", "fetch", "-q"], victim).err
     # (git runs the hook once per ref transaction: the fetch's, then the relay's)
