@@ -128,6 +128,7 @@ def _two_hub_clones(tmp_path):
 
 def test_a_clone_syncing_two_remotes_never_takes_a_lease_locally(tmp_path):
     _hub, _backup, a, b = _two_hub_clones(tmp_path)
+    git(a, "config", "grite.lockRemote", "origin")    # two hubs: origin by name alone is refused
     got = grite_json(a, "lock", "acquire", "task:t1")
     assert got["mode"] == "remote" and got["remote"] == "origin"
     refused = grite(b, "lock", "acquire", "task:t1", check=False)

@@ -22,6 +22,7 @@ class Settings(msgspec.Struct):
     fallback: bool = True
     timeout: float = DEFAULT_REMOTE_TIMEOUT
     waiting: str = ""            # a committed [locks] remote not in effect: why (say it)
+    by_name: bool = False        # remote is `origin` only for its name, among several synced
 
     @property
     def skew_ms(self) -> int:
@@ -72,7 +73,7 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
             # back; a path typed on this command line that does not exist is a mistake.
             if remote:
                 raise NotFound(f"{src} {name!r}: no such repository (the path does not exist)")
-    return Settings(name, ttl_s, skew_s, fallback, timeout, waiting)
+    return Settings(name, ttl_s, skew_s, fallback, timeout, waiting, by_name=src == AMONG)
 
 
 def _check_remote_name(store: "Store", name: str, src: str, committed: bool) -> None:
@@ -104,6 +105,7 @@ def _local_path(url: str) -> str | None:
 
 
 BRAT_CONFIG = ".brat/config.toml"
+AMONG = "origin, among the remotes syncing grite state"   # chosen by its name only
 
 
 def committed_locks_table(store: "Store") -> dict:
@@ -170,7 +172,7 @@ def lock_remote(store: "Store", cfg: dict[str, str],
     if len(remotes) == 1:
         return remotes[0], f"the only remote syncing grite state ({remotes[0]})"
     if "origin" in remotes:
-        return "origin", "origin, among the remotes syncing grite state"
+        return "origin", AMONG
     if remotes:
         raise UsageError(f"which remote decides leases is ambiguous: {', '.join(remotes)} all "
                          f"sync grite state; name one in [locks] remote in {BRAT_CONFIG} "
