@@ -174,8 +174,8 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
         elif st in ("running", "merging") and now_ms - t.updated_at > stuck_ms \
                 and not _lease_live(lease_list, t.id):
             mins = int((now_ms - t.updated_at) / 60000)
-            add("stuck", t, f"{st} for {mins} min with no live lease"
-                + (" (set running by hand: the witness leaves it to you)" if by_hand(t) else ""),
+            add("stuck", t, ("set running by hand (the witness leaves it to you), "
+                             if by_hand(t) else "") + f"{st} for {mins} min with no live lease",
                 f"git brat task update {short} --status queued -m \"requeue stuck task\"")
         elif by_hand(t) and not _lease_live(lease_list, t.id):
             add("by-hand", t, f"running by hand: no witness session runs it, so the witness and "
