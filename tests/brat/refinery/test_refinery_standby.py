@@ -10,15 +10,11 @@ import time
 
 from helpers import BIN, brat, brat_json
 from refinerykit import alive as _alive
-from sync_helpers import clone, seeded_hub
+from refinerykit import two_clones
 
 
 def _two_clones_one_refinery(tmp_path):
-    hub = seeded_hub(tmp_path)
-    a = clone(str(hub), tmp_path / "a", init=False)
-    b = clone(str(hub), tmp_path / "b", init=False)
-    brat(a, "init")
-    brat(b, "init")
+    _hub, a, b = two_clones(tmp_path)
     pid = brat_json(a, "refinery", "run", "--detach")["pid"]
     deadline = time.monotonic() + 60
     while not brat_json(a, "refinery", "status")["running"]:
