@@ -59,11 +59,13 @@ def stamp_path(g: Grite) -> str:
 # -- duties ------------------------------------------------------------------------------
 
 def expire_leases(g: Grite, report: Report) -> None:
-    st = locks.gc(g, locks.settings(g.store))
+    settings = locks.settings(g.store)
+    st = locks.gc(g, settings)
     for lease in st.leases:
         report.actions.append(Action("leases", "expired", lease.resource,
                                      f"held by {lease.holder} (token {lease.token})"))
-    report.duties["leases"] = "ok" + (f" ({st.note})" if st.note else "")
+    notes = "; ".join(n for n in (st.note, settings.waiting) if n)
+    report.duties["leases"] = "ok" + (f" ({notes})" if notes else "")
 
 
 def recover_sessions(g: Grite, cfg: Config, report: Report) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import time
@@ -11,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from git_brat.approvals import fingerprint
+from git_brat import approvals
 from git_brat.brat import config, layout
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import atomic_write
@@ -81,21 +82,8 @@ def guarded(cfg: config.Config) -> dict[str, Any]:
 DEFAULTS = guarded(config.Config())
 
 
-def fingerprint(values: dict[str, Any]) -> str:
-    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _record(store: Store) -> dict:
-    try:
-        with open(layout.trust(store), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    values = data.get("values") if isinstance(data, dict) else None
-    if not isinstance(values, dict) or fingerprint(values) != data.get("fingerprint"):
-        return {}
-    return data
+    return approvals.record(layout.trust(store))
 
 
 def approved_values(store: Store) -> dict[str, Any]:

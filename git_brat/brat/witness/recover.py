@@ -53,6 +53,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
     board = model.board(g, refresh=True)
     running = [s for s in ss.all_sessions(board, ss.LIVE) if s.id not in exclude]
     stranded = [t for t in board.tasks.values() if status_of(t) == "running"
+                and not tasks.by_hand(t)   # a human's: left alone
                 and not any(s.get("status") in ss.LIVE for s in ss.of_task(board, t.id))]
     if not running and not stranded:
         return []
@@ -110,7 +111,7 @@ def _requeue_stranded(g: Grite, tid: str, say: Callable[[str], None]) -> None:
         b = model.board(g)
         t = b.tasks.get(tid)
         sessions = ss.of_task(b, tid)
-        if t is None or status_of(t) != "running" or any(
+        if t is None or status_of(t) != "running" or tasks.by_hand(t) or any(
                 s.get("status") in ss.LIVE for s in sessions):
             return []
         last = sessions[-1] if sessions else None
