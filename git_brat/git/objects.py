@@ -17,6 +17,9 @@ _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-
                      "\u2066-\u2069\ufeff]")
 
 
+SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def safe_subject(text: str) -> str:
     """One line with every hidden or controlling character shown as an escape (\\x1b, \\u202e)."""
     def esc(m: re.Match) -> str:
@@ -160,6 +163,53 @@ class Objects:
             return store[sha].as_raw_string()
         except Exception:   # noqa: BLE001 - unborn HEAD, absent path, damaged object
             return None
+
+    def tree_files(self, commit: str, names: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(mode, blob id, path) of every file a commit holds at or under the paths given
+        (literal, from the tree's top), read from its tree (never a work tree: nothing there is followed or run).
+        A symlink is listed with mode 120000, its blob the link's text."""
+        sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
+        names = [n for n in names if n and not n.startswith("-")]
+        if sha is None or not names:
+            return []
+        res = self._git(["ls-tree", "-r", "-z", "--full-tree", sha, *names])
+        out = []
+        for rec in res.stdout.split(b"\0") if res.ok else []:
+            meta, tab, path = rec.partition(b"\t")
+            parts = meta.split()
+            if tab and len(parts) == 3 and parts[1] == b"blob":
+                out.append((parts[0].decode(), parts[2].decode(),
+                            path.decode("utf-8", "surrogateescape")))
+        return out
+
+    def top_level(self, commit: str) -> list[str]:
+        """The names at the top of a commit's tree."""
+        sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
+        if sha is None:
+            return []
+        res = self._git(["ls-tree", "-z", "--name-only", "--full-tree", sha])
+        return [n.decode("utf-8", "surrogateescape") for n in res.stdout.split(b"\0")
+                if n] if res.ok else []
+
+    def blob_head(self, blob: str, limit: int) -> tuple[bytes, bool] | None:
+        """The first `limit` bytes of a blob and whether there was more (None: not a blob here)."""
+        if not SHA_RE.fullmatch(blob):
+            return None
+        try:
+            obj = self._open().object_store[blob.encode()]
+            if obj.type_name != b"blob":
+                return None
+            data = obj.as_raw_string()
+        except Exception:   # noqa: BLE001 - absent or damaged
+            return None
+        return data[:limit], len(data) > limit
+
+    def main_head(self) -> str | None:
+        """The commit the repository's own work tree has checked out (HEAD of the common
+        directory), whichever work tree asks."""
+        res = git.run(["--git-dir", self.common_dir, "rev-parse", "-q", "--verify",
+                       "HEAD^{commit}"])
+        return res.out.strip() or None if res.ok else None
 
     def is_commit(self, sha: str) -> bool:
         try:
