@@ -425,10 +425,17 @@ def require(loaded: Loaded, action: str) -> None:
 
 def notice(loaded: Loaded) -> str | None:
     """The warning a read-only command prints while the config is unapproved."""
-    if loaded.approval.approved:
+    a = loaded.approval
+    if a.approved:
         return None
-    return (f"{summary(loaded.approval)}: the approved values apply until you run "
-            f"`git brat trust`")
+    parts = []
+    if a.changes:
+        parts.append(f"{summary(msgspec.structs.replace(a, engine_files=[]))}: the approved "
+                     f"values apply until you run `git brat trust`")
+    if any(f.status != "approved" for f in a.engine_files):
+        parts.append(f"{files_summary(a.engine_files)}: no engine runs here until you "
+                     f"approve them with `git brat trust`")
+    return "; ".join(parts)
 
 
 def hook_hint(loaded: Loaded) -> str | None:
