@@ -43,22 +43,6 @@ def test_instructions_symlinked_inside_the_tree_are_read_and_a_long_file_is_cut_
     assert f"[… cut: CLAUDE.md is longer than {MAX_INSTRUCTIONS} bytes]" in run["prompt"]
 
 
-def test_instructions_linking_into_the_git_directory_are_not_pasted_into_the_prompt(
-        bench, repo):
-    # A link that stays inside the checkout, into the clone's own secrets.
-    git(repo, "config", "remote.origin.url", "https://user:TOKEN-IN-GIT-CONFIG@example.com/r")
-    os.symlink(".git/config", repo / "AGENTS.md")
-    os.symlink("./docs/../.git/config", repo / "CLAUDE.md")
-    git(repo, "add", "AGENTS.md", "CLAUDE.md")
-    git(repo, "commit", "-qm", "agent instructions")
-    bench.task(bench.convoy(), "Fix it", "write a x", "commit a")
-    bench.brat("witness", "run", "--once")
-    (run,) = bench.runs()
-    assert "Fix it" in run["prompt"]
-    assert "TOKEN-IN-GIT-CONFIG" not in run["prompt"]
-    assert "The repository's instructions" not in run["prompt"]
-
-
 def test_instructions_are_read_from_the_commit_the_session_starts_from(tmp_path, repo):
     from git_brat.git.store import Store
     (repo / "AGENTS.md").write_text("Committed rules.\n")
