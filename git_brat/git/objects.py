@@ -166,30 +166,47 @@ class Objects:
 
     def tree_files(self, commit: str, names: Iterable[str]) -> list[tuple[str, str, str]]:
         """(mode, blob id, path) of every file a commit holds at or under the paths given
-        (literal, from the tree's top), read from its tree (never a work tree: nothing there is followed or run).
-        A symlink is listed with mode 120000, its blob the link's text."""
-        sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
-        names = [n for n in names if n and not n.startswith("-")]
-        if sha is None or not names:
-            return []
-        res = self._git(["ls-tree", "-r", "-z", "--full-tree", sha, *names])
-        out = []
-        for rec in res.stdout.split(b"\0") if res.ok else []:
-            meta, tab, path = rec.partition(b"\t")
-            parts = meta.split()
-            if tab and len(parts) == 3 and parts[1] == b"blob":
-                out.append((parts[0].decode(), parts[2].decode(),
-                            path.decode("utf-8", "surrogateescape")))
-        return out
-
-    def top_level(self, commit: str) -> list[str]:
-        """The names at the top of a commit's tree."""
+        (literal, from the tree's top), read from its tree in-process (never a work tree:
+        nothing there is followed or run). A symlink is listed with mode 120000, its blob the
+        link's text; a submodule is not listed."""
         sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
         if sha is None:
             return []
-        res = self._git(["ls-tree", "-z", "--name-only", "--full-tree", sha])
-        return [n.decode("utf-8", "surrogateescape") for n in res.stdout.split(b"\0")
-                if n] if res.ok else []
+        try:
+            store = self._open().object_store
+            root = store[store[sha.encode()].tree]
+        except Exception:   # noqa: BLE001 - absent or damaged: nothing to list
+            return []
+        out: list[tuple[str, str, str]] = []
+        for name in dict.fromkeys(names):
+            node, parts = root, name.split("/")
+            try:
+                for part in parts[:-1]:
+                    mode, child = node[part.encode("utf-8", "surrogateescape")]
+                    node = store[child]
+                mode, child = node[parts[-1].encode("utf-8", "surrogateescape")]
+            except Exception:   # noqa: BLE001 - no such path (or not a tree on the way)
+                continue
+            self._walk(store, mode, child, name, out)
+        return out
+
+    def _walk(self, store, mode: int, sha: bytes, path: str, out: list, depth: int = 0) -> None:
+        if mode == 0o040000 and depth < 32:
+            for entry in store[sha].iteritems():
+                sub = f"{path}/{entry.path.decode('utf-8', 'surrogateescape')}"
+                self._walk(store, entry.mode, entry.sha, sub, out, depth + 1)
+        elif mode in (0o100644, 0o100755, 0o120000):
+            out.append((f"{mode:06o}", sha.decode(), path))
+
+    def top_level(self, commit: str) -> list[str]:
+        """The names at the top of a commit's tree (in-process)."""
+        sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
+        try:
+            store = self._open().object_store
+            tree = store[store[sha.encode()].tree]
+            return [e.path.decode("utf-8", "surrogateescape") for e in tree.iteritems()]
+        except Exception:   # noqa: BLE001 - absent or damaged
+            return []
 
     def blob_head(self, blob: str, limit: int) -> tuple[bytes, bool] | None:
         """The first `limit` bytes of a blob and whether there was more (None: not a blob here)."""
@@ -206,10 +223,16 @@ class Objects:
 
     def main_head(self) -> str | None:
         """The commit the repository's own work tree has checked out (HEAD of the common
-        directory), whichever work tree asks."""
-        res = git.run(["--git-dir", self.common_dir, "rev-parse", "-q", "--verify",
-                       "HEAD^{commit}"])
-        return res.out.strip() or None if res.ok else None
+        directory), whichever work tree asks; in-process."""
+        try:
+            with open(os.path.join(self.common_dir, "HEAD"), "rb") as f:
+                head = f.read(4096).strip()
+            if head.startswith(b"ref: "):
+                head = self._open().refs[head[5:]]
+            text = head.decode("ascii")
+        except Exception:   # noqa: BLE001 - unborn, damaged: no commit
+            return None
+        return text if SHA_RE.fullmatch(text) and self.is_commit(text) else None
 
     def is_commit(self, sha: str) -> bool:
         try:

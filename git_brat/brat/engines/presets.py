@@ -5,7 +5,10 @@ Imports nothing of brat: the config validates engine names against this table.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
+import re
 import sys
 from typing import Any, Iterable
 
@@ -190,10 +193,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 PRESET_NAMES = tuple(PRESETS)
 
 
+@functools.lru_cache(maxsize=64)
+def _matcher(entries: tuple[str, ...]) -> "re.Pattern[str]":
+    """One regex for settings entries: "dir/" matches everything under it, any other a glob."""
+    parts = [re.escape(e) + ".*" if e.endswith("/") else fnmatch.translate(e)[4:-3]
+             for e in entries]
+    return re.compile("(?s:" + "|".join(parts or ["(?!)"]) + r")\Z")
+
+
 def is_settings(path: str, entries: Iterable[str]) -> bool:
-    import fnmatch
-    return any(path.startswith(e) if e.endswith("/") else fnmatch.fnmatchcase(path, e)
-               for e in entries)
+    return _matcher(tuple(entries)).match(path) is not None
 
 
 def settings_engines(path: str) -> list[str]:
@@ -203,10 +212,13 @@ def settings_engines(path: str) -> list[str]:
 
 def settings_top(name: str) -> bool:
     """Whether a top-level entry of a tree may hold an engine's settings (a file or a
-    directory: a directory's files are listed afterwards)."""
-    import fnmatch
-    return any(fnmatch.fnmatchcase(name, e.split("/")[0])
-               for p in PRESETS.values() for e in p.settings)
+    directory: a directory's files are matched afterwards)."""
+    return is_settings(name, _settings_tops())
+
+
+@functools.lru_cache(maxsize=1)
+def _settings_tops() -> tuple[str, ...]:
+    return tuple(sorted({e.split("/")[0] for p in PRESETS.values() for e in p.settings}))
 
 
 def all_names(configured: Iterable[str] = ()) -> list[str]:
