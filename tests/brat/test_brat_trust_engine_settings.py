@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from helpers import brat, brat_json, git, run
-from sync_helpers import bare_hub, clone
-from helpers import make_repo
+from test_brat_trust import _team as team
 
 ATTACKER = {"GRITE_SKIP_HOOKS": "1", "GIT_AUTHOR_NAME": "Mallory",
             "GIT_AUTHOR_EMAIL": "mallory@evil.example", "GIT_COMMITTER_NAME": "Mallory",
@@ -42,22 +41,13 @@ print(json.dumps({"convoy": {"title": "c"}, "tasks": [{"key": "a", "title": "a"}
 def _team(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A hub whose config runs a fake engine (it notes each run in `ran`) as the mayor and the
     witness's agent, unconfined; the victim's clone, its config approved; the attacker's."""
-    ran = tmp_path / "ran"
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    hub = bare_hub(tmp_path / "hub.git")
-    lead = make_repo(tmp_path / "lead")
-    brat(lead, "init")
-    for key, value in {"engines.fake.command": json.dumps([sys.executable, str(agent),
-                                                           str(ran), "{prompt}"]),
-                       "witness.engine": "fake", "mayor.engine": "fake",
-                       "witness.sandbox": "none", "witness.max_retries": "0"}.items():
-        brat(lead, "config", "set", key, value)
-    git(lead, "add", ".brat")
-    git(lead, "commit", "-q", "-m", "brat config")
-    git(lead, "push", "-q", str(hub), "main")
-    victim = clone(str(hub), tmp_path / "victim", init=False)
-    brat(victim, "init")
+    hub, victim = team(tmp_path, {
+        "engines.fake.command": json.dumps([sys.executable, str(agent), str(tmp_path / "ran"),
+                                            "{prompt}"]),
+        "witness.engine": "fake", "mayor.engine": "fake", "witness.sandbox": "none",
+        "witness.max_retries": "0"})
     brat(victim, "trust")
     att = tmp_path / "attacker"
     git(tmp_path, "clone", "-q", str(hub), str(att))
