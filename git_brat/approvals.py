@@ -11,9 +11,21 @@ from typing import Any
 RECORD = os.path.join("brat", "trust.json")   # under the repository's common directory
 
 
-def fingerprint(values: dict[str, Any]) -> str:
-    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+def fingerprint(values: dict[str, Any], files: dict[str, list[str]] | None = None) -> str:
+    """Of the guarded values, and of the engine settings files approved with them (an approval
+    recorded before files counted had none)."""
+    whole: Any = {"values": values, "files": files} if files else values
+    text = json.dumps(whole, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def approved_files(record: dict) -> dict[str, list[str]]:
+    """path -> the object ids approved of each engine settings file in a record."""
+    files = record.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {k: [b for b in v if isinstance(b, str)] for k, v in files.items()
+            if isinstance(k, str) and isinstance(v, list)}
 
 
 def record(path: str) -> dict:
@@ -24,7 +36,8 @@ def record(path: str) -> dict:
     except (OSError, ValueError):
         return {}
     values = data.get("values") if isinstance(data, dict) else None
-    if not isinstance(values, dict) or fingerprint(values) != data.get("fingerprint"):
+    if not isinstance(values, dict) or \
+            fingerprint(values, approved_files(data)) != data.get("fingerprint"):
         return {}
     return data
 

@@ -20,6 +20,7 @@ from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
+from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Invocation, Preset, runner, sandbox
@@ -317,6 +318,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
     private_dir(os.path.dirname(live.log))   # logs and prompts: 0600 in 0700 directories
     sdir = private_dir(layout.session_dir(g.store, live.sid))
     resumed_branch = make_worktree(g, live)
+    refuse_unapproved_settings(g, live)
     board: Board = info["board"]
     task: Entity = info["task"]
     prior: list[Entity] = info["prior"]
@@ -345,13 +347,14 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         last_failure=task.get("last_failure", "") if task.get("failures", 0) else "",
         notes=notes[-10:], reply=reply,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
-        commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0)
+        commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0,
+        store=g.store, tree=live.start_head)
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
         f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
-                                  live.session_uuid)
+                                  live.session_uuid, trusted=True)
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
               "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
@@ -366,6 +369,17 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         record_proc(g, live, proc, "setup")
     else:
         spawn_engine(g, live)
+
+
+def refuse_unapproved_settings(g: Grite, live: LiveSession) -> None:
+    """The engines' own settings files of the tree the session starts from (hooks, MCP
+    servers: code whoever pushed wrote) run only once this user approved them as they are.
+    What the agent itself commits on its branch afterwards is its own, inside its quarantine."""
+    waiting = trust.unapproved_files(g.store, live.base)
+    if waiting:
+        raise trust.Unapproved(f"the tree of {live.target} at {live.base[:12]} has "
+                               f"{trust.files_summary(waiting)}: session refused; review them "
+                               f"with `git brat trust`")
 
 
 def make_worktree(g: Grite, live: LiveSession) -> bool:
