@@ -116,16 +116,21 @@ def max_clock_jump(store: Store) -> int:
 
 def policy(store: Store) -> tuple[str, bool, set[str]]:
     """(fingerprint, grite.requireSigned, trusted keys) of this clone's trust settings."""
-    where = grite_dir(store)
     require = store.config_bool("grite.requireSigned", False)
-    allowed = sign.allowed_signers(store.config_get("grite.allowedSignersFile"))
-    trust = sign.load_trust(where)
-    trusted = set(allowed) | {t.key for t in trust.trusted}
-    if sign.has_key(where):
-        trusted.add(sign.public_key(where))
+    trusted = trusted_keys(store)
     jump = max_clock_jump(store)   # (in the fingerprint only when set: old verdicts stand)
     return sign.fingerprint(f"{int(require)} {sorted(trusted)}" + (
         f" jump={jump}" if jump != MAX_CLOCK_JUMP else "")), require, trusted
+
+
+def trusted_keys(store: Store) -> set[str]:
+    """The keys this clone trusts: its own, `git grite trust add`, grite.allowedSignersFile."""
+    where = grite_dir(store)
+    allowed = sign.allowed_signers(store.config_get("grite.allowedSignersFile"))
+    trusted = set(allowed) | {t.key for t in sign.load_trust(where).trusted}
+    if sign.has_key(where):
+        trusted.add(sign.public_key(where))
+    return trusted
 
 
 def owner(store: Store, ref: str, tip: str, own: str) -> str | None:
