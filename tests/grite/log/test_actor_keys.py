@@ -109,3 +109,47 @@ def test_a_new_actor_is_bound_to_its_replicas_key_and_speaks_on_every_clone(tmp_
     grite(alice, "sync")
     bob = clone(str(hub), tmp_path / "bob")
     assert _titles(bob) == ["by the agent"] and not _rejected(bob)
+
+
+# An actor made before actors were keys: a 16-digit id the victim's clone declared in its log.
+LEGACY = """
+import os, msgspec
+from git_brat.grite.init import record_actor
+from git_brat.grite.log import identity
+from git_brat.grite.log.refs import grite_dir
+from git_brat.grite.repo import Grite
+g = Grite.open(".")
+where = grite_dir(g.store)
+a = identity.Actor(os.urandom(8).hex(), "Old Victim", "v@example.com", 1, g.identity.replica.id)
+with open(os.path.join(where, "actors", a.id + ".json"), "wb") as f:
+    f.write(msgspec.json.encode(a))
+identity.use_actor(where, a.id)
+record_actor(Grite.open("."), a)
+print(a.id)
+"""
+
+
+def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_require_signed(
+        tmp_path):
+    hub = seeded_hub(tmp_path)
+    victim = clone(str(hub), tmp_path / "victim")
+    old = run([sys.executable, "-c", LEGACY], victim,
+              env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
+    assert len(old) == 16
+    for title in WANTED:
+        grite(victim, "issue", "create", title)
+    grite(victim, "sync")
+    mallory = clone(str(hub), tmp_path / "mallory")
+    _claim(mallory, old)
+    grite(mallory, "sync")
+    key = (victim / ".git" / "grite" / "keys" / "replica.ed25519.pub").read_text().strip()
+    (tmp_path / "allowed_signers").write_text(f"{key} victim\n")
+    strict = clone(str(hub), tmp_path / "strict", init=False)
+    git(strict, "config", "grite.requireSigned", "true")
+    git(strict, "config", "grite.allowedSignersFile", str(tmp_path / "allowed_signers"))
+    grite(strict, "init")
+    grite(strict, "rebuild")
+    assert _titles(strict) == WANTED
+    # the clone that had seen the victim's declaration keeps its binding
+    grite(victim, "sync")
+    assert _titles(victim) == WANTED
