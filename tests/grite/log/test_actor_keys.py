@@ -65,6 +65,18 @@ def _captured_hub(tmp_path: Path):
     return hub, victim, mallory
 
 
+def _strict_clone(tmp_path: Path, hub: Path, victim: Path) -> Path:
+    """A fresh clone that believes only the victim's key (requireSigned + allowed signers)."""
+    key = (victim / ".git" / "grite" / "keys" / "replica.ed25519.pub").read_text().strip()
+    (tmp_path / "allowed_signers").write_text(f"{key} victim\n")
+    strict = clone(str(hub), tmp_path / "strict", init=False)
+    git(strict, "config", "grite.requireSigned", "true")
+    git(strict, "config", "grite.allowedSignersFile", str(tmp_path / "allowed_signers"))
+    grite(strict, "init")
+    grite(strict, "rebuild")
+    return strict
+
+
 WANTED = ["CVE-2026-1234: auth bypass", "Rotate the leaked deploy key"]
 
 
@@ -87,13 +99,7 @@ def test_an_actor_declared_again_at_lamport_zero_by_a_pusher_stays_the_victims_o
 
 def test_with_require_signed_and_only_the_victims_key_trusted_the_victims_history_stays(tmp_path):
     hub, victim, _mallory = _captured_hub(tmp_path)
-    key = (victim / ".git" / "grite" / "keys" / "replica.ed25519.pub").read_text().strip()
-    (tmp_path / "allowed_signers").write_text(f"{key} victim\n")
-    strict = clone(str(hub), tmp_path / "strict", init=False)
-    git(strict, "config", "grite.requireSigned", "true")
-    git(strict, "config", "grite.allowedSignersFile", str(tmp_path / "allowed_signers"))
-    grite(strict, "init")
-    grite(strict, "rebuild")
+    strict = _strict_clone(tmp_path, hub, victim)
     assert _titles(strict) == WANTED
     assert _rejected(strict)
 
@@ -142,13 +148,7 @@ def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_requir
     mallory = clone(str(hub), tmp_path / "mallory")
     _claim(mallory, old)
     grite(mallory, "sync")
-    key = (victim / ".git" / "grite" / "keys" / "replica.ed25519.pub").read_text().strip()
-    (tmp_path / "allowed_signers").write_text(f"{key} victim\n")
-    strict = clone(str(hub), tmp_path / "strict", init=False)
-    git(strict, "config", "grite.requireSigned", "true")
-    git(strict, "config", "grite.allowedSignersFile", str(tmp_path / "allowed_signers"))
-    grite(strict, "init")
-    grite(strict, "rebuild")
+    strict = _strict_clone(tmp_path, hub, victim)
     assert _titles(strict) == WANTED
     # the clone that had seen the victim's declaration keeps its binding
     grite(victim, "sync")
