@@ -134,12 +134,23 @@ def bench_lease(runs: int) -> None:
     base = time_cmd(FLOOR_CMD, ROOT, runs)
     report("import floor (python -c 'import dulwich.repo, msgspec, click')", base)
     repo = new_repo("sign-lease")
-    cmd = ["git", "grite", "lock"]
-    time_cmd([*cmd, "acquire", "task:b", "--local", "--ttl", "600"], repo, 1)
-    acquire = time_cmd([*cmd, "acquire", "task:b", "--local", "--ttl", "600"], repo, runs)
-    renew = time_cmd([*cmd, "renew", "task:b", "--local"], repo, runs)
-    report("lock acquire (process, signed record)", acquire, note=f"{acquire / base:.2f}x floor")
-    report("lock renew (process, signed record)", renew, note=f"{renew / base:.2f}x floor")
+    # The same CLI in the same launcher, with lease signing left out (no key load, no crypto
+    # import, no trailers): what signing adds to one process.
+    launch = f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['git-grite', *sys.argv[1:]]; "
+    unsign = ("import types; from git_brat.grite.locks import cas; "
+              "from git_brat.grite.cache import seals; "
+              "cas._signer = lambda g: types.SimpleNamespace(key='', "
+              "lease_trailers=lambda p, parent: ''); seals.remember = lambda *a: None; ")
+    run = "from git_brat.grite.cli import main; main()"
+    for label, code in (("signed", launch + run), ("unsigned", launch + unsign + run)):
+        cmd = [sys.executable, "-c", code, "lock"]
+        res = f"task:{label}"
+        time_cmd([*cmd, "acquire", res, "--local", "--ttl", "600"], repo, 1)
+        acquire = time_cmd([*cmd, "acquire", res, "--local", "--ttl", "600"], repo, runs)
+        renew = time_cmd([*cmd, "renew", res, "--local"], repo, runs)
+        report(f"lock acquire (process, {label} record)", acquire,
+               note=f"{acquire / base:.2f}x floor")
+        report(f"lock renew (process, {label} record)", renew, note=f"{renew / base:.2f}x floor")
     g = Grite.open(str(repo))
     st = locks.settings(g.store, local=True, ttl=600)
     holder = locks.holder_for(g, "bench-lib")
