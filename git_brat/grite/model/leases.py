@@ -264,7 +264,8 @@ def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False,
         latest[i] = bound + FUTURE_MS
         bound = min(bound, records[i][1].written_at)
     lease, forged = records[0][1], []
-    holder_key = seal(records[0][0]).key   # (where the reading began: taken as it is)
+    # (where the reading began, taken as it is: who signed it matters only to records after it)
+    holder_key = seal(records[0][0]).key if len(records) > 1 else None
     signing = holder_key is not None
     if root and lease.action in _GRANTS:   # the first grant: no lease ended before it
         grants = Grants(lease.token, {lease.token: 0}, lease.token - 1)
