@@ -94,11 +94,18 @@ def test_a_holders_renew_or_release_signed_by_another_key_is_not_believed(tmp_pa
     # "alice" renews for a year, then releases: records only alice's key may write
     _push_record(mallory, signed=True, expires_at=now + YEAR, ttl_ms=YEAR, written_at=now,
                  action="renew")
-    _push_record(mallory, state="released", released_at=now, written_at=now, action="release")
+    release = _push_record(mallory, state="released", released_at=now, written_at=now,
+                           action="release")
     refused = _lock(bob, "acquire", "task:t1", "--holder", "bob", check=False)
     assert refused.returncode == 5 and "held by alice" in refused.err
     shown = json.loads(_lock(bob, "status", "task:t1", "--json").out)[0]
     assert shown["remaining"] < 700   # not the year the forged renew says
+    # doctor and brat status, which skip released leases unread, still see it held
+    for _ in range(2):
+        report = grite(bob, "doctor", "--json", check=False)
+        forged = [f["subject"] for f in json.loads(report.out)["findings"]
+                  if f["kind"] == "forged-lease"]
+        assert release in forged
 
 
 def test_a_genuine_record_of_the_holders_copied_up_the_chain_signs_nothing_there(tmp_path):
