@@ -1,7 +1,7 @@
 """What signatures cost (issue 26): signing at write, verifying at replay; medians, and ratios
 against the same work unsigned in the same run.
 
-Usage: python bench/bench_signing.py [--quick]
+Usage: python bench/bench_signing.py [--quick] [--lease]
 """
 
 from __future__ import annotations
@@ -123,12 +123,89 @@ def bench_import(runs: int) -> None:
            note=f"+{(with_crypto - base) * 1000:.1f} ms over the floor ({base * 1000:.1f} ms)")
 
 
+def bench_lease(runs: int) -> None:
+    """Lease records (issue 34): acquire and renew as processes against the import floor, and
+    in-process signed vs with signing left out; checking a chain of signed records cold."""
+    from git_brat.git.store import Store
+    from git_brat.grite import locks
+    from git_brat.grite.cache import leases as cache_leases, seals
+    from git_brat.grite.log import sign
+    from git_brat.grite.repo import Grite
+    base = time_cmd(FLOOR_CMD, ROOT, runs)
+    report("import floor (python -c 'import dulwich.repo, msgspec, click')", base)
+    repo = new_repo("sign-lease")
+    # The same CLI in the same launcher, with lease signing left out (no key load, no crypto
+    # import, no trailers): what signing adds to one process.
+    launch = f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['git-grite', *sys.argv[1:]]; "
+    unsign = ("import types; from git_brat.grite.locks import cas; "
+              "from git_brat.grite.cache import seals; "
+              "cas._signer = lambda g: types.SimpleNamespace(key='', "
+              "lease_trailers=lambda p, parent: ''); seals.remember = lambda *a: None; ")
+    run = "from git_brat.grite.cli import main; main()"
+    for label, code in (("signed", launch + run), ("unsigned", launch + unsign + run)):
+        cmd = [sys.executable, "-c", code, "lock"]
+        res = f"task:{label}"
+        time_cmd([*cmd, "acquire", res, "--local", "--ttl", "600"], repo, 1)
+        acquire = time_cmd([*cmd, "acquire", res, "--local", "--ttl", "600"], repo, runs)
+        renew = time_cmd([*cmd, "renew", res, "--local"], repo, runs)
+        report(f"lock acquire (process, {label} record)", acquire,
+               note=f"{acquire / base:.2f}x floor")
+        report(f"lock renew (process, {label} record)", renew, note=f"{renew / base:.2f}x floor")
+    g = Grite.open(str(repo))
+    st = locks.settings(g.store, local=True, ttl=600)
+    holder = locks.holder_for(g, "bench-lib")
+    locks.acquire(g, "task:lib", st, holder)
+
+    def one():
+        locks.renew(g, "task:lib", st, holder)
+    one()
+    signed = _median(one, runs * 4)
+    real = (sign.Signer.lease_trailers, seals.remember)
+    sign.Signer.lease_trailers = lambda self, payload, parent: ""
+    seals.remember = lambda store, sha, key: None
+    try:
+        unsigned = _median(one, runs * 4)
+    finally:
+        sign.Signer.lease_trailers, seals.remember = real
+    report("renew in-process (library), signed", signed,
+           note=f"{signed / unsigned:.2f}x unsigned ({unsigned * 1000:.1f} ms); "
+                f"+{(signed - unsigned) * 1000:.2f} ms a record")
+    # A reader that never saw the chain: every signature of the last 100 records checked.
+    store = Store.discover(str(repo))
+    for _ in range(100):
+        one()
+    tip = store.refs.read(locks.ref_for("task:lib"))
+    where = repo / ".git" / "grite" / "lease-seals"
+
+    def cold():
+        seals._SEALS.clear()
+        seals._KEPT.clear()
+        cache_leases._RECORDS.clear()
+        where.unlink(missing_ok=True)
+        locks.effective(store, tip, int(time.time() * 1000))
+
+    def warm():
+        seals._SEALS.clear()
+        seals._KEPT.clear()
+        cache_leases._RECORDS.clear()
+        locks.effective(store, tip, int(time.time() * 1000))
+    c, w = _median(cold, max(3, runs // 2)), _median(warm, max(3, runs // 2))
+    report("  judging the last 100 records, none checked before", c,
+           note=f"{(c - w) / 100 * 1e6:.0f} us a signature checked")
+    report("  judging the last 100 records, checked before (lease-seals)", w)
+    shutil.rmtree(repo, ignore_errors=True)
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     runs = 5 if quick else 15
+    if "--lease" in sys.argv:
+        bench_lease(runs)
+        return
     bench_import(runs)
     bench_write(runs * 2)
     bench_replay(1000 if quick else 5000, runs)
+    bench_lease(runs)
 
 
 if __name__ == "__main__":

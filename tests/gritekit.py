@@ -13,7 +13,7 @@ from git_brat.grite.cache.projection import CACHE_VERSION, in_memory
 from git_brat.grite.log.identity import load
 from git_brat.grite.log.refs import grite_dir, log_tips
 from git_brat.grite.model import events as ev
-from helpers import git, run
+from helpers import git, make_repo, run
 
 
 ENTITIES = ["e1", "e2", "e3"]
@@ -112,3 +112,14 @@ def forge_log(repo, replica: str, payload: bytes | list[ev.Event], lamport: int 
     commit = git(repo, "commit-tree", tree, "-m", "grite: forged")
     git(repo, "update-ref", f"refs/grite/replicas/{replica}", commit)
     return commit
+
+
+def push_spam_logs(hub, tmp_path, count: int) -> None:
+    """What a pusher can do: count new logs on the hub, each one issue of its own replica's
+    and actor's (a batch naming another replica's actor is not believed: another attack)."""
+    pusher = make_repo(tmp_path / "pusher")
+    for i in range(count):
+        e = ev.make_event(f"{i:032x}", f"{i:016x}", 1, 0, ev.Create("issue", {"title": f"spam {i}",
+                                                                       "state": "open"}))
+        forge_log(pusher, f"{i:016x}", [e])
+    git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")

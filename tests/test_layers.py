@@ -20,7 +20,7 @@ PACKAGE = ROOT / "git_brat"
 FLOORS = [
     # the ground: errors, files, processes, the CLI edge
     ["git_brat", "git_brat.errors", "git_brat.files", "git_brat.process", "git_brat.clikit",
-     "git_brat.completion", "git_brat.redact"],
+     "git_brat.completion", "git_brat.redact", "git_brat.approvals"],
     ["git_brat.git"],                                   # the only code that runs git
     ["git_brat.grite", "git_brat.grite.model"],         # pure
     ["git_brat.grite.log"],

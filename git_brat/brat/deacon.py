@@ -59,11 +59,13 @@ def stamp_path(g: Grite) -> str:
 # -- duties ------------------------------------------------------------------------------
 
 def expire_leases(g: Grite, report: Report) -> None:
-    st = locks.gc(g, locks.settings(g.store))
+    settings = locks.settings(g.store)
+    st = locks.gc(g, settings)
     for lease in st.leases:
         report.actions.append(Action("leases", "expired", lease.resource,
                                      f"held by {lease.holder} (token {lease.token})"))
-    report.duties["leases"] = "ok" + (f" ({st.note})" if st.note else "")
+    notes = "; ".join(n for n in (st.note, settings.waiting) if n)
+    report.duties["leases"] = "ok" + (f" ({notes})" if notes else "")
 
 
 def recover_sessions(g: Grite, cfg: Config, report: Report) -> None:
@@ -185,9 +187,9 @@ def _why_keep(store, path: str, wt: dict) -> str:
     """Why a worktree must stay: work in it that no branch holds."""
     if not os.path.isdir(path):
         return ""
-    if worktree.dirty(path):
-        return "uncommitted changes"
     head = wt.get("HEAD", "")
+    if worktree.dirty(store.common_dir, path, head):
+        return "uncommitted changes"
     if "branch" not in wt and head:
         if not worktree.branches_containing(store.common_dir, head):
             return f"its commit {head[:12]} is on no branch"

@@ -6,6 +6,7 @@ import glob
 import os
 import re
 
+from git_brat import approvals
 from git_brat.errors import UsageError
 from git_brat.git.store import Store
 
@@ -124,7 +125,7 @@ def hub_config(store: Store) -> str:
 
 def trust(store: Store) -> str:
     """Which values of the committed config's code-running settings this user approved."""
-    return os.path.join(root(store), "trust.json")
+    return os.path.join(store.common_dir, approvals.RECORD)
 
 
 def local_config(store: Store) -> str:

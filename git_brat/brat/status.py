@@ -11,6 +11,7 @@ import msgspec
 from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat.config import Config
+from git_brat.brat.tasks import by_hand
 from git_brat.brat.board import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
 from git_brat.grite import locks
 from git_brat.grite.locks import LeaseView
@@ -19,11 +20,11 @@ from git_brat.grite.log.wal import Problem
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, iso
 
-INTERVENTION_KINDS = ("needs-human", "failed", "stuck", "blocked", "stalled")
+INTERVENTION_KINDS = ("needs-human", "failed", "stuck", "blocked", "stalled", "by-hand")
 
 
 class Intervention(msgspec.Struct):
-    kind: str                  # needs-human, failed, stuck, blocked, stalled
+    kind: str                  # needs-human, failed, stuck, blocked, stalled, by-hand
     task: str
     convoy: str
     title: str
@@ -186,8 +187,13 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
         elif st in ("running", "merging") and now_ms - t.updated_at > stuck_ms \
                 and not _lease_live(lease_list, t.id):
             mins = int((now_ms - t.updated_at) / 60000)
-            add("stuck", t, f"{st} for {mins} min with no live lease",
+            add("stuck", t, ("set running by hand (the witness leaves it to you), "
+                             if by_hand(t) else "") + f"{st} for {mins} min with no live lease",
                 f"git brat task update {short} --status queued -m \"requeue stuck task\"")
+        elif by_hand(t) and not _lease_live(lease_list, t.id):
+            add("by-hand", t, f"running by hand: no witness session runs it, so the witness and "
+                f"the deacon leave it to you (your work goes on brat/{t.id}; `--status queued` "
+                f"hands it to an agent)", f"git brat task update {short} --status needs-review")
         elif st == "queued":
             dead = [p for p in sorted(board.pre.get(t.id, ()))
                     if status_of(board.tasks[p]) == "dropped"]

@@ -43,6 +43,15 @@ def move(board: Board, tid: str, to: str, reason: str = "", *, force: bool = Fal
     return Draft(tid, ev.SetFields(move_fields(board, tid, to, reason, force=force, **fields)))
 
 
+def by_hand(task) -> bool:
+    """A running task no witness started: moved there by a human (`task update --status
+    running`), whose work it is. A witness's start names its session in the very event that
+    moves the task (and nothing else moves a task to running), so here the event that set
+    the status did not set the session."""
+    status, session = task.fields.get("status"), task.fields.get("session")
+    return status_of(task) == "running" and (session is None or session[3] != status[3])
+
+
 class Updated(msgspec.Struct):
     id: str
     from_status: str

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import time
@@ -11,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from git_brat.approvals import fingerprint
+from git_brat import approvals
 from git_brat.brat import config, layout
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import atomic_write
@@ -40,10 +41,19 @@ class Change(msgspec.Struct):
     committed: Any     # the value in the committed file now
 
 
+class EngineFile(msgspec.Struct):
+    """A file of the repository an engine reads as its own settings, which can run code."""
+    path: str
+    blob: str                   # its content's object id (a symlink: the link's text)
+    engines: list[str]          # the shipped engines that read it
+    status: str                 # new | changed | approved
+
+
 class Approval(msgspec.Struct):
     approved: bool
     file: str                   # the file the settings come from
     changes: list[Change] = []  # guarded keys whose committed value is not the approved one
+    engine_files: list[EngineFile] = []   # every engine settings file of the tree, by status
     commit: str = ""            # the last commit that changed the file
     author: str = ""
     subject: str = ""
@@ -82,21 +92,52 @@ def guarded(cfg: config.Config) -> dict[str, Any]:
 DEFAULTS = guarded(config.Config())
 
 
-def fingerprint(values: dict[str, Any]) -> str:
-    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+# -- the engines' own settings in the repository ----------------------------------------------
+
+def engine_settings(store: Store, commits: list[str]) -> dict[str, set[str]]:
+    """path -> the object ids it has in these commits' trees, of every file an engine reads
+    from the repository as settings that can run code (.claude/, .gemini/, .mcp.json ...).
+
+    Read from the trees the engines get (the checkout's HEAD, the commit sessions start
+    from), never from the work tree: a pushed file is whoever pushed it."""
+    from git_brat.brat.engines import presets
+    everything = [e for p in presets.PRESETS.values() for e in p.settings]
+    out: dict[str, set[str]] = {}
+    for commit in dict.fromkeys(c for c in commits if c):
+        tops = [n for n in store.objects.top_level(commit) if presets.settings_top(n)]
+        for _mode, blob, path in store.objects.tree_files(commit, tops):
+            if presets.is_settings(path, everything):
+                out.setdefault(path, set()).add(blob)
+    return out
+
+
+def _file_views(now: dict[str, set[str]], approved: dict[str, list[str]]) -> list[EngineFile]:
+    from git_brat.brat.engines import presets
+    out = []
+    for path in sorted(now):
+        for blob in sorted(now[path]):
+            ok = approved.get(path, [])
+            status = "approved" if blob in ok else "changed" if ok else "new"
+            out.append(EngineFile(path, blob, presets.settings_engines(path), status))
+    return out
+
+
+def unapproved_files(store: Store, commit: str) -> list[EngineFile]:
+    """The engine settings files of a commit's tree this user has not approved as they are."""
+    views = _file_views(engine_settings(store, [commit]), approvals.approved_files(_record(store)))
+    return [f for f in views if f.status != "approved"]
+
+
+def settings_commits(store: Store, cfg: config.Config) -> list[str]:
+    """The trees whose engine settings an engine here would read: the checkout's HEAD, and
+    the target branch the witness's sessions start from."""
+    target = store.refs.branch_tip(cfg.refinery.target_branch) if \
+        config.valid_branch(cfg.refinery.target_branch) else None
+    return [c for c in (store.objects.main_head(), target) if c]
 
 
 def _record(store: Store) -> dict:
-    try:
-        with open(layout.trust(store), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    values = data.get("values") if isinstance(data, dict) else None
-    if not isinstance(values, dict) or fingerprint(values) != data.get("fingerprint"):
-        return {}
-    return data
+    return approvals.record(layout.trust(store))
 
 
 def approved_values(store: Store) -> dict[str, Any]:
@@ -192,8 +233,11 @@ def load(store: Store) -> Loaded:
     # Hooks read git config without Python: the one local switch, for both.
     cfg.refinery.trigger = "hook" if _hook_trigger(store) else "manual"
     record = _record(store)
-    approval = Approval(not changes, path or config.CONFIG_PATH, changes,
-                        fingerprint=fingerprint(now),
+    files = _file_views(engine_settings(store, settings_commits(store, cfg)),
+                        approvals.approved_files(record))
+    waiting = [f for f in files if f.status != "approved"]
+    approval = Approval(not changes and not waiting, path or config.CONFIG_PATH, changes, files,
+                        fingerprint=fingerprint(now, files_map(files)),
                         approved_fingerprint=record.get("fingerprint", ""),
                         approved_at=record.get("approved_at", ""))
     if changes and path:
@@ -216,13 +260,23 @@ def in_session(store: Store) -> bool:
     return bool(store.toplevel()) and (here == trees or here.startswith(trees + os.sep))
 
 
-def approve(store: Store, committed: config.Config, by: str) -> str:
-    """Record the committed file's guarded values as approved by this user; their fingerprint."""
+def files_map(files: list[EngineFile]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in files:
+        out.setdefault(f.path, []).append(f.blob)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def approve(store: Store, committed: config.Config, by: str,
+            files: list[EngineFile] | None = None) -> str:
+    """Record the committed file's guarded values, and the engine settings files as they are
+    (None: those approved before), as approved by this user; their fingerprint."""
     refuse_in_session(store)
     values = guarded(committed)
-    fp = fingerprint(values)
+    approved = files_map(files) if files is not None else approvals.approved_files(_record(store))
+    fp = fingerprint(values, approved)
     layout.ensure_root(store)
-    record = {"version": 1, "fingerprint": fp, "values": values, "by": by,
+    record = {"version": 1, "fingerprint": fp, "values": values, "files": approved, "by": by,
               "approved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write(layout.trust(store), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     return fp
@@ -320,9 +374,23 @@ def origin(a: Approval) -> str:
     return "not committed: edited in the work tree" if a.edited else "no commit"
 
 
+def files_summary(files: list[EngineFile]) -> str:
+    from git_brat.clikit import printable
+    waiting = [f for f in files if f.status != "approved"]
+    shown = ", ".join(printable(f"{f.path} ({f.status})") for f in waiting[:5])
+    more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+    return (f"engine settings that can run commands {shown}{more} (read by "
+            f"{', '.join(sorted({e for f in waiting for e in f.engines}))}), not approved here")
+
+
 def summary(a: Approval) -> str:
-    keys = ", ".join(f"{c.key} = {_short(c.committed)}" for c in a.changes)
-    return f"{config.CONFIG_PATH} sets {keys} ({origin(a)}), not approved here"
+    parts = []
+    if a.changes:
+        keys = ", ".join(f"{c.key} = {_short(c.committed)}" for c in a.changes)
+        parts.append(f"{config.CONFIG_PATH} sets {keys} ({origin(a)}), not approved here")
+    if any(f.status != "approved" for f in a.engine_files):
+        parts.append(files_summary(a.engine_files))
+    return "; ".join(parts)
 
 
 def require(loaded: Loaded, action: str) -> None:
@@ -334,10 +402,17 @@ def require(loaded: Loaded, action: str) -> None:
 
 def notice(loaded: Loaded) -> str | None:
     """The warning a read-only command prints while the config is unapproved."""
-    if loaded.approval.approved:
+    a = loaded.approval
+    if a.approved:
         return None
-    return (f"{summary(loaded.approval)}: the approved values apply until you run "
-            f"`git brat trust`")
+    parts = []
+    if a.changes:
+        parts.append(f"{summary(msgspec.structs.replace(a, engine_files=[]))}: the approved "
+                     f"values apply until you run `git brat trust`")
+    if any(f.status != "approved" for f in a.engine_files):
+        parts.append(f"{files_summary(a.engine_files)}: no engine runs here until you "
+                     f"approve them with `git brat trust`")
+    return "; ".join(parts)
 
 
 def hook_hint(loaded: Loaded) -> str | None:
@@ -350,7 +425,8 @@ def hook_hint(loaded: Loaded) -> str | None:
             f"turns on: `git brat config set refinery.trigger hook --local`")
 
 
-__all__ = ["GUARDED", "HOOK_TRIGGER", "EXIT_UNAPPROVED", "Unapproved", "Change", "Approval",
+__all__ = ["EngineFile", "engine_settings", "unapproved_files", "settings_commits",
+           "files_map", "files_summary", "GUARDED", "HOOK_TRIGGER", "EXIT_UNAPPROVED", "Unapproved", "Change", "Approval",
            "Loaded", "guarded", "fingerprint", "approved_values", "config_file", "load",
            "in_session", "approve", "revoke", "SetResult", "refuse_in_session", "set_committed", "set_local", "origin", "summary", "require", "notice",
            "hook_hint"]

@@ -10,15 +10,16 @@ Ident = tuple[str, str]   # (name, email)
 
 def _git(path: str, args: list[str], *, check: bool = False,
          fallback: Ident | None = None) -> git.Result:
-    """git in the work tree at path, hooks off; fallback: the committer (and author) when git
-    has no identity of its own (a hub run by a daemon has no user.name)."""
+    """git in the work tree at path, hooks off and nothing of the tree's run (it holds what
+    agents wrote: git.TREE_PINS); fallback: the committer (and author) when git has no
+    identity of its own (a hub run by a daemon has no user.name)."""
     env = git.environment("worktree")
     if fallback is not None and not git.run(["var", "GIT_COMMITTER_IDENT"], cwd=path,
                                             env=env).ok:
         name, email = fallback
         env.update({"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
                     "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email})
-    return git.run(git.argv(args, hooks=False), cwd=path, env=env, timeout=worktree.TIMEOUT,
+    return git.run(git.argv(args, tree=True), cwd=path, env=env, timeout=worktree.TIMEOUT,
                    check=check)
 
 

@@ -17,6 +17,9 @@ _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-
                      "\u2066-\u2069\ufeff]")
 
 
+SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def safe_subject(text: str) -> str:
     """One line with every hidden or controlling character shown as an escape (\\x1b, \\u202e)."""
     def esc(m: re.Match) -> str:
@@ -160,6 +163,76 @@ class Objects:
             return store[sha].as_raw_string()
         except Exception:   # noqa: BLE001 - unborn HEAD, absent path, damaged object
             return None
+
+    def tree_files(self, commit: str, names: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(mode, blob id, path) of every file a commit holds at or under the paths given
+        (literal, from the tree's top), read from its tree in-process (never a work tree:
+        nothing there is followed or run). A symlink is listed with mode 120000, its blob the
+        link's text; a submodule is not listed."""
+        sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
+        if sha is None:
+            return []
+        try:
+            store = self._open().object_store
+            root = store[store[sha.encode()].tree]
+        except Exception:   # noqa: BLE001 - absent or damaged: nothing to list
+            return []
+        out: list[tuple[str, str, str]] = []
+        for name in dict.fromkeys(names):
+            node, parts = root, name.split("/")
+            try:
+                for part in parts[:-1]:
+                    mode, child = node[part.encode("utf-8", "surrogateescape")]
+                    node = store[child]
+                mode, child = node[parts[-1].encode("utf-8", "surrogateescape")]
+            except Exception:   # noqa: BLE001 - no such path (or not a tree on the way)
+                continue
+            self._walk(store, mode, child, name, out)
+        return out
+
+    def _walk(self, store, mode: int, sha: bytes, path: str, out: list, depth: int = 0) -> None:
+        if mode == 0o040000 and depth < 32:
+            for entry in store[sha].iteritems():
+                sub = f"{path}/{entry.path.decode('utf-8', 'surrogateescape')}"
+                self._walk(store, entry.mode, entry.sha, sub, out, depth + 1)
+        elif mode in (0o100644, 0o100755, 0o120000):
+            out.append((f"{mode:06o}", sha.decode(), path))
+
+    def top_level(self, commit: str) -> list[str]:
+        """The names at the top of a commit's tree (in-process)."""
+        sha = commit if SHA_RE.fullmatch(commit) else self.rev(commit)
+        try:
+            store = self._open().object_store
+            tree = store[store[sha.encode()].tree]
+            return [e.path.decode("utf-8", "surrogateescape") for e in tree.iteritems()]
+        except Exception:   # noqa: BLE001 - absent or damaged
+            return []
+
+    def blob_head(self, blob: str, limit: int) -> tuple[bytes, bool] | None:
+        """The first `limit` bytes of a blob and whether there was more (None: not a blob here)."""
+        if not SHA_RE.fullmatch(blob):
+            return None
+        try:
+            obj = self._open().object_store[blob.encode()]
+            if obj.type_name != b"blob":
+                return None
+            data = obj.as_raw_string()
+        except Exception:   # noqa: BLE001 - absent or damaged
+            return None
+        return data[:limit], len(data) > limit
+
+    def main_head(self) -> str | None:
+        """The commit the repository's own work tree has checked out (HEAD of the common
+        directory), whichever work tree asks; in-process."""
+        try:
+            with open(os.path.join(self.common_dir, "HEAD"), "rb") as f:
+                head = f.read(4096).strip()
+            if head.startswith(b"ref: "):
+                head = self._open().refs[head[5:]]
+            text = head.decode("ascii")
+        except Exception:   # noqa: BLE001 - unborn, damaged: no commit
+            return None
+        return text if SHA_RE.fullmatch(text) and self.is_commit(text) else None
 
     def is_commit(self, sha: str) -> bool:
         try:

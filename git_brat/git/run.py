@@ -18,6 +18,15 @@ PINNING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_
            "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_REFLOG_ACTION")
 SKIP_HOOKS = "GRITE_SKIP_HOOKS"   # grite's hook shims do nothing while this is set
 NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]   # and no hook of the user's runs at all
+# Settings that start a program, or make git trust a cache the tree's writer keeps: off for every
+# git run in a work tree an agent wrote (the roles' trees too), and in every git that one starts
+# (GIT_CONFIG_PARAMETERS carries `-c` into a nested repository's git, over its own config).
+TREE_PINS = [
+    *NO_HOOKS, "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+    "-c", "core.sshCommand=false", "-c", "submodule.recurse=false",
+    "-c", "fetch.recurseSubmodules=false", "-c", "diff.ignoreSubmodules=all",
+    "-c", "status.submoduleSummary=false", "-c", "protocol.allow=never",
+]
 
 Preset = Literal["repo", "checkout", "worktree", "transport"]
 
@@ -83,10 +92,12 @@ def subcommand(argv: list[str]) -> str:
     return args[i] if i < len(args) else "git"
 
 
-def argv(args: list[str], git_dir: str | None = None, hooks: bool = True) -> list[str]:
-    """The command line: git, the repository if named, hooks off unless wanted, then args."""
-    return ["git", *(["--git-dir", git_dir] if git_dir else []), *([] if hooks else NO_HOOKS),
-            *args]
+def argv(args: list[str], git_dir: str | None = None, hooks: bool = True,
+         tree: bool = False) -> list[str]:
+    """The command line: git, the repository if named, hooks off unless wanted (tree: run in
+    a work tree an agent wrote, TREE_PINS, hooks off), then args."""
+    pins = TREE_PINS if tree else [] if hooks else NO_HOOKS
+    return ["git", *(["--git-dir", git_dir] if git_dir else []), *pins, *args]
 
 
 def environment(preset: Preset = "repo", extra: dict | None = None) -> dict[str, str]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 
+from git_brat.errors import GriteError
 from git_brat.files import FileLock
+from git_brat.git import quarantine
 from git_brat.git import run as git
 
 TIMEOUT = 600.0   # seconds any one work-tree command may take
@@ -19,7 +21,10 @@ TIMEOUT = 600.0   # seconds any one work-tree command may take
 def _git(cwd: str, args: list[str], *, check: bool = False, hooks: bool = False,
          env: dict | None = None, timeout: float | None = TIMEOUT) -> git.Result:
     base = git.environment("checkout" if hooks else "worktree", env)
-    return git.run(git.argv(args, hooks=hooks), cwd=cwd, env=base, timeout=timeout, check=check)
+    # A role's tree holds what agents wrote (nested repositories with configs of their own):
+    # nothing in it may start a program, nor may a git started inside it.
+    return git.run(git.argv(args, hooks=hooks, tree=not hooks), cwd=cwd, env=base,
+                   timeout=timeout, check=check)
 
 
 def _one_at_a_time(where: str) -> FileLock:
@@ -99,10 +104,14 @@ def head(path: str) -> str:
     return _git(path, ["rev-parse", "HEAD"], check=True).out.strip()
 
 
-def dirty(path: str) -> bool:
-    """Uncommitted changes or untracked files in a work tree (ignored files do not count)."""
-    res = _git(path, ["status", "--porcelain", "--untracked-files=normal"])
-    return not res.ok or bool(res.out.strip())
+def dirty(common: str, path: str, base: str) -> bool:
+    """Whether the files of the work tree at path differ from commit base (ignored files do not
+    count), read with the witness's own git dir and config (quarantine.View): nothing the tree
+    or its git dir holds is run or followed. A base that is no commit here counts as dirty."""
+    try:
+        return quarantine.changed(common, path, base)
+    except GriteError:
+        return True
 
 
 def status(top: str, timeout: float | None = TIMEOUT) -> list[str]:
@@ -131,30 +140,6 @@ def reset(path: str, commit: str) -> None:
     # (checkout takes no --end-of-options in git 2.39: commit is a sha the caller read)
     _git(path, ["checkout", "-q", "--detach", "-f", commit], check=True)
     _git(path, ["clean", "-q", "-ffd"], check=True)
-
-
-def commit_all(path: str, message: str, env: dict, skip: list[str] = (),
-               deletions: bool = True) -> str | None:
-    """Commit everything uncommitted in the work tree at path, but paths matching `skip`
-    (globs at the top), with env added (who commits) and the user's hooks as usual but
-    pre-commit's (--no-verify); the new sha, or None.
-
-    deletions=False: new and changed files only; a file missing from the tree is not committed
-    as deleted (the caller cannot tell who removed it)."""
-    spec = [".", *(f":(exclude,glob){g}" for p in skip
-                   for g in (p.rstrip("/"), p.rstrip("/") + "/**"))] if skip else []
-
-    def tree_git(args: list[str], check: bool = True) -> git.Result:
-        return _git(path, args, check=check, hooks=True, env=env, timeout=None)
-
-    st = tree_git(["status", "--porcelain", "--untracked-files=all", "--", *spec])
-    if not st.stdout.strip():
-        return None   # the common case: the agent committed its work itself
-    tree_git(["add", "-A" if deletions else "--ignore-removal", "--", *(spec or ["."])])
-    if tree_git(["diff", "--cached", "--quiet"], check=False).ok:
-        return None   # only ignored or unchanged files
-    tree_git(["commit", "-q", "--no-verify", "-m", message])
-    return tree_git(["rev-parse", "HEAD"]).out.strip()
 
 
 def restore(path: str) -> None:
@@ -202,6 +187,19 @@ def set_ref(where: str, ref: str, new: str, old: str | None = None) -> bool:
     if old is not None:
         args.append(old or "0" * 40)
     return _git(where, args).ok
+
+
+def point_head(path: str, branch: str) -> None:
+    """Point the HEAD of the linked work tree at path at refs/heads/<branch> again (its git dir
+    was an agent's to write: whatever it pointed HEAD at, the roles follow the task's branch)."""
+    gd = _private_git_dir(path)
+    if gd is None or not os.path.isdir(gd):
+        return
+    head = os.path.join(gd, "HEAD")
+    tmp = f"{head}.brat-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(f"ref: refs/heads/{branch}\n")
+    os.replace(tmp, head)
 
 
 def private_git_dir(path: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Bulk export (JSON, Markdown) and import (one batch, all or nothing, idempotent)."""
+"""Bulk export (JSON, Markdown) and import (in parts of whole issues, checked first, idempotent)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ class ImportIssue(msgspec.Struct):
 class ImportResult(msgspec.Struct):
     created: list[str]
     skipped: list[str]      # already present: re-importing never duplicates
-    commit: str | None
+    commit: str | None      # the last part's log commit
+    commits: list[str] = []  # one per part written, in order
 
 
 def export(state: State) -> dict:
@@ -105,6 +106,55 @@ def parse(data: bytes, source: str) -> list[ImportIssue]:
 
 
 def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResult:
+    """Import in parts of whole issues, each part one batch within the batch bounds (a small
+    file is one part). Everything is checked before the first part is written (a bad file
+    writes nothing); a crash between parts leaves the first parts imported, and importing the
+    same file again completes it (what is there is skipped). An issue's dependencies go in
+    its own part: until the last part lands, some may name issues not imported yet."""
+    ids = _import_ids(items)
+    state = g.state()
+    known = {eid for eid, k in state.kinds.items() if k == issues.KIND}
+    deps: dict[str, list[Draft]] = {}
+    for d in _dep_drafts(state, items, ids, set(ids) - known, known, source):
+        deps.setdefault(d.entity, []).append(d)
+    groups: dict[str, list[Draft]] = {}
+    for it, eid in zip(items, ids):
+        groups.setdefault(eid, _issue_drafts(it, eid) + deps.get(eid, []))
+    created: list[str] = []
+    once: set[str] = set()
+    skipped = [eid for eid in ids if eid in once or once.add(eid)]   # named twice in the file
+    commits: list[str] = []
+    for part in _parts(list(groups.items()), source):
+        made, had = [], []
+
+        def build(part=part, made=made, had=had) -> list[Draft]:
+            # Decided against the state at the tip the batch lands on, so concurrent imports
+            # of the same file never duplicate anything.
+            now = g.state()
+            there = {eid for eid, k in now.kinds.items() if k == issues.KIND}
+            made.clear()
+            had.clear()
+            out: list[Draft] = []
+            for eid, drafts in part:
+                (had if eid in there else made).append(eid)
+                out += [] if eid in there else drafts
+            if not out:
+                raise _NothingToImport()
+            return out
+        try:
+            res = g.append(build, lambda _e, made=made: f"grite: import {len(made)} issues "
+                                                         f"from {source}")
+            commits.append(res.commit)
+        except _NothingToImport:
+            pass
+        created += made
+        skipped += had
+    return ImportResult(created, skipped, commits[-1] if commits else None, commits)
+
+
+def _import_ids(items: list[ImportIssue]) -> list[str]:
+    """Each item's issue id: its own, else one made from its title and body (so the same file
+    imported twice names the same issues)."""
     seen: dict[tuple[str, str], int] = {}
     ids = []
     for it in items:
@@ -114,39 +164,43 @@ def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResu
         n = seen.get((it.title, it.body), 0)
         seen[(it.title, it.body)] = n + 1
         ids.append(issues.import_key(it.title, it.body, n))
-    created: list[str] = []
-    skipped: list[str] = []
+    return ids
 
-    def build() -> list[Draft]:
-        # Decided against the state at the tip the batch lands on, so concurrent imports of
-        # the same file never duplicate anything.
-        state = g.state()
-        known = {eid for eid, k in state.kinds.items() if k == issues.KIND}
-        taken: set[str] = set()
-        created.clear()
-        skipped.clear()
-        drafts: list[Draft] = []
-        for it, eid in zip(items, ids):
-            if eid in known or eid in taken:
-                skipped.append(eid)
-                continue
-            created.append(eid)
-            taken.add(eid)
-            drafts.append(Draft(eid, ev.Create(issues.KIND, {"title": it.title, "body": it.body,
-                                                             "state": it.state})))
-            drafts += [Draft(eid, ev.AddTo("labels", x)) for x in sorted(set(it.labels))]
-            drafts += [Draft(eid, ev.AddTo("assignees", x)) for x in sorted(set(it.assignees))]
-            drafts += [Draft(eid, ev.Comment(c.body)) for c in it.comments]
-        drafts += _dep_drafts(state, items, ids, taken, known, source)
-        if not drafts:
-            raise _NothingToImport()
-        return drafts
 
-    try:
-        res = g.append(build, lambda _e: f"grite: import {len(created)} issues from {source}")
-    except _NothingToImport:
-        return ImportResult([], skipped, None)
-    return ImportResult(list(created), list(skipped), res.commit)
+def _issue_drafts(it: ImportIssue, eid: str) -> list[Draft]:
+    drafts = [Draft(eid, ev.Create(issues.KIND, {"title": it.title, "body": it.body,
+                                                 "state": it.state}))]
+    drafts += [Draft(eid, ev.AddTo("labels", x)) for x in sorted(set(it.labels))]
+    drafts += [Draft(eid, ev.AddTo("assignees", x)) for x in sorted(set(it.assignees))]
+    return drafts + [Draft(eid, ev.Comment(c.body)) for c in it.comments]
+
+
+EVENT_OVERHEAD = 256                       # bytes of an event's envelope, generously
+PART_BYTES = ev.MAX_BATCH_BYTES * 7 // 8   # room left for the estimate's error
+PART_EVENTS = ev.MAX_BATCH_EVENTS
+PART_ISSUES = ev.MAX_BATCH_ENTITIES
+
+
+def _parts(groups: list[tuple[str, list[Draft]]], source: str) -> list[list[tuple[str, list[Draft]]]]:
+    """Whole issues packed in order into parts that each fit one batch; an issue that alone
+    does not fit refuses the whole file (nothing written)."""
+    parts: list[list[tuple[str, list[Draft]]]] = [[]]
+    size = events = 0
+    for n, (eid, drafts) in enumerate(groups):
+        weight = sum(len(msgspec.msgpack.encode(d.op)) + EVENT_OVERHEAD for d in drafts)
+        if weight > PART_BYTES or len(drafts) > PART_EVENTS:
+            raise UsageError(f"{source}: issue {n + 1} ({eid[:7]}) alone is {len(drafts)} "
+                             f"changes, about {weight} bytes: more than one batch may hold "
+                             f"({PART_BYTES} bytes, {PART_EVENTS} changes); split its comments "
+                             f"over two issues")
+        current = parts[-1]
+        if current and (size + weight > PART_BYTES or events + len(drafts) > PART_EVENTS
+                        or len(current) >= PART_ISSUES):
+            parts.append(current := [])
+            size = events = 0
+        current.append((eid, drafts))
+        size, events = size + weight, events + len(drafts)
+    return parts
 
 
 class _NothingToImport(Exception):

@@ -31,7 +31,9 @@ def mrepo(brepo, record):
     """A repository whose config defines one fake engine per answer (committed: status clean)."""
     path = brepo / ".brat" / "config.toml"
     text = path.read_text()
-    settings = {"mayor.max_tasks": "4", "mayor.timeout": "30"}
+    # Unconfined: the fake engines record each run under the test's tmp_path, which the
+    # mayor's sandbox keeps read-only (tests/brat/mayor/test_mayor_confined.py runs it boxed).
+    settings = {"mayor.max_tasks": "4", "mayor.timeout": "30", "witness.sandbox": "none"}
     for mode in MODES:
         settings[f"engines.{mode}.command"] = _argv(mode, record)
     # A claude-shaped fake: a JSON result with session_id, and a resume template.

@@ -119,3 +119,14 @@ def alive(pid: int) -> bool:
     """A running process (a zombie nobody reaped does not count)."""
     from git_brat.process import alive
     return alive(pid)
+
+
+def two_clones(tmp_path) -> tuple[Path, Path, Path]:
+    """A hub and two clones of it, each after `git brat init`: two refineries, one queue."""
+    from sync_helpers import clone, seeded_hub
+    hub = seeded_hub(tmp_path)
+    a = clone(str(hub), tmp_path / "a", init=False)
+    b = clone(str(hub), tmp_path / "b", init=False)
+    brat(a, "init")
+    brat(b, "init")
+    return hub, a, b

@@ -7,7 +7,7 @@ import os
 import stat
 
 from helpers import git, make_repo, run
-from git_brat.git import merge, worktree
+from git_brat.git import merge, quarantine, worktree
 from git_brat.git.store import Store
 
 IDENT = ("Landing Bot", "bot@example.invalid")
@@ -28,13 +28,17 @@ def test_an_agent_s_tree_on_a_new_branch_keeps_what_was_left_uncommitted(repo, t
     (tmp_path / "trees" / "t1" / "work.txt").write_text("half done\n")
     (tmp_path / "trees" / "t1" / "scratch").mkdir()
     (tmp_path / "trees" / "t1" / "scratch" / "notes").write_text("mine\n")
-    assert worktree.dirty(path)
-    env = {"GIT_AUTHOR_NAME": "An Agent", "GIT_AUTHOR_EMAIL": "agent@example.invalid"}
-    sha = worktree.commit_all(path, "brat: salvage", env, skip=["scratch/"])
+    main = git(repo, "rev-parse", "main")
+    assert worktree.dirty(store.common_dir, path, main)
+    env = {"GIT_AUTHOR_NAME": "An Agent", "GIT_AUTHOR_EMAIL": "agent@example.invalid",
+           "GIT_COMMITTER_NAME": "A Witness", "GIT_COMMITTER_EMAIL": "w@example.invalid"}
+    sha = quarantine.commit_onto(store.common_dir, path, "brat/t1", "brat: salvage", env,
+                                 skip=["scratch/"])
     assert sha == store.refs.branch_tip("brat/t1") == worktree.head(path)
     assert git(repo, "show", "-s", "--format=%an", sha) == "An Agent"
     assert git(repo, "ls-tree", "--name-only", sha).split() == ["README", "work.txt"]
-    assert worktree.commit_all(path, "brat: salvage", env, skip=["scratch/"]) is None
+    assert quarantine.commit_onto(store.common_dir, path, "brat/t1", "brat: salvage", env,
+                                  skip=["scratch/"]) is None
     assert store.objects.count("main", "brat/t1") == 1
     assert store.objects.merge_base("main", "brat/t1") == git(repo, "rev-parse", "main")
 
@@ -74,7 +78,7 @@ def test_a_detached_tree_is_reset_to_exactly_a_commit(repo, tmp_path):
     assert (tmp_path / "refinery" / "README").read_text() == "hello\n"
     assert not (tmp_path / "refinery" / "stray.txt").exists()
     assert (tmp_path / "refinery" / "kept.log").exists()   # ignored files are not the tree's
-    assert not worktree.dirty(path)
+    assert not worktree.dirty(store.common_dir, path, git(repo, "rev-parse", "main"))
 
 
 def test_the_roles_trees_run_no_hook_and_an_agent_s_runs_the_user_s(repo, tmp_path):
@@ -96,8 +100,9 @@ def test_a_tree_is_found_from_its_own_directory_whatever_repository_the_caller_p
     (tmp_path / "t3" / "new.txt").write_text("x\n")
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
-    assert worktree.dirty(path)
-    assert worktree.commit_all(path, "brat: salvage", {}) == store.refs.branch_tip("brat/t3")
+    assert worktree.dirty(store.common_dir, path, git(repo, "rev-parse", "main"))
+    assert quarantine.commit_onto(store.common_dir, path, "brat/t3", "brat: salvage", {}) == \
+        store.refs.branch_tip("brat/t3")
     assert git(other, "rev-list", "--count", "HEAD") == "1"
 
 
@@ -147,7 +152,8 @@ def test_a_conflict_is_reported_by_file_and_leaves_the_tree_as_it_was(repo, tmp_
                   lambda: merge.apply_squash(path, two, "squash two", IDENT),
                   lambda: merge.apply_merge(path, two, "Merge two", IDENT)):
         assert apply() == (False, ["README"])
-        assert worktree.head(path) == landed and not worktree.dirty(path)
+        assert worktree.head(path) == landed and \
+            not worktree.dirty(str(repo / ".git"), path, landed)
 
 
 def test_a_merge_is_committed_as_the_given_identity_when_git_has_none(repo, tmp_path,

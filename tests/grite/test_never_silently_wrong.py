@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from helpers import git, grite, grite_json, run
+from helpers import brat, git, grite, grite_json, run
 from gritekit import read_only
 
 
@@ -128,6 +128,7 @@ def _two_hub_clones(tmp_path):
 
 def test_a_clone_syncing_two_remotes_never_takes_a_lease_locally(tmp_path):
     _hub, _backup, a, b = _two_hub_clones(tmp_path)
+    git(a, "config", "grite.lockRemote", "origin")    # two hubs: origin by name alone is refused
     got = grite_json(a, "lock", "acquire", "task:t1")
     assert got["mode"] == "remote" and got["remote"] == "origin"
     refused = grite(b, "lock", "acquire", "task:t1", check=False)
@@ -152,6 +153,7 @@ def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_pat
     grite(a, "lock", "release", "task:t2")
     git(a, "add", ".brat/config.toml")
     git(a, "commit", "-q", "-m", "locks on backup")
+    brat(a, "trust")                                  # a committed lock remote, once approved
     # The first lease made origin's hub the lock authority, recorded in the log: a name
     # committed later does not move leases to another hub (two hubs would both grant them).
     assert grite_json(a, "lock", "acquire", "task:t2")["remote"] == "origin"
@@ -161,7 +163,6 @@ def test_the_committed_brat_config_names_the_lock_remote_for_every_clone(tmp_pat
 
 def test_reads_work_on_a_read_only_repository_cold_or_warm(grepo):
     import shutil as _sh
-    from helpers import brat
     brat(grepo, "init")
     git(grepo, "add", ".brat")
     git(grepo, "commit", "-q", "-m", "brat")

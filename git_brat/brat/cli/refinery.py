@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 
 import click
+import msgspec
 
 from git_brat.brat import config, trust
 from git_brat.brat import board as model
 from git_brat.brat.refinery import run as rr
 from git_brat.brat.refinery.hub import refuse_unless_checks_allowed as hub_check
 from git_brat.brat.refinery.passes import retry as retry_task
-from git_brat.clikit import emit, json_option, table, when
+from git_brat.clikit import emit, json_option, printable, table, when
 from git_brat.errors import UsageError
 from git_brat.grite.repo import Grite
 
@@ -90,7 +92,8 @@ def run(once, detach, hook, wait, as_json):
         return
     if wait is None:   # a long-running refinery stands by for the one another clone runs
         wait = 0.0 if once else float("inf")
-    report = rr.run(g, cfg, once, quiet_if_busy=hook, wait=wait)
+    report = rr.run(g, cfg, once, quiet_if_busy=hook, wait=wait,
+                    on_standby=lambda s: _say_standby(s, as_json))
 
     def human():
         if report.busy:
@@ -105,6 +108,16 @@ def run(once, detach, hook, wait, as_json):
                      f"{total} check run(s)" + ("; stopped" if report.stopped else ""))
         return "\n".join(lines)
     emit(as_json, report, human)
+
+
+def _say_standby(s: rr.Standby, as_json: bool) -> None:
+    """Said on stderr when it starts waiting (stdout keeps the one final report): a line, or
+    with --json one JSON object {"standby": ...}."""
+    if as_json:
+        sys.stderr.buffer.write(msgspec.json.encode({"standby": s}) + b"\n")
+        sys.stderr.flush()
+    else:
+        click.echo(printable(rr.standby_message(s)), err=True)
 
 
 @refinery.command()

@@ -17,6 +17,7 @@ class TrustReport(msgspec.Struct):
     recorded: bool              # this command recorded an approval
     changes: list[trust.Change]  # what differed from the approved values
     settings: dict              # the committed file's code-running settings now
+    engine_files: list[trust.EngineFile] = []   # engine settings in the tree, as before this
     commit: str = ""
     author: str = ""
     subject: str = ""
@@ -28,6 +29,11 @@ def _lines(report: TrustReport, a: trust.Approval) -> list[str]:
     for c in report.changes:
         lines.append(f"  {c.key}: {printable(config.show_value(c.approved))} -> "
                      f"{printable(config.show_value(c.committed))}")
+    if report.engine_files:
+        lines.append("engine settings in the repository (they can run commands):")
+        for f in report.engine_files:
+            lines.append(f"  {f.status:<8} {printable(f.path)} {f.blob[:12]} "
+                         f"(read by {', '.join(f.engines)})")
     return lines
 
 
@@ -38,7 +44,10 @@ def _lines(report: TrustReport, a: trust.Approval) -> list[str]:
 @json_option
 def trust_(show, revoke, as_json):
     """Approve the code-running settings of .brat/config.toml (witness.engine, witness.setup,
-    refinery.check, mayor.engine, locks.remote, engines.*, hub.*) as they are now.
+    refinery.check, mayor.engine, locks.remote, engines.*, hub.*) as they are now, and the
+    engines' own settings files in the repository (.claude/, .mcp.json, .gemini/, .codex/,
+    opencode.json, .opencode/, .continue/, .github/copilot*, .aider* ...): hooks, MCP servers
+    and plugins there run commands, so no engine runs here while one is new or changed.
 
     Shows each one that differs from what you approved before, with the commit and author
     that changed the file; records the approval in .git/brat/trust.json (never synced).
@@ -60,15 +69,15 @@ def trust_(show, revoke, as_json):
     a = loaded.approval
     settings = trust.guarded(loaded.committed)
     recorded = False
-    if not show and (a.changes or a.approved_fingerprint != trust.fingerprint(settings)):
-        trust.approve(store, loaded.committed, "git brat trust")
+    if not show and (not a.approved or a.approved_fingerprint != a.fingerprint):
+        trust.approve(store, loaded.committed, "git brat trust", a.engine_files)
         recorded = True
     report = TrustReport(config.CONFIG_PATH, recorded or a.approved, recorded, a.changes,
-                         settings, a.commit, a.author, a.subject, trust.fingerprint(settings))
+                         settings, a.engine_files, a.commit, a.author, a.subject, a.fingerprint)
 
     def human():
         lines = _lines(report, a)
-        if not a.changes:
+        if a.approved:
             lines.append("nothing new to approve: the code-running settings are those you "
                          "approved (or the defaults, which run nothing)")
         elif show:

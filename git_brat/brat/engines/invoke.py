@@ -78,8 +78,13 @@ def resume_id_ok(p: Preset, resume_id: str) -> bool:
 
 
 def invocation(p: Preset, prompt: str, workdir: str, session_dir: str,
-               resume_id: str = "", session_uuid: str = "") -> Invocation:
-    """The argv for one session; `resume_id` continues that conversation when the engine can."""
+               resume_id: str = "", session_uuid: str = "", trusted: bool = False,
+               checked: bool = False) -> Invocation:
+    """The argv for one session; `resume_id` continues that conversation when the engine can.
+
+    trusted: the repository's engine settings are approved (`git brat trust`), so the engine
+    may trust the workspace (its trust_env); checked: the run is not sandboxed, so the engine
+    keeps its own permission checks (its `unchecked` arguments are left out)."""
     if not p.argv:
         raise UsageError(f"engine {p.name} has no command: set engines.{p.name}.command in "
                          f".brat/config.toml (an argv list, e.g. [\"my-agent\", \"{{prompt}}\"])")
@@ -108,7 +113,10 @@ def invocation(p: Preset, prompt: str, workdir: str, session_dir: str,
         template = [a for a in template if a != "{prompt}"]
         if p.prompt == "stdin":
             stdin = prompt_file
-    return Invocation(_fill(template, values), dict(p.env), stdin, resumed)
+    if checked:
+        template = [a for a in template if a not in p.unchecked]
+    env = {**p.env, **(p.trust_env if trusted else {})}
+    return Invocation(_fill(template, values), env, stdin, resumed)
 
 
 def shown_argv(argv: list[str], prompt: str) -> list[str]:

@@ -5,7 +5,10 @@ Imports nothing of brat: the config validates engine names against this table.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
+import re
 import sys
 from typing import Any, Iterable
 
@@ -54,6 +57,17 @@ class Preset(msgspec.Struct, kw_only=True):
     # where the rest of HOME is read-only. "~/x/" a directory, "~/x" a file, "$VAR|~/x/" the
     # variable's value when it is set.
     state: list[str] = []
+    # The repository's own files the engine reads that can run commands or add tools (hooks,
+    # MCP servers, plugins, custom commands): code whoever pushed wrote, so the witness and the
+    # mayor run the engine only once `git brat trust` approved them as they are. "dir/" is
+    # everything under a top-level directory, any other entry a glob on a top-level path.
+    settings: list[str] = []
+    # argv elements that turn the engine's own permission checks off: kept only where the run
+    # is sandboxed (an unconfined mayor runs without them).
+    unchecked: list[str] = []
+    # Environment that turns the engine's own workspace trust off: given only with the
+    # repository's settings approved (never by the preset on its own).
+    trust_env: dict[str, str] = {}
 
     @property
     def binary(self) -> str:
@@ -80,7 +94,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume=["claude", "-p", "{prompt}", "--resume", "{resume_id}", "--output-format", "json",
                 "--dangerously-skip-permissions"],
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True},
-        resume_id_format=UUID),
+        resume_id_format=UUID,
+        # settings.json and settings.local.json hooks, commands, agents, skills; MCP servers
+        settings=[".claude/", ".mcp.json"], unchecked=["--dangerously-skip-permissions"]),
     Preset(
         name="aider", package="pypi aider-chat", scratch=[".aider*"], state=["~/.aider/"],
         # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
@@ -94,7 +110,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "--no-detect-urls", "--restore-chat-history",
                 "--chat-history-file", "{resume_id}/engine/aider.chat.md",
                 "--input-history-file", "{resume_id}/engine/aider.input.history"],
-        resume_id_format=SESSION_DIR),
+        resume_id_format=SESSION_DIR,
+        # .aider.conf.yml (and .env, read from the repository's top) set test-cmd/lint-cmd,
+        # which --yes-always runs
+        settings=[".aider*", ".env"], unchecked=["--yes-always"]),
     Preset(
         name="codex", package="npm @openai/codex", state=["$CODEX_HOME|~/.codex/"],
         argv=["codex", "exec", "--json", "--skip-git-repo-check",
@@ -105,7 +124,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "{resume_id}", "{prompt}"],
         session_keys=["thread_id"], message_keys=["item.text"],
         # `resume` takes the id positionally: a UUID, never an option.
-        error_when={"type": "error"}, resume_id_format=UUID),
+        error_when={"type": "error"}, resume_id_format=UUID,
+        # .codex/config.toml (MCP servers, notify, hooks), skills
+        settings=[".codex/", ".agents/"],
+        unchecked=["--dangerously-bypass-approvals-and-sandbox"]),
     Preset(
         name="opencode", package="npm opencode-ai",
         state=["$XDG_DATA_HOME/opencode|~/.local/share/opencode/",
@@ -117,26 +139,33 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume=["opencode", "run", "--format", "json", "--dir", "{workdir}", "-s", "{resume_id}",
                 "{prompt}"],
         session_keys=["sessionID"], message_keys=["part.text"], error_when={"type": "error"},
-        resume_id_format=r"ses_[A-Za-z0-9]{1,64}"),
+        resume_id_format=r"ses_[A-Za-z0-9]{1,64}",
+        # opencode.json(c): MCP servers, commands, permissions; .opencode/: plugins (code)
+        settings=["opencode.json", "opencode.jsonc", ".opencode/", ".opencode.json",
+                  ".claude/", ".agents/"]),
     Preset(
         name="gemini", package="npm @google/gemini-cli", state=["~/.gemini/"],
         # stream-json, not json: json is one pretty-printed document, unreadable line by line
         # once its stderr warnings (always some) are mixed in; stream-json is JSONL.
         argv=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo"],
         result="json", model="gemini-2.5-flash", model_args=["-m", "{model}"],
-        env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
+        trust_env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
         new_session_args=["--session-id", "{session_uuid}"],
         resume=["gemini", "-p", "{prompt}", "--output-format", "stream-json", "--yolo",
                 "--resume", "{resume_id}"],
         # A failed tool call is {"type": "tool_result", "status": "error"} too: the exit
         # status (non-zero when the model fails) is the verdict.
         session_keys=["session_id"], message_keys=["content", "response"], error_when={},
-        resume_id_format=UUID),
+        resume_id_format=UUID,
+        # settings.json: hooks, MCP servers, tool discovery commands; extensions; commands
+        settings=[".gemini/"], unchecked=["--yolo"]),
     Preset(
         name="cn", package="npm @continuedev/cli", state=["$CONTINUE_GLOBAL_DIR|~/.continue/"],
         argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
         result="json", session_keys=[], message_keys=["response"],
-        error_when={"status": "error"}),
+        error_when={"status": "error"},
+        # config.yaml, MCP servers, rules, prompts
+        settings=[".continue/", ".continuerc.json"], unchecked=["--auto"]),
     Preset(
         name="copilot", package="npm @github/copilot",
         # It unpacks its bundled package under the cache directory on every start.
@@ -148,7 +177,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume=["copilot", "-p", "{prompt}", "--output-format", "json", "--allow-all-tools",
                 "-C", "{workdir}", "--resume", "{resume_id}"],
         session_keys=["sessionId", "session_id"], message_keys=["data.content"],
-        error_when={"type": "session.error"}, resume_id_format=UUID),
+        error_when={"type": "session.error"}, resume_id_format=UUID,
+        # hooks, agents, skills and MCP servers of the repository
+        settings=[".github/copilot*", ".github/hooks/", ".github/agents/", ".github/skills/",
+                  ".copilot/", ".vscode/mcp.json", ".mcp.json", ".claude/", ".agents/"],
+        unchecked=["--allow-all-tools"]),
     # Any command: [engines.shell] command = [...] in .brat/config.toml.
     Preset(name="shell", argv=[], version_args=[]),
     # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.
@@ -158,6 +191,34 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            version_args=[]),
 )}
 PRESET_NAMES = tuple(PRESETS)
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(entries: tuple[str, ...]) -> "re.Pattern[str]":
+    """One regex for settings entries: "dir/" matches everything under it, any other a glob."""
+    parts = [re.escape(e) + ".*" if e.endswith("/") else fnmatch.translate(e)[4:-3]
+             for e in entries]
+    return re.compile("(?s:" + "|".join(parts or ["(?!)"]) + r")\Z")
+
+
+def is_settings(path: str, entries: Iterable[str]) -> bool:
+    return _matcher(tuple(entries)).match(path) is not None
+
+
+def settings_engines(path: str) -> list[str]:
+    """The shipped engines that read the repository file `path` as settings that can run code."""
+    return [p.name for p in PRESETS.values() if is_settings(path, p.settings)]
+
+
+def settings_top(name: str) -> bool:
+    """Whether a top-level entry of a tree may hold an engine's settings (a file or a
+    directory: a directory's files are matched afterwards)."""
+    return is_settings(name, _settings_tops())
+
+
+@functools.lru_cache(maxsize=1)
+def _settings_tops() -> tuple[str, ...]:
+    return tuple(sorted({e.split("/")[0] for p in PRESETS.values() for e in p.settings}))
 
 
 def all_names(configured: Iterable[str] = ()) -> list[str]:

@@ -28,6 +28,7 @@ class Plan(msgspec.Struct, kw_only=True):
     protect: list[str] = []           # read-only again, inside a writable path
     hide: list[str] = []              # unreadable: an empty read-only dir, or /dev/null
     shadow: list[tuple[str, str]] = []   # (host dir, where it appears) read-write
+    shadow_ro: list[tuple[str, str]] = []   # (host dir, where it appears) read-only
     reachable: list[str] = []         # host paths that must stay visible under a private tmp
     network: bool = True
     private_tmp: bool = True
@@ -173,6 +174,8 @@ def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:
         out += ["--bind-try", p, p]
     for src, dest in plan.shadow:
         out += ["--bind", src, dest]
+    for src, dest in plan.shadow_ro:
+        out += ["--ro-bind", src, dest]
     for p in _depth_sorted(plan.protect):
         out += ["--ro-bind-try", p, p]
     for p in _depth_sorted(plan.hide):

@@ -14,6 +14,8 @@ from git_brat.brat import engines
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import tasks
+from git_brat.brat import trust
+from git_brat.brat.mayor import confine
 from git_brat.brat.engines import runner
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.context import EXCHANGE, exchanges, prompt, work_tree_status
@@ -223,6 +225,16 @@ def shown_path(g: Grite, path: str) -> str:
     return path
 
 
+def refuse_unapproved_settings(g: Grite) -> None:
+    """The engines' own settings files of the checkout (hooks, MCP servers: whoever pushed
+    wrote them) run only once this user approved them as they are (`git brat trust`)."""
+    head = g.store.objects.rev("HEAD")
+    waiting = trust.unapproved_files(g.store, head) if head else []
+    if waiting:
+        raise trust.Unapproved(f"{trust.files_summary(waiting)}: mayor ask refused; review "
+                               f"them with `git brat trust`")
+
+
 def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer:
     """Run the engine once and validate its plan; the raw answer is kept in <n>.txt."""
     question = check_text(question, "question", one_line=False).strip()
@@ -239,11 +251,17 @@ def consult(g: Grite, cfg: Config, conv: Entity | None, question: str) -> Answer
         raise UsageError(f"the mayor's prompt is {len(text.encode()) // 1024} KiB, more than one "
                          f"argument may hold: lower mayor.context_files or mayor.excerpt_chars, "
                          f"or set engines.{p.name}.prompt = \"stdin\"")
+    refuse_unapproved_settings(g)
     before = work_tree_status(top)
     n, sdir = run_dir(g)
     atomic_write(os.path.join(sdir, "prompt.txt"), text.encode())
-    inv = engines.invocation(p, text, top, sdir, resume_id=resume_id, session_uuid=session_uuid)
-    run = runner.run_once(p, inv, top, os.path.join(sdir, "engine.log"), dict(os.environ),
+    env = dict(os.environ)
+    boxed = confine.mode(cfg) == "bwrap"
+    # Its permission checks off only inside the sandbox; unconfined, the engine keeps them.
+    inv = engines.invocation(p, text, top, sdir, resume_id=resume_id, session_uuid=session_uuid,
+                             trusted=True, checked=not boxed)
+    inv = confine.confined(g.store, cfg, p, sdir, inv, env)
+    run = runner.run_once(p, inv, top, os.path.join(sdir, "engine.log"), env,
                           cfg.mayor.timeout)
     raw = layout.mayor_answer(g.store, n)
     atomic_write(raw, run.output.encode())

@@ -7,7 +7,7 @@ from collections import Counter
 from git_brat.brat import board as model
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
-from git_brat.files import read_inside
+from git_brat.brat.witness.prompt import tracked_text
 from git_brat.git import worktree
 from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State
@@ -54,18 +54,20 @@ def layout(files: list[str], limit: int) -> list[str]:
             for k, n in sorted(best.items())]
 
 
-def excerpt(top: str, files: list[str], names: tuple[str, ...], limit: int) -> tuple[str, str]:
-    """(file name, its first `limit` bytes) of the first of names tracked at the top: a
-    regular file inside the work tree only (a committed symlink out of it is not read)."""
+def excerpt(g: Grite, files: list[str], names: tuple[str, ...], limit: int) -> tuple[str, str]:
+    """(file name, its first `limit` bytes) of the first of names tracked at the top, as HEAD
+    holds it (read from git, never through the work tree: a committed symlink into .git/ or
+    out of the tree is not followed)."""
     have = set(files)
+    head = g.store.objects.rev("HEAD") or ""
     for name in names:
         if name in have:
-            got = read_inside(top, name, limit)
+            got = tracked_text(g.store, head, name, limit)
             if got is None:
                 continue
-            text = got[0].decode("utf-8", "replace")
+            text, cut = got
             return name, text + (f"\n[… truncated: {name} is longer than {limit} bytes]"
-                                 if got[1] else "")
+                                 if cut else "")
     return "", ""
 
 
@@ -138,7 +140,7 @@ def prompt(g: Grite, cfg: Config, conv: Entity | None, question: str, resumed: b
             layout(files, m.context_files)),
     ]
     for names in (("README.md", "README.rst", "README.txt", "README"), ("AGENTS.md",)):
-        name, text = excerpt(top, files, names, m.excerpt_chars)
+        name, text = excerpt(g, files, names, m.excerpt_chars)
         if name and text.strip():
             parts.append(f"## {name} (excerpt)\n{text.rstrip()}")
     state = g.state()

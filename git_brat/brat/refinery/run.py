@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from datetime import datetime
+from typing import Callable
 
 import msgspec
 
@@ -32,10 +33,20 @@ def running_pid(g: Grite) -> int | None:
     return daemon.running_pid(g.store, "refinery")
 
 
+class Standby(msgspec.Struct):
+    """Another refinery holds the queue's lease: this one waits to take over."""
+    resource: str
+    holder: str                # the holder's id (host:pid, or a session)
+    host: str
+    until: datetime            # the lease's expiry as last read (its holder renews it)
+    waiting_until: datetime | None = None   # when this one gives up (None: until stopped)
+
+
 class RunReport(msgspec.Struct):
     passes: list[PassReport]
     stopped: bool = False
     busy: str = ""             # another refinery holds the lease (with --hook: not an error)
+    standby: Standby | None = None   # whom this one stood by for before it took the lease
 
 
 def kick_path(g: Grite) -> str:
@@ -59,35 +70,57 @@ def busy_message(exc: locks.LeaseHeld) -> str:
             f"stops it")
 
 
-def _acquire(g: Grite, ref: Refinery, wait: float) -> None:
+def standby_message(s: Standby) -> str:
+    """What a refinery standing by says: whom it waits for, until when, and how to stop."""
+    until = s.until.astimezone().strftime("%H:%M:%S")
+    gives_up = (f"; gives up at {s.waiting_until.astimezone().strftime('%H:%M:%S')}"
+                if s.waiting_until else "")
+    return (f"standing by: another refinery holds {s.resource} ({s.holder} on {s.host}), its "
+            f"lease until {until} (renewed while it runs); this one merges when it ends"
+            f"{gives_up}. Ctrl-C or `git brat refinery stop` stops waiting")
+
+
+def _standby(exc: locks.LeaseHeld, wait: float) -> Standby:
+    h = exc.lease.holder
+    gives_up = None if wait == float("inf") else iso(process.now_ms() + int(wait * 1000))
+    return Standby(exc.lease.resource, h.id, h.host, iso(exc.lease.expires_at), gives_up)
+
+
+def _acquire(g: Grite, ref: Refinery, wait: float,
+             on_standby: Callable[[Standby], None]) -> Standby | None:
     """Take the lease, polling every POLL seconds up to `wait` while another refinery (another
     clone's, mostly) has it; a waiting refinery is the one `refinery stop` finds here, unless
-    one of this clone's runs."""
+    one of this clone's runs. on_standby hears whom it waits for (again when the holder
+    changes), so a standby is never silent."""
     deadline = time.monotonic() + wait
-    standby = False
+    pid_file, told = False, None
     while True:
         try:
             ref.acquire()
-            return
+            return told
         except locks.LeaseHeld as exc:
             left = deadline - time.monotonic()
             if left <= 0:
-                if standby:
+                if pid_file:
                     daemon.forget(g.store, "refinery")
                 raise Conflict(busy_message(exc)) from exc
-            if not standby and running_pid(g) is None:
+            if not pid_file and running_pid(g) is None:
                 daemon.write_own(g.store, "refinery", log=log_path(g))
-                standby = True
+                pid_file = True
+            if told is None or told.holder != exc.lease.holder.id:
+                told = _standby(exc, wait)
+                on_standby(told)
             time.sleep(min(POLL, left))
 
 
 def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
-        max_passes: int | None = None, wait: float = 0.0) -> RunReport:
+        max_passes: int | None = None, wait: float = 0.0,
+        on_standby: Callable[[Standby], None] = lambda _s: None) -> RunReport:
     """Passes until stopped (or one, with once), holding `refinery:<repo>` throughout.
 
     quiet_if_busy (a hook started it): nothing due means no lease is even taken; when another
     refinery holds the lease, a kick file tells it to look again before it exits. wait: how
-    long to poll for a lease another refinery holds before giving up.
+    long to poll for a lease another refinery holds before giving up, telling on_standby.
     """
     report = RunReport([])
     from git_brat.brat.refinery.check import git_pids
@@ -101,7 +134,7 @@ def run(g: Grite, cfg: Config, once: bool, quiet_if_busy: bool = False,
             if quiet_if_busy:
                 ref.acquire()
             else:
-                _acquire(g, ref, wait)
+                report.standby = _acquire(g, ref, wait, on_standby) or report.standby
         except locks.LeaseHeld as exc:
             layout.ensure_root(g.store)
             with open(kick_path(g), "w") as f:
@@ -281,4 +314,5 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
                           lease, queue, current, results, rq.unreachable(g, board))
 
 
-__all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport"]
+__all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport", "Standby",
+           "standby_message"]

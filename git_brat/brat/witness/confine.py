@@ -1,5 +1,11 @@
-"""A session's sandbox: what its agent may write (its tree, its branch, the object store), the
-shadow of its branch ref it commits to, and that ref brought back when the session ends."""
+"""A session's sandbox: what its agent may write (its tree, its branch's shadow, an object
+directory of its own), and its branch brought back, through the witness, when the session ends.
+
+The session is a quarantine whose only way out is its branch: the agent commits to a shadow of
+`brat/<task>` and into a private object directory (the shared store is a read-only alternate);
+at the end the witness takes in, verified, the objects reachable from the shadow's commit, and
+moves `brat/<task>`, and nothing else, onto it by compare-and-swap. Whatever the agent's work
+tree's HEAD names is never followed."""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ from git_brat.brat import layout
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Preset
 from git_brat.brat.engines import sandbox
+from git_brat.errors import GriteError
+from git_brat.git import quarantine
 from git_brat.git import worktree as git_worktree
 
 SHA = re.compile(r"[0-9a-f]{40}")
@@ -28,6 +36,12 @@ def shadow_dir(store, sid: str) -> str:
     return os.path.join(layout.session_dir(store, sid), "shadow")
 
 
+def private_objects(store, sid: str) -> str:
+    """The session's own object directory: in the sandbox it is the repository's objects/,
+    so everything its agent's git writes goes there."""
+    return os.path.join(layout.session_dir(store, sid), "objects")
+
+
 def engine_dir(store, sid: str) -> str:
     """The session's writable files outside its tree (an engine's history, e.g. aider's)."""
     return os.path.join(layout.session_dir(store, sid), "engine")
@@ -35,7 +49,10 @@ def engine_dir(store, sid: str) -> str:
 
 def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
          env: dict[str, str], tip: str) -> sandbox.Plan:
-    """The sandbox of session sid: its branch's shadow made, holding `tip`."""
+    """The sandbox of session sid: its branch's shadow made, holding `tip`, and its private
+    object directory, which the agent sees as the repository's objects/ (git's quarantine for
+    pushes, by mounts rather than GIT_OBJECT_DIRECTORY, which would follow the agent's git
+    into every repository it makes or clones)."""
     common = os.path.realpath(store.common_dir)
     heads = os.path.join(common, "refs", "heads", "brat")
     logs = os.path.join(common, "logs", "refs", "heads", "brat")
@@ -48,42 +65,47 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
     with open(os.path.join(shadow, "heads", tid), "w") as f:
         f.write(tip + "\n")
     admin = git_worktree.private_git_dir(worktree) or ""
-    objects = os.path.join(common, "objects")
+    private = private_objects(store, sid)
+    quarantine.make_private_store(private, common)
     state = sandbox.state_paths(preset.state, env)
-    writable = [worktree, objects, engine_dir(store, sid), *state]
+    # The shared objects/ is not writable: the agent reads it through as an alternate.
+    writable = [worktree, engine_dir(store, sid), *state]
     if admin:
         writable.append(admin)
-    protect = [os.path.join(objects, "pack"), os.path.join(objects, "info"),
-               os.path.join(worktree, ".git")]
+    protect = [os.path.join(worktree, ".git")]
     if admin:
         protect += [os.path.join(admin, "commondir"), os.path.join(admin, "gitdir")]
     top = store.toplevel() or ""
     return sandbox.Plan(
         writable=writable, protect=protect,
         hide=sandbox.hidden_paths(cfg.witness.sandbox_hide, env),
-        shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs)],
+        shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs),
+                (private, os.path.join(common, "objects"))],
+        shadow_ro=[(os.path.join(common, "objects"),
+                    os.path.join(common, "objects", quarantine.SHARED))],
         reachable=[*sandbox.runtime_paths(env), *sandbox.named_paths(env.values()), common,
                    top, worktree, *state],
         network=cfg.witness.sandbox_network == "open")
 
 
 def shadow_tip(store, sid: str, tid: str) -> str | None:
-    """The commit the agent left its branch at, when it is one (the file is the agent's: any
-    text at all may be in it)."""
+    """The commit id the agent left its branch's shadow at, when it reads as one (the file is
+    the agent's: any text at all may be in it; the commit itself may be in the session's own
+    object directory only, not taken in yet)."""
     path = os.path.join(shadow_dir(store, sid), "heads", layout.check_id(tid, "task"))
     try:
         with open(path, "rb") as f:
             text = f.read(100).decode("ascii", "replace").strip()
     except OSError:
         return None
-    if not SHA.fullmatch(text) or not store.objects.is_commit(text):
-        return None
-    return text
+    return text if SHA.fullmatch(text) else None
 
 
 def restore_branch(store, sid: str, tid: str, branch: str, start: str) -> str:
-    """(after the session's processes are gone) Move the real branch to where the agent left
-    its shadow, if it still is where the session found it; a note for the log ("" if none)."""
+    """(after the session's processes are gone) Take in, verified, the objects of the commit
+    the agent left its branch's shadow at, and move the real branch there if it still is where
+    the session found it; a note for the log ("" if none). Objects that do not verify move
+    nothing (the session's directory is kept, to be looked at)."""
     try:
         layout.check_id(sid, "session")
     except Exception:
@@ -94,6 +116,17 @@ def restore_branch(store, sid: str, tid: str, branch: str, start: str) -> str:
     note = ""
     name = f"refs/heads/{branch}".encode()
     now = store.refs.branch_tip(branch)
+    private = private_objects(store, sid)
+    if tip and tip != now:
+        try:
+            if os.path.isdir(private):
+                quarantine.take_in(store.common_dir, private, tip, [start, now or ""])
+            if not store.objects.is_commit(tip):
+                raise GriteError(f"{tip[:12]} is not a commit")
+        except GriteError as exc:
+            note = (f"{branch} left at {str(now)[:12]}: the agent's commit {tip[:12]} was "
+                    f"refused ({exc.message})")
+            tip = None
     if tip and tip != now:
         if now == start and store.refs.cas(name, now.encode() if now else None, tip.encode(),
                                            b"brat: the sandboxed session's commits"):
@@ -101,8 +134,11 @@ def restore_branch(store, sid: str, tid: str, branch: str, start: str) -> str:
         else:
             note = (f"{branch} moved outside the session (now {str(now)[:12]}): the agent's "
                     f"tip {tip[:12]} was not applied")
+    if not note.startswith(f"{branch} left at"):
+        shutil.rmtree(private, ignore_errors=True)
     shutil.rmtree(shadow_dir(store, sid), ignore_errors=True)
     return note
 
 
-__all__ = ["mode", "plan", "restore_branch", "shadow_dir", "engine_dir", "shadow_tip"]
+__all__ = ["mode", "plan", "restore_branch", "shadow_dir", "engine_dir", "shadow_tip",
+           "private_objects"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from git_brat.files import read_inside
+REGULAR = ("100644", "100755")   # a tree's modes of a plain file (not a link, not a submodule)
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_INSTRUCTIONS = 16 << 10      # bytes read of each instructions file
@@ -28,6 +28,8 @@ class PromptInput(msgspec.Struct, kw_only=True):
     reply: str = ""              # a human's answer to the last attempt (`git brat task reply`)
     resumed_after_crash: bool = False
     commits: int = 0             # commits already on the branch (from earlier sessions)
+    store: object = None         # the repository (git_brat.git.store.Store) ...
+    tree: str = ""               # ... and the commit the session starts from: its instructions
 
 
 REPORTING = """\
@@ -40,18 +42,60 @@ Stay on this branch and leave {target} alone: when you say done, the witness pub
 branch (it pushes it where the team syncs) and the merge queue lands it on {target}."""
 
 
-def instructions(workdir: str) -> list[tuple[str, str]]:
-    """The repository's agent instructions (AGENTS.md, CLAUDE.md) found at the top of workdir.
+def tracked_text(store, commit: str, name: str, limit: int) -> tuple[str, bool] | None:
+    """(the text, whether it was cut at `limit` bytes) of the tracked file `name` as a commit's
+    tree holds it; None unless it is a plain file there.
 
-    Only regular files inside the work tree are read: the files are whoever committed them,
-    and a symlink out of the tree would paste the user's files into what goes to the engine."""
+    Read from the object store, never through the work tree: the file is whoever committed
+    it. A committed symlink is followed only to another plain file of the same tree (a few
+    hops at most): never out of it, never into .git/ (~/.aws/credentials, /proc/self/environ,
+    .git/brat/ui.json are never read)."""
+    if store is None or not commit:
+        return None
+    for _hop in range(4):
+        entry = next((e for e in store.objects.tree_files(commit, [name]) if e[2] == name), None)
+        if entry is None:
+            return None
+        mode, blob, _path = entry
+        if mode in REGULAR:
+            got = store.objects.blob_head(blob, limit)
+            return None if got is None else (got[0].decode("utf-8", "replace"), got[1])
+        if mode != "120000":
+            return None
+        link = store.objects.blob_head(blob, 4096)
+        name = _link_target(name, link[0] if link else b"")
+        if name is None:
+            return None
+    return None
+
+
+def _link_target(name: str, link: bytes) -> str | None:
+    """Where a committed symlink at `name` points, as a path of the same tree (None: out of
+    the tree, into .git, or not a path at all)."""
+    import posixpath
+    try:
+        text = link.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text or text.startswith("/") or "\0" in text:
+        return None
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(name), text))
+    parts = target.split("/")
+    if target in (".", "") or parts[0] == ".." or any(p.lower() == ".git" for p in parts):
+        return None
+    return target
+
+
+def instructions(store, commit: str) -> list[tuple[str, str]]:
+    """The repository's agent instructions (AGENTS.md, CLAUDE.md) as the commit the session
+    starts from holds them: plain tracked files only."""
     out = []
     for name in INSTRUCTION_FILES:
-        got = read_inside(workdir, name, MAX_INSTRUCTIONS)
+        got = tracked_text(store, commit, name, MAX_INSTRUCTIONS)
         if got is None:
             continue
-        text = got[0].decode("utf-8", "replace")
-        if got[1]:
+        text, cut = got
+        if cut:
             text += f"\n[… cut: {name} is longer than {MAX_INSTRUCTIONS} bytes]"
         if text.strip():
             out.append((name, text.strip()))
@@ -93,7 +137,7 @@ def build(p: PromptInput) -> str:
                      f"```\n{_tail(p.last_failure.strip(), MAX_FAILURE)}\n```\n\nFix that first.")
     if p.notes:
         parts.append("## Notes left on the task\n\n" + "\n\n".join(f"- {n.strip()}" for n in p.notes))
-    for name, text in instructions(p.workdir):
+    for name, text in instructions(p.store, p.tree):
         parts.append(f"## The repository's instructions ({name})\n\n{text}")
     parts.append(REPORTING.format(target=p.target))
     return "\n\n".join(parts) + "\n"
@@ -112,4 +156,4 @@ def continuation(p: PromptInput) -> str:
     return f"{head}\n\n{REPORTING.format(target=p.target)}\n"
 
 
-__all__ = ["PromptInput", "build", "continuation", "instructions"]
+__all__ = ["PromptInput", "build", "continuation", "instructions", "tracked_text"]

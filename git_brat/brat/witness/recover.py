@@ -20,6 +20,7 @@ from git_brat.brat.engines import Preset, runner
 from git_brat.brat.witness import confine
 from git_brat.brat.witness.session import TAIL_LINES, agent_env, salvage, stop_strays
 from git_brat.errors import GriteError, NotFound
+from git_brat.git import worktree as git_worktree
 from git_brat.grite import locks
 from git_brat.grite.issues import summary
 from git_brat.grite.log.wal import Draft
@@ -52,6 +53,7 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
     board = model.board(g, refresh=True)
     running = [s for s in ss.all_sessions(board, ss.LIVE) if s.id not in exclude]
     stranded = [t for t in board.tasks.values() if status_of(t) == "running"
+                and not tasks.by_hand(t)   # a human's: left alone
                 and not any(s.get("status") in ss.LIVE for s in ss.of_task(board, t.id))]
     if not running and not stranded:
         return []
@@ -109,7 +111,7 @@ def _requeue_stranded(g: Grite, tid: str, say: Callable[[str], None]) -> None:
         b = model.board(g)
         t = b.tasks.get(tid)
         sessions = ss.of_task(b, tid)
-        if t is None or status_of(t) != "running" or any(
+        if t is None or status_of(t) != "running" or tasks.by_hand(t) or any(
                 s.get("status") in ss.LIVE for s in sessions):
             return []
         last = sessions[-1] if sessions else None
@@ -166,6 +168,9 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
             killed = process.stop_recorded_group(agent)
         killed = bool(stop_strays(s.id)) or killed
         # A sandboxed agent committed to its branch's shadow: bring that back first.
+        if os.path.isdir(confine.shadow_dir(g.store, s.id)) and \
+                os.path.isdir(layout.worktree(g.store, tid)):
+            git_worktree.point_head(layout.worktree(g.store, tid), branch)
         try:
             confine.restore_branch(g.store, s.id, tid, branch, str(s.get("start_head", "")))
         except (GriteError, OSError):

@@ -15,10 +15,12 @@ from typing import Callable, Literal, NamedTuple
 import msgspec
 
 from git_brat import process, redact
+from git_brat.git import quarantine
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
+from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Invocation, Preset, runner, sandbox
@@ -170,8 +172,12 @@ def log_line(path: str, text: str) -> None:
 
 def salvage(store, tid: str, what: str, env: dict, skip: list[str] = (),
             deletions: bool = True) -> str | None:
-    """Commit whatever an agent left uncommitted in task tid's work tree, so no work is lost;
-    its sha, or None.
+    """Commit whatever an agent left uncommitted in task tid's work tree onto brat/<tid>, so
+    no work is lost; its sha, or None.
+
+    By plumbing, with the witness's own git dir (quarantine.commit_onto): what the tree's HEAD
+    names is never followed, nothing in the tree is run, and only the task's branch moves (from
+    the tip it was read at). env gives who commits (the agent as author).
 
     Which deletions are the agent's: a session starts in a tree that holds exactly its branch
     (make_worktree restores a leftover tree before handing it over), so at the end of that
@@ -183,7 +189,8 @@ def salvage(store, tid: str, what: str, env: dict, skip: list[str] = (),
     worktree = layout.worktree(store, tid)
     if not os.path.isdir(worktree) or ss.removal_pending(store, tid):
         return None
-    return git_worktree.commit_all(worktree, f"brat: {what}", env, skip, deletions=deletions)
+    return quarantine.commit_onto(store.common_dir, worktree, ss.branch_for(tid),
+                                  f"brat: {what}", env, skip, deletions=deletions)
 
 
 class Leftovers(NamedTuple):
@@ -221,13 +228,19 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
-    """(worker) At a session's end, before its tree goes: what the agent left uncommitted is
-    committed, a branch of its own or a detached HEAD grown from its branch becomes the task's
-    branch, and any other commit only the tree holds is kept. (salvaged sha, whether all of
-    it is safe so the tree may go, what was kept)."""
+    """(worker) At a session's end, before its tree goes: an unconfined agent's branch of its
+    own or detached HEAD grown from its branch becomes the task's branch, what the agent left
+    uncommitted is committed onto the task's branch, and any other commit only the tree holds
+    is kept. (salvaged sha, whether all of it is safe so the tree may go, what was kept)."""
     salvaged, kept_all, kept = "", True, []
     if not (live.worktree and os.path.isdir(live.worktree) and live.env):
         return salvaged, kept_all, kept
+    if live.plan is not None:
+        # Sandboxed, the agent wrote its tree's HEAD: the task's branch is what it points at
+        # again (its commits came out through the branch's shadow alone).
+        git_worktree.point_head(live.worktree, live.branch)
+    else:
+        _adopt(store, live)
     try:
         salvaged = salvage(store, live.tid, f"uncommitted work of session {live.sid[:7]} "
                            f"({live.preset.name})", live.env, skip) or ""
@@ -235,16 +248,23 @@ def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, lis
         kept_all = False   # keep the work tree: its files are the only copy
         log_line(live.log, f"could not commit what the agent left: {exc.message}")
     try:
-        adopted = ss.adopt_head(store, live.tid, live.worktree)
-        if adopted:
-            log_line(live.log, f"{live.branch} moved to {adopted[:12]}: the agent committed "
-                               f"there, off its branch")
         kept = ss.keep_commits(store, live.tid, live.worktree)
         for k in kept:
             log_line(live.log, f"kept {k.commit[:12]} (on no branch) as {k.ref}")
     except GriteError as exc:
         log_line(live.log, f"could not keep the agent's commits: {exc.message}")
     return salvaged, kept_all, kept
+
+
+def _adopt(store, live: LiveSession) -> None:
+    try:
+        adopted = ss.adopt_head(store, live.tid, live.worktree)
+    except GriteError as exc:
+        log_line(live.log, f"could not keep the agent's commits: {exc.message}")
+        return
+    if adopted:
+        log_line(live.log, f"{live.branch} moved to {adopted[:12]}: the agent committed "
+                           f"there, off its branch")
 
 
 PUBLISH_TRIES = 4      # publishes of the log before a lease is let go (each after a fetch)
@@ -298,6 +318,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
     private_dir(os.path.dirname(live.log))   # logs and prompts: 0600 in 0700 directories
     sdir = private_dir(layout.session_dir(g.store, live.sid))
     resumed_branch = make_worktree(g, live)
+    refuse_unapproved_settings(g, live)
     board: Board = info["board"]
     task: Entity = info["task"]
     prior: list[Entity] = info["prior"]
@@ -326,13 +347,14 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         last_failure=task.get("last_failure", "") if task.get("failures", 0) else "",
         notes=notes[-10:], reply=reply,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
-        commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0)
+        commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0,
+        store=g.store, tree=live.start_head)
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
         f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
-                                  live.session_uuid)
+                                  live.session_uuid, trusted=True)
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
               "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
@@ -347,6 +369,17 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         record_proc(g, live, proc, "setup")
     else:
         spawn_engine(g, live)
+
+
+def refuse_unapproved_settings(g: Grite, live: LiveSession) -> None:
+    """The engines' own settings files of the tree the session starts from (hooks, MCP
+    servers: code whoever pushed wrote) run only once this user approved them as they are.
+    What the agent itself commits on its branch afterwards is its own, inside its quarantine."""
+    waiting = trust.unapproved_files(g.store, live.base)
+    if waiting:
+        raise trust.Unapproved(f"the tree of {live.target} at {live.base[:12]} has "
+                               f"{trust.files_summary(waiting)}: session refused; review them "
+                               f"with `git brat trust`")
 
 
 def make_worktree(g: Grite, live: LiveSession) -> bool:

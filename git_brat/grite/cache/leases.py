@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat.errors import CorruptObject, GriteError, UsageError
 from git_brat.process import now_ms
+from git_brat.grite.cache import seals
 from git_brat.grite.model.leases import (ENTRY, LOCKS, Grants, Lease, fold, lease_decoder, ref_for,
                                          verdict)
 
@@ -165,7 +166,7 @@ class LeaseRecords:
                 records, root = chain(self.store, sha.encode(), GRANTS_CHAIN)
             except CorruptObject:
                 continue   # an unreadable lease ref grants nothing (doctor names it)
-            out.append(fold(records, self.now(), root)[2])
+            out.append(fold(records, self.now(), root, *seals.judges(self.store))[2])
         found = out or None
         if len(self._grants) > 10_000:
             self._grants.clear()

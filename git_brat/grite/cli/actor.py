@@ -25,7 +25,7 @@ def list_(as_json):
     current = g.identity.actor.id
     rows = [[("* " if a.id == current else "  ") + a.id, a.name, a.email] for a in actors]
     emit(as_json, [dict(**_as_dict(a), current=a.id == current) for a in actors],
-         lambda: table(rows, [18, 24, None]))
+         lambda: table(rows, [34, 24, None]))
 
 
 @actor.command()

@@ -70,7 +70,10 @@ def _open(remote, local, ttl=None, skew=None, no_fallback=False):
     if remote and local:
         raise UsageError("--remote and --local exclude each other")
     g = open_grite()
-    return g, locks, locks.settings(g.store, remote, local, ttl, skew, fallback=not no_fallback)
+    st = locks.settings(g.store, remote, local, ttl, skew, fallback=not no_fallback)
+    if st.waiting:
+        warn(st.waiting)
+    return g, locks, st
 
 
 def _stamp(dt) -> str:

@@ -93,7 +93,9 @@ def export(fmt, output, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @json_option
 def import_(file, as_json):
-    """Import issues in one batch (all or nothing); importing the same file twice adds nothing."""
+    """Import issues: checked whole, then written in parts of whole issues (one batch each, a
+    small file in one); importing the same file twice adds nothing, and completes an import
+    a crash cut short."""
     from git_brat.grite import transfer
     from git_brat.errors import NotFound
     g = open_grite()
@@ -104,6 +106,7 @@ def import_(file, as_json):
     items = transfer.parse(data, "<stdin>" if file == "-" else file)
     result = transfer.import_issues(g, items, "stdin" if file == "-" else file)
     emit(as_json, result, lambda: f"imported {len(result.created)} issues"
+         + (f" in {len(result.commits)} parts" if len(result.commits) > 1 else "")
          + (f", {len(result.skipped)} already present" if result.skipped else ""))
 
 

@@ -57,11 +57,15 @@ def sync(remote, no_push, as_json):
     emit(as_json, result, lambda: _sync_text(result))
     if not result.ok:
         from git_brat.errors import GriteError
+        failing = [rs for rs in result.remotes if not rs.fetched or (
+            rs.published is not None and rs.published.status == "failed")]
         why = [f"{rs.remote}: could not fetch: {rs.error}" if not rs.fetched else
-               f"{rs.remote}: could not publish: {rs.published.error}" for rs in result.remotes
-               if not rs.fetched or (rs.published is not None and rs.published.status == "failed")]
-        raise GriteError(f"sync incomplete ({'; '.join(why)}); local state is intact, "
-                         "`git grite sync` again catches up")
+               f"{rs.remote}: could not publish: {rs.published.error}" for rs in failing]
+        # Only a remote that did not answer is caught up with by syncing again; a refusal
+        # says its own fix.
+        again = all(not rs.fetched for rs in failing)
+        raise GriteError(f"sync incomplete ({'; '.join(why)}); local state is intact" + (
+            ", `git grite sync` again catches up once the remote answers" if again else ""))
 
 
 @click.group()

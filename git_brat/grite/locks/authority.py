@@ -52,11 +52,13 @@ def resolve(g: "Grite", st: Settings) -> Settings:
     if not st.remote:
         return st
     auth = recorded(g)
-    if auth is None:
-        return st
     store = g.store
     urls = {k[len("remote."):-len(".url")]: v for k, v in
             store.config_matching(r"^remote\..*\.url$").items()}
+    if auth is None:
+        if st.by_name:
+            _refuse_a_guess(store, st, urls)
+        return st
     if _same(store, urls.get(st.remote, st.remote), auth.url):
         return st
     names = [n for n in store.remotes() if n in urls]
@@ -81,6 +83,22 @@ def resolve(g: "Grite", st: Settings) -> Settings:
                      f"{auth.id[:12]}, recorded in the log), and no remote of this clone is "
                      f"that hub{down}: add it with `git remote add hub <its url>`, then try "
                      f"again")
+
+
+def _refuse_a_guess(store: "Store", st: Settings, urls: dict[str, str]) -> None:
+    """No lease has named the authority yet, and this clone syncs with more than one hub:
+    `origin` is a name, not a choice (in a fork-style setup each clone's origin is its own
+    hub, and two clones deciding on two hubs would both win the first lease)."""
+    from git_brat.grite.log.refs import synced_remotes
+    remotes = synced_remotes(store)
+    hubs = {_normal(store, urls.get(r, r)) for r in remotes}
+    if len(hubs) < 2:
+        return
+    raise UsageError(f"no lease has named the lock authority yet, and this clone syncs grite "
+                     f"state with {len(hubs)} hubs ({', '.join(remotes)}): leases are not "
+                     f"decided on {st.remote} for its name alone. Name the hub every clone "
+                     f"shares: `git config grite.lockRemote NAME` here (or [locks] remote in "
+                     f".brat/config.toml, committed and approved), or pass --remote NAME")
 
 
 def establish(g: "Grite", st: Settings) -> None:

@@ -14,7 +14,10 @@ from git_brat.errors import Conflict, GriteError, NotFound, RefLocked, RemoteUnr
 from git_brat.grite.locks.lease import (
     ENTRY, LOCKS, Decide, Holder, Lease, LeaseHeld, Outcome, Plan, decide_acquire, decide_release,
     decide_renew, effective, holder_for, lock_entity, ref_for, view)
+from git_brat.grite.cache import seals
 from git_brat.grite.locks import authority
+from git_brat.grite.log import sign
+from git_brat.grite.log.refs import grite_dir
 from git_brat.grite.locks.settings import Settings
 from git_brat.grite.log.wal import Draft, lock_timeout
 
@@ -45,6 +48,7 @@ def apply(g: "Grite", resource: str, decide: Decide, st: Settings, record: bool 
     """Apply a decision to the lease on resource: on st.remote when there is one (locally when
     it is unreachable and st.fallback allows), else on this clone's ref."""
     ref = ref_for(resource)
+    _signer(g)   # (the key and its crypto loaded before any tip is read: the CAS window stays short)
     if st.remote:
         st = authority.resolve(g, st)
         try:
@@ -194,10 +198,27 @@ def _message(plan: Plan) -> str:
     return f"grite: lock.{lease.action} {lease.resource} token {lease.token} holder {lease.holder.id}{by}"
 
 
+_SIGNERS: dict[str, sign.Signer] = {}   # grite dir -> its replica's key, loaded once a process
+
+
+def _signer(g) -> sign.Signer:
+    where = grite_dir(g.store)
+    if where not in _SIGNERS:
+        _SIGNERS[where] = sign.Signer(where)
+    return _SIGNERS[where]
+
+
 def _write(g, plan: Plan, parent: bytes | None) -> bytes:
+    """The next record, signed like a batch (by this replica's key, over the record it follows):
+    a reader believes an override only from a key it trusts, a holder's renew or release only
+    from the key that signed the grant."""
     payload = msgspec.json.encode(plan.lease)
-    return g.store.objects.write_record_commit(ENTRY, payload, parent, _message(plan), g.identity.git_author,
-                                       plan.lease.written_at // 1000)
+    signer = _signer(g)
+    commit = g.store.objects.write_record_commit(
+        ENTRY, payload, parent, _message(plan), g.identity.git_author,
+        plan.lease.written_at // 1000, body=signer.lease_trailers(payload, parent))
+    seals.remember(g.store, commit, signer.key)
+    return commit
 
 
 def _finish(g, ref: bytes, plan: Plan, st: Settings, record: bool = True) -> Outcome:

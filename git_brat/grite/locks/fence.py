@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable
 from git_brat.process import now_ms
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, NotFound
+from git_brat.grite.cache import seals
 from git_brat.grite.cache.leases import GRANTS_CHAIN, chain
 from git_brat.grite.locks.lease import current, default_holder_id, fold, lock_entity, ref_for
 from git_brat.grite.log.wal import Appended, Draft
@@ -56,5 +57,6 @@ def _token_event(g: "Grite", resource: str, token: int) -> Draft:
     sha = g.store.refs.read(ref_for(resource))
     records, root = chain(g.store, sha, GRANTS_CHAIN) if sha else ([], True)
     holder = next((r.holder.id for _s, r in reversed(records) if r.token == token), "")
-    prev_end = fold(records, now_ms(), root)[2].ends.get(token, 0) if records else 0
+    prev_end = fold(records, now_ms(), root, *seals.judges(g.store))[2].ends.get(token, 0) \
+        if records else 0
     return Draft(lock_entity(resource), ev.LeaseToken(resource, token, holder, prev_end))

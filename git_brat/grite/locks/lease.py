@@ -16,6 +16,7 @@ from git_brat.grite.model.leases import (  # noqa: F401  (their home before; nam
     end_of, fold, invalid as _invalid, lease_decoder, parse_resource, ref_for, refname_problem,
     resource_of)
 from git_brat.grite.model.state import iso
+from git_brat.grite.cache import seals
 from git_brat.grite.cache.leases import CHAIN, chain
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def effective(store: "Store", sha: bytes, now: int) -> tuple[Lease, list[Forged]
     CHAIN records folded from the oldest (model.leases.fold judges each against the lease as
     it stood before it; one that breaks the rules is skipped)."""
     records, root = chain(store, sha, CHAIN)
-    return fold(records, now, root)[:2]
+    return fold(records, now, root, *seals.judges(store))[:2]
 
 
 def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from git_brat import approvals
 from git_brat.errors import NotFound, UsageError
 from git_brat.grite.locks.lease import DEFAULT_REMOTE_TIMEOUT, DEFAULT_SKEW, DEFAULT_TTL, MAX_TTL
 
@@ -20,6 +21,8 @@ class Settings(msgspec.Struct):
     skew: float
     fallback: bool = True
     timeout: float = DEFAULT_REMOTE_TIMEOUT
+    waiting: str = ""            # a committed [locks] remote not in effect: why (say it)
+    by_name: bool = False        # remote is `origin` only for its name, among several synced
 
     @property
     def skew_ms(self) -> int:
@@ -50,12 +53,13 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
     ttl_s = seconds("grite.lockTtl", "--ttl", ttl, DEFAULT_TTL, 0.001)
     skew_s = seconds("grite.lockSkew", "--skew", skew, DEFAULT_SKEW, 0.0)
     timeout = seconds("grite.lockTimeout", "", None, DEFAULT_REMOTE_TIMEOUT, 0.1)
+    committed, waiting = committed_remote(store)
     if local:
         name, src = None, ""
     elif remote:
         name, src = remote, "--remote"
     else:
-        name, src = lock_remote(store, cfg)
+        name, src = lock_remote(store, cfg, committed)
     if name is not None:
         _check_remote_name(store, name, src, committed=src.startswith("[locks] remote"))
     if name is not None and f"remote.{name}.url" not in cfg:
@@ -69,7 +73,7 @@ def settings(store: "Store", remote: str | None = None, local: bool = False,
             # back; a path typed on this command line that does not exist is a mistake.
             if remote:
                 raise NotFound(f"{src} {name!r}: no such repository (the path does not exist)")
-    return Settings(name, ttl_s, skew_s, fallback, timeout)
+    return Settings(name, ttl_s, skew_s, fallback, timeout, waiting, by_name=src == AMONG)
 
 
 def _check_remote_name(store: "Store", name: str, src: str, committed: bool) -> None:
@@ -101,6 +105,7 @@ def _local_path(url: str) -> str | None:
 
 
 BRAT_CONFIG = ".brat/config.toml"
+AMONG = "origin, among the remotes syncing grite state"   # chosen by its name only
 
 
 def committed_locks_table(store: "Store") -> dict:
@@ -125,16 +130,40 @@ def committed_locks_table(store: "Store") -> dict:
     return table
 
 
-def lock_remote(store: "Store", cfg: dict[str, str]) -> tuple[str | None, str]:
+def committed_remote(store: "Store") -> tuple[str, str]:
+    """The committed `[locks] remote` in effect here ("" for none), and why one is not.
+
+    It decides where leases go, so like every such setting it takes effect only once this
+    user approved it (`git brat trust`, recorded locally); until then it waits, said in words,
+    and leases are decided as if it were not there. A hub (a bare repository) never reads it:
+    its main is whatever was pushed last, and a hub runs only what its admin configured in
+    its own files (git config grite.lockRemote).
+    """
+    if store.bare:
+        return "", ""
+    try:
+        named = committed_locks_table(store).get("remote", "")
+    except UsageError as exc:
+        named, why = "", exc.message
+    else:
+        if not named or named == approvals.approved(store.common_dir, "locks.remote", ""):
+            return named, ""
+        why = f"[locks] remote = {named!r} in {BRAT_CONFIG} (as committed at HEAD)"
+    return "", (f"{why}: waits for approval (`git brat trust` approves the committed file), so "
+                f"leases are decided as without it")
+
+
+def lock_remote(store: "Store", cfg: dict[str, str],
+                committed: str | None = None) -> tuple[str | None, str]:
     """The remote leases are decided on, and where that came from (DESIGN.md section 6).
 
-    `[locks] remote` in the committed .brat/config.toml, else git config grite.lockRemote,
-    else the only remote syncing grite state, else `origin` among several. With remotes
-    syncing and none of these, the command is refused: a lease taken locally there would let
-    two clones hold it. No synced remote: local leases (None).
+    `[locks] remote` in the committed .brat/config.toml once approved, else git config
+    grite.lockRemote, else the only remote syncing grite state, else `origin` among several.
+    With remotes syncing and none of these, the command is refused: a lease taken locally
+    there would let two clones hold it. No synced remote: local leases (None).
     """
     from git_brat.grite.log.refs import synced_remotes
-    named = committed_locks_table(store).get("remote")
+    named = committed_remote(store)[0] if committed is None else committed
     if named:
         return named, f"[locks] remote in {BRAT_CONFIG}"
     if cfg.get("grite.lockremote"):
@@ -143,7 +172,7 @@ def lock_remote(store: "Store", cfg: dict[str, str]) -> tuple[str | None, str]:
     if len(remotes) == 1:
         return remotes[0], f"the only remote syncing grite state ({remotes[0]})"
     if "origin" in remotes:
-        return "origin", "origin, among the remotes syncing grite state"
+        return "origin", AMONG
     if remotes:
         raise UsageError(f"which remote decides leases is ambiguous: {', '.join(remotes)} all "
                          f"sync grite state; name one in [locks] remote in {BRAT_CONFIG} "

@@ -71,7 +71,14 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
                 leases.append(judged(newest, name))
                 continue
             sha, was_released = _newest(store, records, seen, new)
-            if not was_released:
+            if was_released and sha in new:
+                # Anyone can push a release: one not seen before is judged once, and only a
+                # believed one is remembered (a held lease under a forged release stays shown).
+                shown = judged(sha, name)
+                if shown.state != "released":
+                    leases.append(shown)
+                    del new[sha]
+            elif not was_released:
                 leases.append(judged(sha, name))
         except CorruptObject as exc:
             problems.append(f"{name.decode()}: {exc.message}")

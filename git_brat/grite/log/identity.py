@@ -9,6 +9,7 @@ import msgspec
 from git_brat import process
 from git_brat.errors import NotARepository, NotFound, UsageError
 from git_brat.files import atomic_write
+from git_brat.grite.log import sign
 
 
 class Replica(msgspec.Struct):
@@ -84,7 +85,8 @@ def new_actor(grite_dir: str, name: str, email: str, replica: str | None = None)
     _, actors_dir, _ = _paths(grite_dir)
     os.makedirs(actors_dir, exist_ok=True)
     replica = replica or load_replica(grite_dir).id
-    actor = Actor(os.urandom(8).hex(), name.strip(), email.strip(), process.now_ms(), replica)
+    # The id is bound to this replica's key (sign.new_actor_id): no other key can speak as it.
+    actor = Actor(sign.new_actor_id(sign.ensure_key(grite_dir)), name.strip(), email.strip(), process.now_ms(), replica)
     atomic_write(os.path.join(actors_dir, actor.id + ".json"), msgspec.json.encode(actor))
     return actor
 

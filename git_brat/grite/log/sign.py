@@ -24,6 +24,7 @@ from git_brat.errors import UsageError
 from git_brat.files import FileLock, atomic_write
 
 DOMAIN = b"grite-batch-v1\n"
+LEASE_DOMAIN = b"grite-lease-v1\n"
 KEY_TRAILER, SEEN_TRAILER, SIG_TRAILER = "Grite-Key: ", "Grite-Seen: ", "Grite-Sig: "
 MAX_SEEN = 256          # tips of other replicas recorded per batch (the rest are left out)
 _REPLICA = re.compile(r"[0-9a-f]{1,64}\Z")
@@ -126,6 +127,13 @@ def _signed_bytes(payload: bytes | memoryview, key: str, seen: dict[str, str]) -
     return DOMAIN + hashlib.sha256(payload).digest() + b"\n" + key.encode() + b"\n" + lines.encode()
 
 
+def _lease_bytes(payload: bytes | memoryview, key: str, parent: bytes | None) -> bytes:
+    """What a lease record's signature covers: its blob, the key, and the record it follows (so
+    that a genuine record copied elsewhere on the chain, an old renew say, signs nothing)."""
+    return (LEASE_DOMAIN + hashlib.sha256(payload).digest() + b"\n" + key.encode() + b"\n"
+            + (parent or b"") + b"\n")
+
+
 class Signer:
     """This replica's key, loaded once (before a writer reads the tip it swaps against: the
     crypto import must not widen the window in which another writer can move it)."""
@@ -133,9 +141,15 @@ class Signer:
     def __init__(self, grite_dir: str):
         ensure_key(grite_dir)
         self._priv = _private(grite_dir)
+        self.key = _b64(self._priv.public_key().public_bytes_raw())
 
     def trailers(self, payload: bytes, seen: dict[str, str]) -> str:
         return _trailers(self._priv, payload, seen)
+
+    def lease_trailers(self, payload: bytes, parent: bytes | None) -> str:
+        """The trailer lines that sign a lease record (its message's body)."""
+        sig = _b64(self._priv.sign(_lease_bytes(payload, self.key, parent)))
+        return KEY_TRAILER + self.key + "\n" + SIG_TRAILER + sig + "\n"
 
 
 def trailers(grite_dir: str, payload: bytes, seen: dict[str, str]) -> str:
@@ -177,14 +191,23 @@ def parse(message: bytes | str) -> Signature | None:
 
 def verify(signature: Signature, payload: bytes | memoryview) -> None:
     """Raise BadSignature unless signature signs payload with its key."""
+    _verify(signature, _signed_bytes(payload, signature.key, signature.seen), "batch")
+
+
+def verify_lease(signature: Signature, payload: bytes | memoryview, parent: bytes | None) -> None:
+    """Raise BadSignature unless signature signs this lease record, following parent."""
+    _verify(signature, _lease_bytes(payload, signature.key, parent), "lease record")
+
+
+def _verify(signature: Signature, signed: bytes, what: str) -> None:
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     pub = Ed25519PublicKey.from_public_bytes(_unb64(signature.key, 32))
     try:
-        pub.verify(_unb64(signature.sig, 64), _signed_bytes(payload, signature.key, signature.seen))
+        pub.verify(_unb64(signature.sig, 64), signed)
     except InvalidSignature:
-        raise BadSignature("signature does not verify (the batch was altered or signed by "
-                           "another key)")
+        raise BadSignature(f"signature does not verify (the {what} was altered, moved, or "
+                           "signed by another key)")
 
 
 # -- pinned and trusted keys (.git/grite/trust.json, local) -----------------------------
@@ -248,3 +271,38 @@ def allowed_signers(path: str | None) -> dict[str, str]:
 
 def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- actors bound to a key -----------------------------------------------------------------
+# An actor made since actors are keys has a 32-digit id: 8 random digits (one key, many actors,
+# told apart by their first digits) then 24 digits of a digest of the public key of the replica
+# that made it. Whoever
+# writes an event as that actor must sign its batch with that key: no declaration, clock or
+# order of arrival moves it elsewhere. (A 16-digit id is an actor made before: see verify.)
+
+KEY_BOUND_LEN, _TAG_LEN = 32, 24
+_KEY_BOUND = re.compile(r"[0-9a-f]{32}\Z")
+
+
+def actor_tag(key: str) -> str:
+    """The 24 hex digits every actor bound to this public key (base64) ends with."""
+    return hashlib.blake2b(_unb64(key, 32), digest_size=_TAG_LEN // 2,
+                           person=b"grite-actor-v1").hexdigest()
+
+
+def new_actor_id(key: str) -> str:
+    return os.urandom((KEY_BOUND_LEN - _TAG_LEN) // 2).hex() + actor_tag(key)
+
+
+def is_key_bound(actor: str) -> bool:
+    return bool(_KEY_BOUND.match(actor))
+
+
+def binds(key: str | None, actor: str) -> bool:
+    """Whether a batch signed by key may speak as this key-bound actor."""
+    if not key:
+        return False
+    try:
+        return actor.endswith(actor_tag(key))
+    except BadSignature:
+        return False

@@ -116,16 +116,21 @@ def max_clock_jump(store: Store) -> int:
 
 def policy(store: Store) -> tuple[str, bool, set[str]]:
     """(fingerprint, grite.requireSigned, trusted keys) of this clone's trust settings."""
-    where = grite_dir(store)
     require = store.config_bool("grite.requireSigned", False)
-    allowed = sign.allowed_signers(store.config_get("grite.allowedSignersFile"))
-    trust = sign.load_trust(where)
-    trusted = set(allowed) | {t.key for t in trust.trusted}
-    if sign.has_key(where):
-        trusted.add(sign.public_key(where))
+    trusted = trusted_keys(store)
     jump = max_clock_jump(store)   # (in the fingerprint only when set: old verdicts stand)
     return sign.fingerprint(f"{int(require)} {sorted(trusted)}" + (
         f" jump={jump}" if jump != MAX_CLOCK_JUMP else "")), require, trusted
+
+
+def trusted_keys(store: Store) -> set[str]:
+    """The keys this clone trusts: its own, `git grite trust add`, grite.allowedSignersFile."""
+    where = grite_dir(store)
+    allowed = sign.allowed_signers(store.config_get("grite.allowedSignersFile"))
+    trusted = set(allowed) | {t.key for t in sign.load_trust(where).trusted}
+    if sign.has_key(where):
+        trusted.add(sign.public_key(where))
+    return trusted
 
 
 def owner(store: Store, ref: str, tip: str, own: str) -> str | None:
@@ -332,9 +337,11 @@ def _read(store: Store, sha: str, ref: str, who: str, data=None,
 def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
            trusted: set[str], jump: int = MAX_CLOCK_JUMP) -> list[bytes]:
     """Decide every new commit (actors first: who declared which); the digests believed."""
-    # An actor belongs to the replica whose log declared it first (a pin, like keys); two new
-    # declarations of one actor by different replicas: the earlier event wins, the other is
-    # rejected below as naming another replica's actor.
+    # A key-bound actor (sign.is_key_bound) belongs to its key, whatever declares it. An actor
+    # made before actors were keys belongs to the replica whose log declared it first (a pin,
+    # like keys); two new declarations of one by different replicas: the earlier event wins, the
+    # other is rejected below as naming another replica's actor. A batch refused for its
+    # signature alone declares nothing (else an untrusted key could still take an actor).
     claims: dict[str, tuple[int, str, str]] = {}
     for item in seen:
         if item.problem and item.ref != WAL:
@@ -343,6 +350,8 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
             if named and named != item.owner:
                 item.problem = f"declares actor {actor} for replica {named} in replica {item.owner}'s log"
                 break
+            if sign.is_key_bound(actor) or _refused_signer(item, pins, require, trusted):
+                continue
             if actor not in rec.actors:
                 best = claims.get(actor)
                 if best is None or (lamport, eid) < best[:2]:
@@ -399,13 +408,7 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
                 detail = (f"unsigned, though replica {item.owner} signs its batches, and none of "
                           "its signed batches grew from it")
         if not detail and not local:
-            for actor in item.actors:
-                holder = rec.actors.get(actor)
-                if holder is None:
-                    rec.actors[actor] = holder = item.owner   # first use names its replica
-                if holder != item.owner:
-                    detail = f"names actor {actor}, who belongs to replica {holder}"
-                    break
+            detail = _actor_problem(rec, item)
         if detail:
             bad.add(item.sha)
             rec.rejected.append(RejectedBatch(item.sha, item.ref, item.owner, detail,
@@ -428,6 +431,32 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
     rec.signed_tips = sorted(signed)   # (check keeps only the tips: later commits follow them)
     rec.rejected_blobs = sorted(rejected_blobs)
     return accepted
+
+
+def _refused_signer(item: _Seen, pins: dict[str, str], require: bool, trusted: set[str]) -> bool:
+    """Whether _judge refuses this batch for its signature or signer alone."""
+    if item.ref == WAL:
+        return False
+    if not item.signed:
+        return require
+    pinned = pins.get(item.owner)
+    return (pinned is not None and pinned != item.key) or (require and item.key not in trusted)
+
+
+def _actor_problem(rec: Record, item: _Seen) -> str:
+    """Why a batch may not speak as one of the actors it names ("" when it may)."""
+    for actor in item.actors:
+        if sign.is_key_bound(actor):
+            if not (item.signed and sign.binds(item.key, actor)):
+                return (f"names actor {actor}, whose id binds it to another key: only batches "
+                        f"signed by that key speak as it")
+            continue
+        holder = rec.actors.get(actor)
+        if holder is None:
+            rec.actors[actor] = holder = item.owner   # first use names its replica
+        if holder != item.owner:
+            return f"names actor {actor}, who belongs to replica {holder}"
+    return ""
 
 
 def _save(store: Store, rec: Record, accepted: list[bytes], pins) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Callable, NamedTuple
 from urllib.parse import quote, unquote
 
 import msgspec
@@ -201,7 +202,50 @@ class Grants(msgspec.Struct):
     floor: int = 0
 
 
-def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False
+class Seal(NamedTuple):
+    """Who signed a lease record: the key of its valid signature (None: unsigned), or why its
+    signature does not count."""
+    key: str | None = None
+    problem: str = ""
+
+
+def unvouched(prev: Lease, rec: Lease, seal: Seal, holder_key: str | None, signing: bool,
+              trusts: Callable[[str], bool]) -> str:
+    """Why a record that follows the rules is still not believed for who signed it ("" when it
+    is). A free lease is anyone's to take, a lease run out anyone's to expire; the holder's own
+    records (renew, extend, release) must be signed by the key that signed its grant, and an
+    override (force-*) by a key this reader trusts. `signing`: a record before this one was
+    signed (a ref whose records were all written before signatures is judged as it was)."""
+    if seal.problem:
+        return f"its signature does not count ({seal.problem})"
+    if rec.action.startswith("force-"):
+        if seal.key is None and not signing:
+            return ""
+        if seal.key is None:
+            return (f"an unsigned {rec.action}: only a key this clone trusts may override a "
+                    f"lease (`git grite trust add`)")
+        if not trusts(seal.key):
+            return (f"a {rec.action} signed by key {seal.key[:12]}…, which this clone does not "
+                    f"trust (`git grite trust add`)")
+        return ""
+    if rec.action in _GRANTS or rec.action == "expire":
+        return ""
+    if holder_key is not None and seal.key != holder_key:
+        return (f"{rec.action} of {prev.holder.id}'s lease (token {prev.token}) not signed by the "
+                f"key that took it")
+    return ""
+
+
+def _no_seal(_sha: bytes) -> Seal:
+    return Seal()
+
+
+def _trusts_none(_key: str) -> bool:
+    return False
+
+
+def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False,
+         seal: Callable[[bytes], Seal] = _no_seal, trusts: Callable[[str], bool] = _trusts_none,
          ) -> tuple[Lease, list[Forged], Grants]:
     """The lease records (oldest first) really grant, the records that do not count, and the
     grants of those that do.
@@ -209,8 +253,9 @@ def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False
     Anyone who can push can append a record, and a record only claims who wrote it: "acquire"
     by another holder over a live lease would take it for as long as it says. So each record
     is judged against the lease as it stood before it (invalid); one that breaks the rules is
-    skipped. The oldest record is taken as it is (where the reading began); `root`: it is the
-    first record of the ref (no lease before it).
+    skipped, and so is one its signer may not write (unvouched: seal tells who signed a record,
+    trusts whether this reader trusts a key). The oldest record is taken as it is (where the
+    reading began); `root`: it is the first record of the ref (no lease before it).
     """
     # A record may claim a time no later than its reader's clock, nor than any record written
     # after it (plus a margin for clocks): "acquired after the lease expired", dated ahead, lies.
@@ -219,13 +264,18 @@ def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False
         latest[i] = bound + FUTURE_MS
         bound = min(bound, records[i][1].written_at)
     lease, forged = records[0][1], []
+    # (where the reading began, taken as it is: who signed it matters only to records after it)
+    holder_key = seal(records[0][0]).key if len(records) > 1 else None
+    signing = holder_key is not None
     if root and lease.action in _GRANTS:   # the first grant: no lease ended before it
         grants = Grants(lease.token, {lease.token: 0}, lease.token - 1)
     else:   # (how the lease before the oldest record read ended is not known)
         grants = Grants(lease.token, {}, lease.token)
     for i in range(1, len(records)):
         rec_sha, rec = records[i]
-        why = invalid(lease, rec, latest[i])
+        sealed = seal(rec_sha)
+        why = invalid(lease, rec, latest[i]) or unvouched(lease, rec, sealed, holder_key,
+                                                          signing, trusts)
         if why:
             forged.append(Forged(lease.resource, rec_sha.decode(), rec.action, rec.holder.id,
                                  rec.token, why))
@@ -233,6 +283,8 @@ def fold(records: list[tuple[bytes, Lease]], now: int, root: bool = False
         if rec.action in _GRANTS:
             grants.ends[rec.token] = end_of(lease, rec.acquired_at)
             grants.top = rec.token
+            holder_key = sealed.key
+        signing = signing or sealed.key is not None
         lease = rec
     return lease, forged, grants
 

@@ -55,7 +55,8 @@ def run_hook(name: str, args: list[str], stdin: bytes) -> str | None:
         pub = publish(g, remote, dest=url)
         if pub.status == "failed":
             raise GriteError(f"could not publish {pub.ref} to {remote}: {pub.error} "
-                             f"(your push is not affected)")
+                             f"(your push is not affected; `git grite sync` fetches and "
+                             f"says why)")
         if pub.relay_error:
             return f"{remote} refused relayed logs: {pub.relay_error}"
     else:

@@ -45,14 +45,31 @@ class ImportResult(msgspec.Struct):
                 f"`git grite sync` at once")
 
     def warnings(self) -> list[str]:
-        """One line for each thing a user should look at after a fetch."""
-        out = [f"{r.ref} was rewound or rewritten by its remote; what it had is kept "
-               f"(see `git grite doctor`)" for r in self.rewrites if r.kind == "rewrite"]
-        out += [f"{r.ref}: batch {r.sha[:12]} not believed: {r.detail} (see `git grite doctor`)"
-                for r in self.rejected]
-        out += [e.describe() for e in self.erasures]
+        """One line for each kind of thing a user should look at after a fetch, bounded
+        whatever the fetch brought: a pusher can make thousands of refs."""
+        out = _bounded([f"{r.ref} was rewound or rewritten by its remote; what it had is kept"
+                        for r in self.rewrites if r.kind == "rewrite"], "logs rewritten")
+        out += _bounded([f"{r.ref}: batch {r.sha[:12]} not believed: {r.detail}"
+                         for r in self.rejected], "batches not believed")
+        out += _bounded([e.describe() for e in self.erasures], "logs shorter than seen")
         left = self.left_warning()
         return out + ([left] if left else [])
+
+
+SHOWN = 3              # items of one kind a fetch's warning names; the rest counted
+SHOWN_CHARS = 240      # of each item named
+
+
+def _bounded(items: list[str], what: str) -> list[str]:
+    """items as at most one line: all of them when few, else their count, the first SHOWN
+    (each cut to SHOWN_CHARS) and how many more; doctor lists every one."""
+    if not items:
+        return []
+    cut = [i if len(i) <= SHOWN_CHARS else i[:SHOWN_CHARS - 3] + "..." for i in items[:SHOWN]]
+    if len(items) <= SHOWN:
+        return ["; ".join(cut) + " (see `git grite doctor`)"]
+    return [f"{len(items)} {what}: " + "; ".join(cut)
+            + f"; and {len(items) - SHOWN} more (`git grite doctor` lists them)"]
 
 
 def _stamp_path(store: Store) -> str:

@@ -69,7 +69,8 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
             return Publication(remote, ref, old, old, "failed", proc.error_line())
         if own_due:
             if ref in failed:
-                return Publication(remote, ref, old, old, "failed", failed[ref])
+                return Publication(remote, ref, old, old, "failed",
+                                   _rewritten(store, remote, ref, wal_s, old) or failed[ref])
             _remember(store, dest, wal_s)
             pub = Publication(remote, ref, old, wal_s, "pushed")
         for r, sha in relays.items():
@@ -84,6 +85,21 @@ def publish(g: Grite, remote: str, dest: str | None = None) -> Publication:
                                "and the next sync relays them")
     pub.snapshot_error = _publish_snapshot(g, rid, remote, dest, wal_s)
     return pub
+
+
+def _rewritten(store: Store, remote: str, ref: str, wal: str, theirs: str | None) -> str | None:
+    """Why a push of this replica's own log was refused when the remote's copy (as last
+    fetched) is not this log at all: someone with push rights rewrote it there. Pushing it
+    again, or syncing, can never succeed (a publication is never forced, so nobody else can
+    undo ours); only this clone, its owner, can put it back, on purpose. None otherwise."""
+    if not theirs or theirs == wal or not store.objects.has_object(theirs.encode()) or \
+            store.objects.is_ancestor(theirs, wal) or store.objects.is_ancestor(wal, theirs):
+        return None
+    return (f"{remote}'s copy of this replica's log ({ref}) is not this log: its tip "
+            f"{theirs[:12]} is not in this clone's history, nor this log in its (someone with "
+            f"push rights rewrote it; `git grite doctor` in clones that saw the log reports "
+            f"it). Syncing again cannot fix it: only this clone writes that log; put it back "
+            f"with `git push --force-with-lease={ref}:{theirs} {remote} {WAL}:{ref}`")
 
 
 def _relays_due(store: Store, rid: str, remote: str, dest: str | None,

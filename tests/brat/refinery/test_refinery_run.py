@@ -10,7 +10,7 @@ import time
 
 from bratkit import convoy, fail, status_of
 from helpers import BIN, brat, brat_json, git, grite
-from refinerykit import configure, log_subjects, outcomes, refine, request
+from refinerykit import configure, log_subjects, outcomes, refine, request, two_clones
 from sync_helpers import clone, seeded_hub
 
 
@@ -169,11 +169,7 @@ def test_pushed_is_landed_even_when_the_users_checkout_cannot_follow(tmp_path):
 
 
 def test_one_refinery_per_repository_across_clones_through_the_hub(tmp_path):
-    hub = seeded_hub(tmp_path)
-    a = clone(str(hub), tmp_path / "a", init=False)
-    b = clone(str(hub), tmp_path / "b", init=False)
-    brat(a, "init")
-    brat(b, "init")
+    _hub, a, b = two_clones(tmp_path)
     git(a, "checkout", "-q", "-b", "work")
     configure(a, check="echo holding; sleep 60")
     request(a, convoy(a), "Slow", {"s.txt": "s\n"})

@@ -4,7 +4,6 @@ through a symlink out of the tree, never a FIFO, and capped."""
 from __future__ import annotations
 
 import os
-import threading
 
 
 from git_brat.brat.witness.prompt import MAX_INSTRUCTIONS, instructions
@@ -44,17 +43,12 @@ def test_instructions_symlinked_inside_the_tree_are_read_and_a_long_file_is_cut_
     assert f"[… cut: CLAUDE.md is longer than {MAX_INSTRUCTIONS} bytes]" in run["prompt"]
 
 
-def test_a_fifo_named_like_the_instructions_is_skipped_not_waited_on(tmp_path):
-    os.mkfifo(tmp_path / "AGENTS.md")
-    (tmp_path / "CLAUDE.md").write_text("Be brief.\n")
-    got: list = []
-    reader = threading.Thread(target=lambda: got.append(instructions(str(tmp_path))), daemon=True)
-    reader.start()
-    reader.join(timeout=10)
-    stuck = reader.is_alive()
-    if stuck:   # stuck opening the FIFO: a writer lets it go, then the test fails
-        fd = os.open(tmp_path / "AGENTS.md", os.O_WRONLY | os.O_NONBLOCK)
-        os.close(fd)
-        reader.join(timeout=10)
-    assert not stuck
-    assert got == [[("CLAUDE.md", "Be brief.")]]
+def test_instructions_are_read_from_the_commit_the_session_starts_from(tmp_path, repo):
+    from git_brat.git.store import Store
+    (repo / "AGENTS.md").write_text("Committed rules.\n")
+    git(repo, "add", "AGENTS.md")
+    git(repo, "commit", "-qm", "rules")
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "AGENTS.md").write_text("Uncommitted rules.\n")   # the work tree is not read
+    os.mkfifo(repo / "CLAUDE.md")                             # nor waited on
+    assert instructions(Store.discover(str(repo)), head) == [("AGENTS.md", "Committed rules.")]

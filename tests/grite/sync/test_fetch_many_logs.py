@@ -6,7 +6,7 @@ import json
 import re
 import sys
 
-from gritekit import forge_log
+from gritekit import forge_log, push_spam_logs
 from helpers import git, grite, make_repo, run
 from sync_helpers import clone, seeded_hub
 
@@ -28,14 +28,7 @@ def test_forty_fetched_logs_start_python_at_most_twice_and_are_all_imported(tmp_
     text = shim.read_text()
     shim.write_text(re.sub(r"(?m)^GRITE_PY=.*$", f"GRITE_PY='{counter}'", text))
 
-    pusher = make_repo(tmp_path / "pusher")
-    for i in range(LOGS):
-        # Each log its own replica's and actor's: a batch naming another replica's actor is
-        # not believed (signatures), and that is not what this test is about.
-        e = ev.make_event(f"{i:032x}", f"{i:016x}", 1, 0, ev.Create("issue", {"title": f"spam {i}",
-                                                                       "state": "open"}))
-        forge_log(pusher, f"{i:016x}", [e])
-    git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
+    push_spam_logs(hub, tmp_path, LOGS)
 
     proc = git(victim, "fetch")   # (returns once the hook's import after the fetch is done)
     assert "Traceback" not in proc

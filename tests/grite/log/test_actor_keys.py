@@ -1,0 +1,155 @@
+"""Identity is a key: an actor belongs to the replica key that made it. A pusher who declares
+another's actor in its own validly signed log, at the lowest clock there is, takes nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from helpers import git, grite, grite_json, run
+from sync_helpers import clone, replica_id, seeded_hub
+
+# The pusher's tool (as in the t08 repro): in its OWN log, signed with its OWN key, declare the
+# victim's actor at Lamport 0, then write an issue "by" that actor. Library calls only.
+CLAIM = """
+import sys, time
+from git_brat.git.store import Store
+from git_brat.grite.log import identity, sign
+from git_brat.grite.log.refs import write_log_commit, grite_dir
+from git_brat.grite.log.wal import seen_tips
+from git_brat.grite.model import events as ev
+actor, title = sys.argv[1:3]
+s = Store.discover("."); gd = grite_dir(s); me = identity.load_replica(gd)
+tip = s.refs.read(b"refs/grite/wal"); now = int(time.time() * 1000)
+e1 = ev.make_event(actor, actor, 0, now, ev.Create("actor", {"email": "v@example.com",
+                                                            "name": "Victim", "replica": me.id}))
+e2 = ev.make_event(ev.new_entity_id(), actor, 1, now, ev.Create("issue", {
+    "body": "", "state": "open", "title": title}))
+payload = ev.encode_batch(ev.Batch(ev.FORMAT_VERSION, me.id, 1, [e1, e2]))
+c = write_log_commit(s, payload, tip, "grite: actor.create", b"Mallory <m@example.com>",
+                     now // 1000, sign.trailers(gd, payload, seen_tips(s, me.id)))
+assert s.refs.cas(b"refs/grite/wal", tip, c)
+"""
+LIE = "Victim: both reports were false alarms"
+
+
+def _claim(repo: Path, actor: str) -> None:
+    run([sys.executable, "-c", CLAIM, actor, LIE], repo,
+        env={"PYTHONPATH": str(Path(__file__).parents[3])})
+
+
+def _current_actor(repo: Path) -> str:
+    return [a for a in grite_json(repo, "actor", "list") if a["current"]][0]["id"]
+
+
+def _titles(repo: Path) -> list[str]:
+    return sorted(i["title"] for i in grite_json(repo, "issue", "list", "--state", "all"))
+
+
+def _rejected(repo: Path) -> list[dict]:
+    report = grite(repo, "doctor", "--json", check=False)
+    return [f for f in json.loads(report.out)["findings"] if f["kind"] == "rejected-batch"]
+
+
+def _captured_hub(tmp_path: Path):
+    """A hub where the victim published two issues, then a pusher claimed the victim's actor."""
+    hub = seeded_hub(tmp_path)
+    victim = clone(str(hub), tmp_path / "victim")
+    for title in ("CVE-2026-1234: auth bypass", "Rotate the leaked deploy key"):
+        grite(victim, "issue", "create", title)
+    grite(victim, "sync")
+    mallory = clone(str(hub), tmp_path / "mallory")
+    _claim(mallory, _current_actor(victim))
+    grite(mallory, "sync")
+    return hub, victim, mallory
+
+
+def _strict_clone(tmp_path: Path, hub: Path, victim: Path) -> Path:
+    """A fresh clone that believes only the victim's key (requireSigned + allowed signers)."""
+    key = (victim / ".git" / "grite" / "keys" / "replica.ed25519.pub").read_text().strip()
+    (tmp_path / "allowed_signers").write_text(f"{key} victim\n")
+    strict = clone(str(hub), tmp_path / "strict", init=False)
+    git(strict, "config", "grite.requireSigned", "true")
+    git(strict, "config", "grite.allowedSignersFile", str(tmp_path / "allowed_signers"))
+    grite(strict, "init")
+    grite(strict, "rebuild")
+    return strict
+
+
+WANTED = ["CVE-2026-1234: auth bypass", "Rotate the leaked deploy key"]
+
+
+def test_an_actor_declared_again_at_lamport_zero_by_a_pusher_stays_the_victims_on_a_fresh_clone(
+        tmp_path):
+    hub, victim, mallory = _captured_hub(tmp_path)
+    fresh = clone(str(hub), tmp_path / "fresh")
+    assert _titles(fresh) == WANTED
+    authors = {grite_json(fresh, "issue", "show", i["id"])["author"]
+               for i in grite_json(fresh, "issue", "list", "--state", "all")}
+    assert authors == {"Test User"}   # the victim's name (the claim says "Victim")
+    # doctor blames the pusher's log, and only it
+    rejected = _rejected(fresh)
+    assert rejected and {f["detail"].split("(replica ")[1][:16] for f in rejected} == {
+        replica_id(mallory)}
+    assert "binds it to another key" in rejected[0]["detail"]
+    git(victim, "fetch", "-q")
+    assert _titles(victim) == WANTED
+
+
+def test_with_require_signed_and_only_the_victims_key_trusted_the_victims_history_stays(tmp_path):
+    hub, victim, _mallory = _captured_hub(tmp_path)
+    strict = _strict_clone(tmp_path, hub, victim)
+    assert _titles(strict) == WANTED
+    assert _rejected(strict)
+
+
+def test_a_new_actor_is_bound_to_its_replicas_key_and_speaks_on_every_clone(tmp_path):
+    from git_brat.grite.log import sign
+    hub = seeded_hub(tmp_path)
+    alice = clone(str(hub), tmp_path / "alice")
+    made = grite_json(alice, "actor", "new", "agent-1", "--use")
+    key = (alice / ".git" / "grite" / "keys" / "replica.ed25519.pub").read_text().strip()
+    assert sign.is_key_bound(made["id"]) and sign.binds(key, made["id"])
+    grite(alice, "issue", "create", "by the agent")
+    grite(alice, "sync")
+    bob = clone(str(hub), tmp_path / "bob")
+    assert _titles(bob) == ["by the agent"] and not _rejected(bob)
+
+
+# An actor made before actors were keys: a 16-digit id the victim's clone declared in its log.
+LEGACY = """
+import os, msgspec
+from git_brat.grite.init import record_actor
+from git_brat.grite.log import identity
+from git_brat.grite.log.refs import grite_dir
+from git_brat.grite.repo import Grite
+g = Grite.open(".")
+where = grite_dir(g.store)
+a = identity.Actor(os.urandom(8).hex(), "Old Victim", "v@example.com", 1, g.identity.replica.id)
+with open(os.path.join(where, "actors", a.id + ".json"), "wb") as f:
+    f.write(msgspec.json.encode(a))
+identity.use_actor(where, a.id)
+record_actor(Grite.open("."), a)
+print(a.id)
+"""
+
+
+def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_require_signed(
+        tmp_path):
+    hub = seeded_hub(tmp_path)
+    victim = clone(str(hub), tmp_path / "victim")
+    old = run([sys.executable, "-c", LEGACY], victim,
+              env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
+    assert len(old) == 16
+    for title in WANTED:
+        grite(victim, "issue", "create", title)
+    grite(victim, "sync")
+    mallory = clone(str(hub), tmp_path / "mallory")
+    _claim(mallory, old)
+    grite(mallory, "sync")
+    strict = _strict_clone(tmp_path, hub, victim)
+    assert _titles(strict) == WANTED
+    # the clone that had seen the victim's declaration keeps its binding
+    grite(victim, "sync")
+    assert _titles(victim) == WANTED
