@@ -87,8 +87,15 @@ and
 .BR "task comment" .
 """,
         "task reply": r"""
-Answers an attempt that is needs-review, failed or blocked; the task is re-queued and the next
-session continues on its branch, resuming the engine's conversation where it can.
+Requests changes to a task in needs-review, or answers a failed or blocked attempt; the task is
+re-queued and the next session continues on its branch, resuming the engine's conversation where
+it can. A session that comes back without a new commit blocks the task instead of returning it
+to review.
+""",
+        "task approve": r"""
+Approves the commit a task in needs-review is at now: with
+.B refinery.review = "human"
+(the default) nothing lands without it, and a later commit needs a new approval.
 """,
         "workflow list": r"""
 Workflow templates come from
