@@ -129,13 +129,32 @@ def _write_private(path: str, body: bytes) -> None:
     os.replace(tmp, path)
 
 
+def private_log(path: str) -> None:
+    """Make the log readable by its owner only, before anything is written to it (an older
+    board's log may be readable by all: its lines named the token)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def without_token(url: str) -> str:
+    """The board's address as others may read it (a log): without its token."""
+    return url.split("?", 1)[0]
+
+
 def detach(store: Store, args: list[str], timeout: float = 30.0) -> Shown:
     """Start `git brat ui ARGS --no-open` in the background; its address once it listens."""
     if running(store) is not None:
         raise Conflict("a board already runs for this repository; `git brat ui stop` stops it")
     cwd = store.toplevel() or store.common_dir
-    child = process.detach([*process.launcher("brat"), "ui", *args, "--no-open"], role="ui",
-                           cwd=cwd, env=dict(os.environ), log=log_file(store))
+    layout.ensure_root(store)
+    private_log(log_file(store))
+    # The child prints its address without the token (the log is no place for it); this
+    # process reads the address from the state file, which only its owner can read.
+    child = process.detach([*process.launcher("brat"), "ui", *args, "--no-open", "--in-background"],
+                           role="ui", cwd=cwd, env=dict(os.environ), log=log_file(store))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = running(store)
@@ -177,4 +196,4 @@ def open_browser(url: str) -> bool:
         return False
 
 
-__all__ = ["serve", "detach", "stop", "running", "warn_host", "open_browser", "Shown", "Running"]
+__all__ = ["serve", "detach", "without_token", "stop", "running", "warn_host", "open_browser", "Shown", "Running"]
