@@ -508,6 +508,8 @@ async def _log_stream(request: Request, repo: data.Repo) -> Response:
     except GriteError as exc:
         return JSONResponse({"error": exc.message}, HTTP_STATUS.get(exc.exit_code, 500),
                             headers=HEADERS)
+    except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
+        return JSONResponse({"error": unreadable(exc)}, 500, headers=HEADERS)
 
     async def stream():
         nonlocal offset
