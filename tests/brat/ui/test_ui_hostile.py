@@ -259,3 +259,22 @@ def test_a_detached_boards_files_are_its_owners_and_its_log_holds_no_token(tmp_p
     assert token.encode() not in argv
     assert serve.without_token(shown["url"]) == f"http://127.0.0.1:{shown['port']}/"
     assert state == 0o600
+
+
+def test_a_link_from_elsewhere_cannot_replace_the_right_to_act(hostile, browser):
+    """Another port's page may send the user to the board with a fragment of its choosing: the
+    board keeps the CSRF token only from its own redirect, so its forms still act."""
+    b, repo = hostile["board"], hostile["repo"]
+    target = hostile["forged"]["types"]
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(b.url)
+        page.goto(f"{b.base}/task/{target}#brat-csrf={'0' * 64}")
+        assert page.url == f"{b.base}/task/{target}"     # the fragment left the address
+        page.fill("form.block input[name=message]", "held")
+        page.click("form.block button")
+        page.locator("output[data-result].ok").wait_for(timeout=10000)
+    finally:
+        ctx.close()
+    assert brat_json(repo, "task", "show", target)["reason"] == "held"

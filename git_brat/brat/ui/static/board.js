@@ -8,9 +8,15 @@
   const CSRF_KEY = "brat-csrf";
   // The token's visit leaves the CSRF token in the fragment (no server ever sees it); it is
   // kept in this origin's storage, which no other port of 127.0.0.1 can read.
-  const fragment = /^#brat-csrf=([0-9a-f]{64})$/.exec(location.hash);
+  // Only from the board's own redirect: a link from elsewhere carrying a fragment of its
+  // choosing would otherwise replace the token kept.
+  const arrival = performance.getEntriesByType("navigation")[0];
+  const fragment = arrival && arrival.redirectCount > 0
+    ? /^#brat-csrf=([0-9a-f]{64})$/.exec(location.hash) : null;
   if (fragment) {
     try { localStorage.setItem(CSRF_KEY, fragment[1]); } catch (e) { /* storage off: this page only */ }
+  }
+  if (location.hash.startsWith("#brat-csrf=")) {
     history.replaceState(null, "", location.pathname + location.search);
   }
   let stored = null;
