@@ -5,6 +5,7 @@ port, and a detached board's files keep the token to their owner."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -105,6 +106,21 @@ def hostile(tmp_path_factory):
     elsewhere.close()
 
 
+@contextlib.contextmanager
+def signed_in(browser, board):
+    """A page of a fresh browser context that opened the board's address: (page, the URLs it
+    has posted to)."""
+    ctx = browser.new_context()
+    posts: list[str] = []
+    try:
+        page = ctx.new_page()
+        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+        page.goto(board.url)
+        yield page, posts
+    finally:
+        ctx.close()
+
+
 def _every_page(h) -> list[str]:
     return [*PAGES, f"/task/{h['victim']}", *(f"/task/{t}" for t in h["forged"].values())]
 
@@ -135,12 +151,7 @@ def test_every_page_and_api_route_serves_hostile_values_as_text(hostile):
 
 def test_in_the_browser_nothing_injected_acts_and_nothing_navigates(hostile, browser):
     b, repo, away = hostile["board"], hostile["repo"], hostile["elsewhere"]
-    ctx = browser.new_context()
-    posts = []
-    try:
-        page = ctx.new_page()
-        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
-        page.goto(b.url)
+    with signed_in(browser, b) as (page, posts):
         for path in _every_page(hostile):
             page.goto(b.base + path)
             page.wait_for_timeout(300)
@@ -152,8 +163,6 @@ def test_in_the_browser_nothing_injected_acts_and_nothing_navigates(hostile, bro
         page.wait_for_timeout(1200)
         assert page.url == b.base + "/" and away.hits == []
         assert posts == []
-    finally:
-        ctx.close()
     assert brat_json(repo, "task", "show", hostile["victim"])["status"] == "blocked"
 
 
@@ -163,12 +172,7 @@ def test_a_form_the_server_did_not_render_is_never_posted_by_the_board(hostile, 
     b, repo = hostile["board"], hostile["repo"]
     victim = hostile["victim"]
     before = wal_tip(repo)
-    ctx = browser.new_context()
-    posts = []
-    try:
-        page = ctx.new_page()
-        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
-        page.goto(b.url)
+    with signed_in(browser, b) as (page, posts):
         page.wait_for_function("document.getElementById('live').className === 'on'")
         page.evaluate("""(victim) => {
             const box = document.querySelector('#columns .card small');
@@ -191,8 +195,6 @@ def test_a_form_the_server_did_not_render_is_never_posted_by_the_board(hostile, 
         page.fill("form.block input[name=message]", "still waiting")
         page.click("form.block button")
         page.locator("output[data-result].ok").wait_for(timeout=10000)
-    finally:
-        ctx.close()
     assert [p.split("/api/v1/")[1] for p in posts] == [f"tasks/{queued}/block"]
     assert wal_tip(repo) != before
     assert brat_json(repo, "task", "show", victim)["status"] == "blocked"
@@ -205,13 +207,10 @@ def test_the_boards_cookie_received_on_another_port_cannot_act(hostile, browser)
     token, and with it (and any Origin, Host or page it can fetch) it changes nothing."""
     b, repo, victim = hostile["board"], hostile["repo"], hostile["victim"]
     other = Elsewhere()
-    ctx = browser.new_context()
     try:
-        page = ctx.new_page()
-        page.goto(b.url)
-        page.goto(f"http://127.0.0.1:{other.port}/")
+        with signed_in(browser, b) as (page, _posts):
+            page.goto(f"http://127.0.0.1:{other.port}/")
     finally:
-        ctx.close()
         other.close()
     cookie = other.hits[0][1]
     name, _, value = cookie.partition("=")
@@ -266,15 +265,10 @@ def test_a_link_from_elsewhere_cannot_replace_the_right_to_act(hostile, browser)
     board keeps the CSRF token only from its own redirect, so its forms still act."""
     b, repo = hostile["board"], hostile["repo"]
     target = hostile["forged"]["types"]
-    ctx = browser.new_context()
-    try:
-        page = ctx.new_page()
-        page.goto(b.url)
+    with signed_in(browser, b) as (page, _posts):
         page.goto(f"{b.base}/task/{target}#brat-csrf={'0' * 64}")
         assert page.url == f"{b.base}/task/{target}"     # the fragment left the address
         page.fill("form.block input[name=message]", "held")
         page.click("form.block button")
         page.locator("output[data-result].ok").wait_for(timeout=10000)
-    finally:
-        ctx.close()
     assert brat_json(repo, "task", "show", target)["reason"] == "held"
