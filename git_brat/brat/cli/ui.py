@@ -36,7 +36,7 @@ def ui(ctx, port, host, no_open, detach, in_background, as_json):
         shown = serve.detach(g.store, ["--port", str(port), "--host", host])
         emit(as_json, shown, lambda: shown.url)
         if not no_open:
-            serve.open_browser(shown.url)
+            serve.open_browser(g.store, shown.url)
         return
 
     def announce(shown: serve.Shown) -> None:
@@ -44,7 +44,7 @@ def ui(ctx, port, host, no_open, detach, in_background, as_json):
             shown = serve.Shown(serve.without_token(shown.url), shown.port, shown.pid)
         emit(as_json, shown, lambda: shown.url)
         if not no_open:
-            serve.open_browser(shown.url)
+            serve.open_browser(g.store, shown.url)
     try:
         serve.serve(g.store, host, port, announce)
     except KeyboardInterrupt:

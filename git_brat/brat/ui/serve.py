@@ -111,10 +111,11 @@ def serve(store: Store, host: str, port: int, announce: Callable[[Shown], None])
         sock.close()
         r = running(store)
         if r is None or r.pid == os.getpid():
-            try:
-                os.unlink(state_file(store))
-            except OSError:
-                pass
+            for path in (state_file(store), opener_file(store)):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
 
 def _write_private(path: str, body: bytes) -> None:
@@ -184,14 +185,27 @@ def stop(store: Store, timeout: float = 10.0) -> Running:
     return r
 
 
-def open_browser(url: str) -> bool:
-    """Open the address in a browser when there is one to open (never fails the command)."""
+def opener_file(store: Store) -> str:
+    return os.path.join(layout.root(store), "ui-open.html")
+
+
+def open_browser(store: Store, url: str) -> bool:
+    """Open the address in a browser when there is one to open (never fails the command).
+
+    The browser is handed a file only its owner reads, which sends it on to the address: the
+    address holds the token, and a browser's arguments are in /proc for every local user."""
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
                                                  or os.environ.get("WAYLAND_DISPLAY")):
         return False
     try:
+        import html
         import webbrowser
-        return webbrowser.open(url)
+        path = opener_file(store)
+        _write_private(path, (
+            f'<!doctype html><meta charset=utf-8><meta http-equiv="refresh" '
+            f'content="0;url={html.escape(url, quote=True)}"><title>git brat ui</title>'
+            f'<a href="{html.escape(url, quote=True)}">open the board</a>').encode())
+        return webbrowser.open("file://" + path)
     except Exception:   # noqa: BLE001 - no browser is not an error
         return False
 

@@ -157,7 +157,10 @@ async def _welcome(scope, receive, send, g: Guard, query: dict):
     rest = {k: v for k, v in query.items() if k != "token"}
     url = scope["path"] + (("?" + urlencode(rest, doseq=True)) if rest else "")
     resp = RedirectResponse(f"{url}#brat-csrf={g.csrf}", status_code=303, headers=HEADERS)
-    resp.set_cookie(g.cookie, g.session, httponly=True, samesite="strict", path="/")
+    # Lax, not Strict: the browser opened on a file that sends it here (the token stays out of
+    # its arguments) arrives from another site, and Strict would drop the cookie on the
+    # redirect. Lax still withholds it from every other site's POST; a GET changes nothing.
+    resp.set_cookie(g.cookie, g.session, httponly=True, samesite="lax", path="/")
     return await resp(scope, receive, send)
 
 

@@ -231,16 +231,22 @@ def test_the_boards_cookie_received_on_another_port_cannot_act(hostile, browser)
     assert brat_json(repo, "task", "show", victim)["status"] == "blocked"
 
 
-def test_a_detached_boards_files_are_its_owners_and_its_log_holds_no_token(tmp_path):
+def test_a_detached_boards_files_are_its_owners_and_no_log_or_argv_holds_its_token(tmp_path, browser):
     from git_brat.brat.ui import serve
     repo = make_repo(tmp_path / "r")
     brat(repo, "init")
     log = repo / ".git" / "brat" / "ui.log"
     log.write_text("an older board's line\n")
     os.chmod(log, 0o644)             # as an older git-brat left it
+    # A browser to open (its arguments are in /proc, for every local user to read).
+    opened = tmp_path / "opened"
+    recorder = tmp_path / "browser"
+    recorder.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {opened}\n')
+    recorder.chmod(0o755)
     old = os.umask(0o022)
     try:
-        shown = brat_json(repo, "ui", "--detach", "--no-open")
+        shown = brat_json(repo, "ui", "--detach",
+                          env={"DISPLAY": ":99", "BROWSER": f"{recorder} %s"})
     finally:
         os.umask(old)
     token = shown["url"].split("token=", 1)[1]
@@ -250,6 +256,19 @@ def test_a_detached_boards_files_are_its_owners_and_its_log_holds_no_token(tmp_p
         with open(f"/proc/{shown['pid']}/cmdline", "rb") as f:
             argv = f.read()
         state = stat.S_IMODE((repo / ".git" / "brat" / "ui.json").stat().st_mode)
+        opener = repo / ".git" / "brat" / "ui-open.html"
+        assert opened.read_text() == f"file://{opener}\n"
+        assert stat.S_IMODE(opener.stat().st_mode) == 0o600 and token in opener.read_text()
+        ctx = browser.new_context()
+        try:             # the file the browser was given opens the board, signed in
+            page = ctx.new_page()
+            page.goto(f"file://{opener}")
+            page.wait_for_function("document.getElementById('live')?.className === 'on'")
+            assert page.url == f"http://127.0.0.1:{shown['port']}/"
+            assert page.locator("h1").inner_text() == "Board"
+            assert page.evaluate("localStorage.getItem('brat-csrf')") is not None
+        finally:
+            ctx.close()
     finally:
         brat(repo, "ui", "stop")
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
@@ -258,6 +277,7 @@ def test_a_detached_boards_files_are_its_owners_and_its_log_holds_no_token(tmp_p
     assert token.encode() not in argv
     assert serve.without_token(shown["url"]) == f"http://127.0.0.1:{shown['port']}/"
     assert state == 0o600
+    assert not opener.exists()       # gone with the board
 
 
 def test_a_link_from_elsewhere_cannot_replace_the_right_to_act(hostile, browser):

@@ -68,7 +68,7 @@ def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(seeded
     assert code == 303 and headers["location"] == f"/needs-you#brat-csrf={b.csrf}"
     cookie = headers["set-cookie"]
     assert cookie.startswith(f"brat_ui_{b.port}=") and b.token not in cookie
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+    assert "HttpOnly" in cookie and "SameSite=lax" in cookie.replace("Lax", "lax")
 
 
 @pytest.mark.parametrize("host", ["evil.example:{port}", "attacker.test", "127.0.0.1:1"])
