@@ -24,15 +24,18 @@ def escape(value: Any) -> str:
     if value is None:
         return ""
     text = value if isinstance(value, str) else _text_of(value)
-    return html.escape(_CONTROL.sub("", text), quote=True)
+    if not text.isprintable():   # (a fast look first: most values are one printable line)
+        text = _CONTROL.sub("", text)
+    return html.escape(text, quote=True)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+BIG = 10 ** 30         # a number past this shows by its size (its digits help nobody)
 TEXT_MAX = 100_000    # most characters of one value shown (a huge number or list stays cheap)
 
 
 def _text_of(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 30:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > BIG:
         return f"{'-' if value < 0 else ''}(a {value.bit_length()}-bit number)"
     try:
         return str(value)[:TEXT_MAX]
@@ -42,7 +45,9 @@ def _text_of(value: Any) -> str:
 
 def number(value: Any, fmt: str = "") -> str:
     """A value meant to be a number, formatted when it is one; anything else escaped as text."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 10 ** 30:
+    if type(value) is int and not fmt and -BIG < value < BIG:
+        return str(value)    # digits and a sign: nothing to escape
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < BIG:
         try:
             return e(format(value, fmt))
         except (ValueError, OverflowError):

@@ -97,7 +97,7 @@ def test_a_change_made_with_the_cli_appears_without_a_reload(served, browser, ar
     try:
         page = ctx.new_page()
         page.goto(b.url)
-        page.wait_for_function("document.getElementById('live').className === 'on'")
+        page.locator("#live.on").wait_for()
         page.evaluate("window.__same_page = true")
         brat(repo, "task", "create", "--convoy", served["convoy"], "Added from the terminal")
         start = time.monotonic()

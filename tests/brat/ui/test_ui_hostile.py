@@ -173,7 +173,7 @@ def test_a_form_the_server_did_not_render_is_never_posted_by_the_board(hostile, 
     victim = hostile["victim"]
     before = wal_tip(repo)
     with signed_in(browser, b) as (page, posts):
-        page.wait_for_function("document.getElementById('live').className === 'on'")
+        page.locator("#live.on").wait_for()
         page.evaluate("""(victim) => {
             const box = document.querySelector('#columns .card small');
             box.insertAdjacentHTML('beforeend', `<form data-action="/api/v1/tasks/${victim}/drop"
@@ -189,9 +189,9 @@ def test_a_form_the_server_did_not_render_is_never_posted_by_the_board(hostile, 
         # The board's own forms still act after a live redraw re-stamped them.
         queued = hostile["forged"]["refresh"]
         page.goto(f"{b.base}/task/{queued}")
-        page.wait_for_function("document.getElementById('live').className === 'on'")
+        page.locator("#live.on").wait_for()
         brat(repo, "task", "comment", queued, "-m", "a redraw")
-        page.wait_for_function("Number(document.body.dataset.version || 0) >= 1", timeout=10000)
+        page.locator("body[data-version]").wait_for(state="attached", timeout=10000)
         page.fill("form.block input[name=message]", "still waiting")
         page.click("form.block button")
         page.locator("output[data-result].ok").wait_for(timeout=10000)
@@ -263,7 +263,7 @@ def test_a_detached_boards_files_are_its_owners_and_no_log_or_argv_holds_its_tok
         try:             # the file the browser was given opens the board, signed in
             page = ctx.new_page()
             page.goto(f"file://{opener}")
-            page.wait_for_function("document.getElementById('live')?.className === 'on'")
+            page.locator("#live.on").wait_for()
             assert page.url == f"http://127.0.0.1:{shown['port']}/"
             assert page.locator("h1").inner_text() == "Board"
             assert page.evaluate("localStorage.getItem('brat-csrf')") is not None
