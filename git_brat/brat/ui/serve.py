@@ -133,7 +133,10 @@ def _write_private(path: str, body: bytes) -> None:
 def private_log(path: str) -> None:
     """Make the log readable by its owner only, before anything is written to it (an older
     board's log may be readable by all: its lines named the token)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:   # a symlink, or not ours
+        raise Conflict(f"cannot open the board's log {path}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, 0o600)
     finally:

@@ -8,6 +8,7 @@ import hmac
 import json
 import os
 import secrets
+import sys
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlencode
@@ -137,7 +138,7 @@ class Door:
         if not by_header and not g.cookie_ok(_cookies(headers.get("cookie", "")).get(g.cookie)):
             return await _refuse(scope, receive, send, 403, "open the board with the address "
                                  "`git brat ui` printed (it holds the token)")
-        refused = _cross_site(scope["method"], headers, by_header)
+        refused = _cross_site(scope["method"], headers)
         if refused:
             return await _refuse(scope, receive, send, 403, refused)
         if scope["method"] not in ("GET", "HEAD"):
@@ -164,7 +165,7 @@ async def _welcome(scope, receive, send, g: Guard, query: dict):
     return await resp(scope, receive, send)
 
 
-def _cross_site(method: str, headers: dict[str, str], by_header: bool) -> str | None:
+def _cross_site(method: str, headers: dict[str, str]) -> str | None:
     """Why a browser's request made by another site (another port of 127.0.0.1 is the same
     site, not the same origin) is refused; None when it is not one. A change comes from this
     origin only; a read from elsewhere only as a link followed (no page of another port embeds
@@ -260,7 +261,8 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             except GriteError as exc:
                 return failed(exc)
             except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
-                return json_out({"error": unreadable(exc), "exit_code": 1}, 500)
+                what = "this action could not be done" if request.method == "POST" else None
+                return json_out({"error": unreadable(exc, request, what), "exit_code": 1}, 500)
         return endpoint
 
     rendered: dict[tuple, str] = {}   # (page, query, log tip) -> its HTML
@@ -284,7 +286,7 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             except GriteError as exc:
                 body = pages.error(exc.message)
             except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
-                body = pages.error(unreadable(exc))
+                body = pages.error(unreadable(exc, request))
             if repo.read_only:
                 body = pages.READ_ONLY + body
             nonce = secrets.token_urlsafe(18)
@@ -440,10 +442,11 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     return Door(Starlette(routes=routes), guard)
 
 
-def unreadable(exc: Exception) -> str:
-    """What the board says when a record holds a value its readers did not expect (replay
-    should have refused it; the board serves on rather than fail every page)."""
-    return (f"this view could not be drawn: a record holds a value it cannot read "
+def unreadable(exc: Exception, request: Request, what: str | None = None) -> str:
+    """What the board says (and its log records) when a record holds a value its readers did
+    not expect: replay should have refused it, and the board serves on rather than fail."""
+    sys.stderr.write(f"board: {type(exc).__name__} serving {request.url.path!r}\n")
+    return (f"{what or 'this view could not be drawn'}: a record holds a value it cannot read "
             f"({type(exc).__name__}); `git grite doctor` lists the records replay refused")
 
 
@@ -512,7 +515,7 @@ async def _log_stream(request: Request, repo: data.Repo) -> Response:
         return JSONResponse({"error": exc.message}, HTTP_STATUS.get(exc.exit_code, 500),
                             headers=HEADERS)
     except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
-        return JSONResponse({"error": unreadable(exc)}, 500, headers=HEADERS)
+        return JSONResponse({"error": unreadable(exc, request)}, 500, headers=HEADERS)
 
     async def stream():
         nonlocal offset
