@@ -140,9 +140,8 @@ _name = name()
 
 # Every field a reader takes as a type, by name, whatever the kind of entity it is set on.
 FIELDS: dict[str, Check] = {
-    # status and its moves (the state machine is replay's: State._recheck)
-    "status": _status, "state": _status, "status_from": _status, "forced": boolean,
-    "reason": _long,
+    # a status move's own (its statuses below; the state machine is replay's: State._recheck)
+    "forced": boolean, "reason": _long,
     # what people write
     "title": _line, "body": _long, "name": _name, "email": _name,
     # tasks
@@ -171,6 +170,7 @@ FIELDS: dict[str, Check] = {
     # actors
     "replica": pattern(REPLICA_ID, "a replica id"),
 }
+FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 
 
 def fields_problem(fields: Any) -> str | None:

@@ -26,12 +26,12 @@ def test_a_batch_at_clock_2_52_after_one_at_10_is_not_believed_and_writes_go_on_
     key = Ed25519PrivateKey.generate()
     issue = "1" * 32
     first = _forge(attacker, "refs/heads/m", MALLORY, [ev.make_event(
-        issue, "mallory", 10, 1, ev.Create("issue", {"title": "honest so far", "state": "open"}))],
+        issue, "ba" * 8, 10, 1, ev.Create("issue", {"title": "honest so far", "state": "open"}))],
         key=key)
     honest = _forge(attacker, "refs/heads/m", MALLORY, [ev.make_event(
-        issue, "mallory", 12, 2, ev.Comment("a small step"))], parent=first, key=key)
+        issue, "ba" * 8, 12, 2, ev.Comment("a small step"))], parent=first, key=key)
     jump = _forge(attacker, "refs/heads/m", MALLORY, [ev.make_event(
-        issue, "mallory", 1 << 52, 3, ev.Comment("from far ahead"))], parent=honest, key=key)
+        issue, "ba" * 8, 1 << 52, 3, ev.Comment("from far ahead"))], parent=honest, key=key)
     git(attacker, "push", "-q", "origin", f"refs/heads/m:refs/grite/replicas/{MALLORY}")
 
     grite(victim, "sync")
@@ -80,7 +80,7 @@ def test_a_clock_the_tips_its_writer_saw_allow_is_believed_under_a_small_max_clo
     r1, r2, r3 = "d1" * 8, "d2" * 8, "d3" * 8
 
     def create(n: int, lamport: int) -> ev.Event:
-        return ev.make_event(f"{n}" * 32, f"a{n}", lamport, 1,
+        return ev.make_event(f"{n}" * 32, f"a{n}" * 8, lamport, 1,
                              ev.Create("issue", {"title": f"t{n}", "state": "open"}))
     low = _forge(attacker, "refs/heads/a", r1, [create(4, 90)], key=keys[0])
     lifted = _forge(attacker, "refs/heads/b", r2, [create(5, 150)], key=keys[1], seen={r1: low})
