@@ -168,13 +168,16 @@ def test_every_field_the_schema_names_rejects_a_value_of_another_type():
             assert name in ev.event_problem(e)
 
 
-def test_an_operation_from_a_newer_writer_is_still_kept_and_skipped_not_rejected():
-    comment = ev.Comment("hi")
-    raw = ev.encode_batch(ev.Batch(1, "ab" * 8, 1, [ev.make_event(TASK1, ALICE, 1, 1, comment)]))
-    # tag "z": an operation this version does not know, in the comment's place
-    raw = raw.replace(msgspec.msgpack.encode(comment), b"\x93\xa1z\x01\x02")
+def test_a_known_operation_of_the_wrong_shape_is_rejected_and_a_newer_writers_is_kept_and_skipped():
+    newer = ev.make_event(TASK1, ALICE, 1, 1, ev.Comment("newer"))
+    wrong = ev.make_event(TASK1, ALICE, 2, 2, ev.Comment("wrong"))
+    raw = ev.encode_batch(ev.Batch(1, "ab" * 8, 2, [newer, wrong]))
+    # in their places: tag "z", one this version does not know; tag "a" (add) with a number
+    raw = raw.replace(msgspec.msgpack.encode(newer.op), b"\x93\xa1z\x01\x02")
+    raw = raw.replace(msgspec.msgpack.encode(wrong.op), b"\x93\xa1a\xa6labels\x05")
     state = replay(ev.decode_batch(raw).events)
-    assert not state.rejected and len(state.unknown) == 1
+    assert list(state.unknown) == [newer.id]
+    assert list(state.rejected) == [wrong.id] and "malformed add" in state.rejected[wrong.id].reason
 
 
 # -- as processes: a pusher's own signed batch, and a forged task id ------------------
