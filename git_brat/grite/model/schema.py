@@ -32,7 +32,7 @@ FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 SET_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}(?::[a-z][a-z0-9_]{0,63})?\Z")   # labels, dep:<type>
 STATUS = re.compile(r"(?:[a-z][a-z0-9-]{0,31})?\Z")
 _LINE_BREAKS = re.compile(r"[\r\n\0]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")   # (all but a tab)
 
 INT_MAX = (1 << 31) - 1
 CLOCK_MAX = 1 << 53                 # ms stamps and counters that arithmetic must keep exact
@@ -45,29 +45,25 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def text(limit: int, one_line: bool = False) -> Check:
+def text(limit: int, one_line: bool = False, controls: bool = True) -> Check:
+    """Text of at most `limit` characters; one_line: no line break or NUL; controls=False: no
+    control character but a tab (what is shown in lists, or handed to git as a value)."""
+    forbidden = _CONTROLS if not controls else _LINE_BREAKS if one_line else None
+
     def check(v: Any) -> str | None:
         if type(v) is not str:
             return f"is a {_type_name(v)}, not text"
         if len(v) > limit:
             return f"is {len(v)} characters, over {limit}"
-        if one_line and _LINE_BREAKS.search(v):
-            return "is not a single line"
+        if forbidden is not None and forbidden.search(v):
+            return "holds control characters" if not controls else "is not a single line"
         return None
     return check
 
 
 def name(limit: int = NAME_MAX) -> Check:
-    """One line without control characters (shown in lists, handed to git as a value)."""
-    def check(v: Any) -> str | None:
-        if type(v) is not str:
-            return f"is a {_type_name(v)}, not text"
-        if len(v) > limit:
-            return f"is {len(v)} characters, over {limit}"
-        if _CONTROLS.search(v) or "\n" in v:
-            return "holds control characters"
-        return None
-    return check
+    """One line without control characters."""
+    return text(limit, one_line=True, controls=False)
 
 
 def pattern(regex: re.Pattern, what: str) -> Check:
