@@ -286,3 +286,18 @@ def test_mistyped_fields_from_a_pushers_signed_batch_and_a_forged_task_id_crash_
     for repo in (victim, pusher, fresh, victim, pusher):   # (twice: each has what all wrote)
         grite(repo, "sync")
     assert _state_digest(victim) == _state_digest(fresh) == _state_digest(pusher)
+
+
+def test_values_an_older_cache_already_applied_sort_without_a_crash():
+    # A cache or snapshot made before replay checked schemas may hold what it now rejects
+    # (cache format 12 makes an older cache rebuild; readers' sorts are total all the same).
+    state = replay(_honest() + [ev.make_event(TASK1, ALICE, 20, 1020, ev.SetFields(
+        {"status": "queued", "status_from": "needs-review"}))])
+    held = state.entities[TASK2].fields["priority"]
+    state.entities[TASK2].fields["priority"] = ("high", *held[1:])
+    state.entities[TASK1].fields["priority"] = (None, *held[1:])
+    state.entities[TASK2].sets = {}   # (its dependency gone: both ready, so sorted by priority)
+    b = model.Board(state)
+    assert [t.id for t in b.ready()] == [TASK1, TASK2]   # (both the default: oldest first)
+    _read_everything(state)
+    assert [t.priority for t in b.task_list()] == [model.DEFAULT_PRIORITY] * 2
