@@ -140,7 +140,7 @@ def _read_everything(state) -> None:
     msgspec.json.encode([b.task_list(), b.convoy_list(), b.merge_queue()])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bad=st.lists(hostile_events(), min_size=1, max_size=4), seed=st.randoms())
 def test_a_hostile_record_of_any_kind_is_rejected_and_never_reaches_a_reader(bad, seed):
     honest = _honest()

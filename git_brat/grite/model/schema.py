@@ -41,6 +41,28 @@ NAME_MAX = 1_024                    # characters of a name (an engine, a branch,
 ITEMS_MAX = 10_000                  # entries of a list or map field
 
 
+class _Known:
+    """Strings already found to match a pattern: replay meets the same actors, entities, field
+    and set names again and again, and a set lookup costs a fraction of a match (bounded)."""
+
+    def __init__(self, regex: re.Pattern, limit: int = 1 << 17):
+        self.regex, self.limit, self.seen = regex, limit, set()
+
+    def __call__(self, value: str) -> bool:
+        if value in self.seen:
+            return True
+        if self.regex.match(value) is None:
+            return False
+        if len(self.seen) >= self.limit:
+            self.seen.clear()
+        self.seen.add(value)
+        return True
+
+
+_entity_ok, _actor_ok = _Known(ANY_ENTITY), _Known(ACTOR_ID)
+_field_ok, _set_ok = _Known(FIELD_NAME, 4096), _Known(SET_NAME, 4096)
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -174,7 +196,7 @@ def fields_problem(fields: Any) -> str | None:
     if type(fields) is not dict:
         return f"its fields are a {_type_name(fields)}, not a map"
     for key, value in fields.items():
-        if type(key) is not str or FIELD_NAME.match(key) is None:
+        if type(key) is not str or not _field_ok(key):
             return f"field name {_show(key)} is not a name (lowercase letters, digits, _)"
         check = FIELDS.get(key)
         if check is not None:
@@ -187,9 +209,9 @@ def fields_problem(fields: Any) -> str | None:
 def header_problem(eid: str, entity: str, actor: str) -> str | None:
     if EVENT_ID.match(eid) is None:
         return f"event id {_show(eid)} is not 32 hex digits"
-    if ANY_ENTITY.match(entity) is None:
+    if not _entity_ok(entity):
         return f"entity id {_show(entity)} is not an entity id (hex digits)"
-    if ACTOR_ID.match(actor) is None:
+    if not _actor_ok(actor):
         return f"actor {_show(actor)} is not an actor id (16 to 64 hex digits)"
     return None
 
@@ -205,13 +227,13 @@ def create_problem(entity: str, kind: str, actor_kind: str) -> str | None:
 
 def set_problem(name_: str, value: str, observed: list[str] = ()) -> str | None:
     """Adds and removes: a set's name, its value (an entity id for a dependency), add tags."""
-    if SET_NAME.match(name_) is None:
+    if not _set_ok(name_):
         return f"set name {_show(name_)} is not a name"
     if name_.startswith("dep:"):
         if ENTITY_ID.match(value) is None:
             return f"dependency {_show(value)} is not an entity id"
     else:
-        why = name(NAME_MAX)(value)
+        why = _name(value)
         if why is not None:
             return f"{name_} value {why}"
     for tag in observed:
@@ -221,7 +243,7 @@ def set_problem(name_: str, value: str, observed: list[str] = ()) -> str | None:
 
 
 def lease_problem(resource: str, token: int, holder: str, prev_end: int) -> str | None:
-    why = name(NAME_MAX)(resource) or name(NAME_MAX)(holder)
+    why = _name(resource) or _name(holder)
     if why is not None:
         return f"its resource or holder {why}"
     if not 0 <= token <= CLOCK_MAX or not 0 <= prev_end <= CLOCK_MAX:
