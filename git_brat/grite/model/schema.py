@@ -13,26 +13,56 @@ events.event_problem; readers that use one must name it here first.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 Check = Callable[[Any], "str | None"]   # why a value does not fit, or None
 
+_HEX = "0123456789abcdef"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_WORD = _LOWER + "0123456789_"
+
+
+class Form:
+    """Strings of some characters and lengths (first of `first`), matched with string methods:
+    every process checks events, and compiling regular expressions in each costs more."""
+
+    def __init__(self, chars: str, lengths, first: str = ""):
+        self.chars, self.lengths, self.first = chars, frozenset(lengths), first
+
+    def match(self, s: Any) -> bool | None:
+        if type(s) is not str or len(s) not in self.lengths:
+            return None
+        if s and self.first and s[0] not in self.first:
+            return None
+        return True if not s.strip(self.chars) else None
+
+
+class _Pair:
+    """`name` or `name:name` (a set: labels, dep:depends_on)."""
+
+    def __init__(self, part: Form):
+        self.part = part
+
+    def match(self, s: Any) -> bool | None:
+        if type(s) is not str:
+            return None
+        head, colon, tail = s.partition(":")
+        return True if self.part.match(head) and (not colon or self.part.match(tail)) else None
+
+
 # Ids are lowercase hex: entities 128 bits (actors' are at least 64), events 128 bits,
-# commits git's (SHA-1 or SHA-256). (\Z, not $: $ also matches before a final newline.)
-ENTITY_ID = re.compile(r"[0-9a-f]{32}\Z")
-ACTOR_ID = re.compile(r"[0-9a-f]{16,64}\Z")
+# commits git's (SHA-1 or SHA-256).
+ENTITY_ID = Form(_HEX, [32])
+ACTOR_ID = Form(_HEX, range(16, 65))
 EVENT_ID = ENTITY_ID
 ANY_ENTITY = ACTOR_ID   # an event's entity: an actor's (16..64 hex) or any other's (32)
-COMMIT_ID = re.compile(r"(?:[0-9a-f]{40}(?:[0-9a-f]{24})?)?\Z")   # or "" (none)
-ENTITY_REF = re.compile(r"(?:[0-9a-f]{32})?\Z")                   # or "" (none)
-REPLICA_ID = re.compile(r"[0-9a-f]{1,64}\Z")
-KIND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
-FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
-SET_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}(?::[a-z][a-z0-9_]{0,63})?\Z")   # labels, dep:<type>
-STATUS = re.compile(r"(?:[a-z][a-z0-9-]{0,31})?\Z")
-_LINE_BREAKS = re.compile(r"[\r\n\0]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")   # (all but a tab)
+COMMIT_ID = Form(_HEX, [0, 40, 64])   # or "" (none)
+ENTITY_REF = Form(_HEX, [0, 32])      # or "" (none)
+REPLICA_ID = Form(_HEX, range(1, 65))
+KIND_NAME = Form(_WORD + "-", range(1, 33), first=_LOWER)
+FIELD_NAME = Form(_WORD, range(1, 65), first=_LOWER)
+SET_NAME = _Pair(FIELD_NAME)                                           # labels, dep:<type>
+STATUS = Form(_LOWER + "0123456789-", range(0, 33), first=_LOWER)      # or ""
 
 INT_MAX = (1 << 31) - 1
 CLOCK_MAX = 1 << 53                 # ms stamps and counters that arithmetic must keep exact
@@ -45,7 +75,7 @@ class _Known:
     """Strings already found to match a pattern: replay meets the same actors, entities, field
     and set names again and again, and a set lookup costs a fraction of a match (bounded)."""
 
-    def __init__(self, regex: re.Pattern, limit: int = 1 << 17):
+    def __init__(self, regex: Form | _Pair, limit: int = 1 << 17):
         self.regex, self.limit, self.seen = regex, limit, set()
 
     def __call__(self, value: str) -> bool:
@@ -67,28 +97,28 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def text(limit: int, one_line: bool = False, controls: bool = True) -> Check:
-    """Text of at most `limit` characters; one_line: no line break or NUL; controls=False: no
-    control character but a tab (what is shown in lists, or handed to git as a value)."""
-    forbidden = _CONTROLS if not controls else _LINE_BREAKS if one_line else None
-
+def text(limit: int, one_line: bool = False, printable: bool = False) -> Check:
+    """Text of at most `limit` characters; one_line: no line break or NUL; printable: no
+    control or format character at all (what is shown in lists, or handed to git as a value)."""
     def check(v: Any) -> str | None:
         if type(v) is not str:
             return f"is a {_type_name(v)}, not text"
         if len(v) > limit:
             return f"is {len(v)} characters, over {limit}"
-        if forbidden is not None and forbidden.search(v):
-            return "holds control characters" if not controls else "is not a single line"
+        if printable and not v.isprintable():
+            return "holds control characters"
+        if one_line and ("\n" in v or "\r" in v or "\0" in v):
+            return "is not a single line"
         return None
     return check
 
 
 def name(limit: int = NAME_MAX) -> Check:
     """One line without control characters."""
-    return text(limit, one_line=True, controls=False)
+    return text(limit, printable=True)
 
 
-def pattern(regex: re.Pattern, what: str) -> Check:
+def pattern(regex: Form, what: str) -> Check:
     def check(v: Any) -> str | None:
         if type(v) is not str:
             return f"is a {_type_name(v)}, not {what}"
