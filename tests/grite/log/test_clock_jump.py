@@ -59,10 +59,10 @@ def test_a_clock_lifted_by_a_seen_tip_of_a_rejected_log_is_not_believed(tmp_path
     k1, k2 = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     r1, r2 = "c1" * 8, "c2" * 8
     high = _forge(attacker, "refs/heads/a", r1, [ev.make_event(
-        "2" * 32, "m1", 1 << 52, 1, ev.Create("issue", {"title": "t", "state": "open"}))], key=k1)
+        "2" * 32, "e1" * 8, 1 << 52, 1, ev.Create("issue", {"title": "t", "state": "open"}))], key=k1)
     # A second forged replica claims to have seen the first: it lifts nothing.
     cites = _forge(attacker, "refs/heads/b", r2, [ev.make_event(
-        "3" * 32, "m2", (1 << 52) + 1, 1, ev.Create("issue", {"title": "u", "state": "open"}))],
+        "3" * 32, "e2" * 8, (1 << 52) + 1, 1, ev.Create("issue", {"title": "u", "state": "open"}))],
         key=k2, seen={r1: high})
     git(attacker, "push", "-q", "origin", f"refs/heads/a:refs/grite/replicas/{r1}",
         f"refs/heads/b:refs/grite/replicas/{r2}")
