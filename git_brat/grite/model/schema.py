@@ -38,16 +38,16 @@ class Form:
 
 
 class _Pair:
-    """`name` or `name:name` (a set: labels, dep:depends_on)."""
+    """`name` or `name:suffix` (a set: labels, dep:depends_on; a field: x:<exchange id>)."""
 
-    def __init__(self, part: Form):
-        self.part = part
+    def __init__(self, head: Form, tail: Form):
+        self.head, self.tail = head, tail
 
     def match(self, s: Any) -> bool | None:
         if type(s) is not str:
             return None
         head, colon, tail = s.partition(":")
-        return True if self.part.match(head) and (not colon or self.part.match(tail)) else None
+        return True if self.head.match(head) and (not colon or self.tail.match(tail)) else None
 
 
 # Ids are lowercase hex: entities 128 bits (actors' are at least 64), events 128 bits,
@@ -60,8 +60,8 @@ COMMIT_ID = Form(_HEX, [0, 40, 64])   # or "" (none)
 ENTITY_REF = Form(_HEX, [0, 32])      # or "" (none)
 REPLICA_ID = Form(_HEX, range(1, 65))
 KIND_NAME = Form(_WORD + "-", range(1, 33), first=_LOWER)
-FIELD_NAME = Form(_WORD, range(1, 65), first=_LOWER)
-SET_NAME = _Pair(FIELD_NAME)                                           # labels, dep:<type>
+WORD = Form(_WORD, range(1, 65), first=_LOWER)
+FIELD_NAME = SET_NAME = _Pair(WORD, Form(_WORD, range(1, 65)))   # labels, dep:<type>, x:<id>
 STATUS = Form(_LOWER + "0123456789-", range(0, 33), first=_LOWER)      # or ""
 
 INT_MAX = (1 << 31) - 1
@@ -172,6 +172,20 @@ def map_of(key: Check, value: Check, limit: int = ITEMS_MAX) -> Check:
     return check
 
 
+def record(spec: dict[str, Check]) -> Check:
+    """A map whose named entries have their types (others are kept as they are)."""
+    def check(v: Any) -> str | None:
+        if type(v) is not dict:
+            return f"is a {_type_name(v)}, not a map"
+        for key, entry in spec.items():
+            if key in v:
+                why = entry(v[key])
+                if why is not None:
+                    return f"has {key!r} that {why}"
+        return None
+    return check
+
+
 def _show(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 40 else r[:37] + "..."
@@ -220,6 +234,16 @@ FIELDS: dict[str, Check] = {
 }
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 
+# Fields named by a prefix, one per record: a mayor's exchanges (x:<id>), a deacon run's actions.
+_any_map = map_of(text(NAME_MAX), lambda v: None)
+PREFIXED: dict[str, Check] = {
+    "x:": record({"question": _long, "answer": _long, "truncated": boolean, "engine": _name,
+                  "session_id": _name, "at": _stamp, "plan": _any_map,
+                  "created": record({"convoy": _ref, "title": _line, "workflow": _name,
+                                     "tasks": list_of(_ref)})}),
+    "action": _any_map,
+}
+
 
 def fields_problem(fields: Any) -> str | None:
     """Why a Create's or SetFields' fields do not fit (the first found), or None."""
@@ -227,8 +251,10 @@ def fields_problem(fields: Any) -> str | None:
         return f"its fields are a {_type_name(fields)}, not a map"
     for key, value in fields.items():
         if type(key) is not str or not _field_ok(key):
-            return f"field name {_show(key)} is not a name (lowercase letters, digits, _)"
+            return f"field name {_show(key)} is not a name (lowercase letters, digits, _, one :)"
         check = FIELDS.get(key)
+        if check is None and (key.startswith("x:") or key.startswith("action")):
+            check = PREFIXED["x:" if key.startswith("x:") else "action"]
         if check is not None:
             why = check(value)
             if why is not None:
