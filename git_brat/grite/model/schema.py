@@ -72,16 +72,16 @@ ITEMS_MAX = 10_000                  # entries of a list or map field
 
 
 class _Known:
-    """Strings already found to match a pattern: replay meets the same actors, entities, field
-    and set names again and again, and a set lookup costs a fraction of a match (bounded)."""
+    """Strings already found of a form: replay meets the same actors, entities, field and set
+    names again and again, and a set lookup costs a fraction of a check (bounded)."""
 
-    def __init__(self, regex: Form | _Pair, limit: int = 1 << 17):
-        self.regex, self.limit, self.seen = regex, limit, set()
+    def __init__(self, form: Form | _Pair, limit: int = 1 << 17):
+        self.form, self.limit, self.seen = form, limit, set()
 
     def __call__(self, value: str) -> bool:
         if value in self.seen:
             return True
-        if self.regex.match(value) is None:
+        if self.form.match(value) is None:
             return False
         if len(self.seen) >= self.limit:
             self.seen.clear()
@@ -118,11 +118,11 @@ def name(limit: int = NAME_MAX) -> Check:
     return text(limit, printable=True)
 
 
-def pattern(regex: Form, what: str) -> Check:
+def pattern(form: Form, what: str) -> Check:
     def check(v: Any) -> str | None:
         if type(v) is not str:
             return f"is a {_type_name(v)}, not {what}"
-        if len(v) > NAME_MAX or regex.match(v) is None:
+        if len(v) > NAME_MAX or form.match(v) is None:
             return f"{_show(v)} is not {what}"
         return None
     return check
