@@ -228,7 +228,7 @@ FIELDS: dict[str, Check] = {
     # mayor conversations
     "brief": _long, "session_id": _name, "reply": _long, "reply_id": _name,
     # deacon runs
-    "duties": map_of(_name, _long),
+    "duties": map_of(_name, _long), "actions": _count,
     # actors
     "replica": pattern(REPLICA_ID, "a replica id"),
 }
@@ -241,8 +241,16 @@ PREFIXED: dict[str, Check] = {
                   "session_id": _name, "at": _stamp, "plan": _any_map,
                   "created": record({"convoy": _ref, "title": _line, "workflow": _name,
                                      "tasks": list_of(_ref)})}),
-    "action": _any_map,
+    "action": _any_map,   # action000, action001, ...
 }
+
+
+def _prefixed(key: str) -> Check | None:
+    if key.startswith("x:"):
+        return PREFIXED["x:"]
+    if key.startswith("action") and key[6:].isdigit():
+        return PREFIXED["action"]
+    return None
 
 
 def fields_problem(fields: Any) -> str | None:
@@ -253,8 +261,8 @@ def fields_problem(fields: Any) -> str | None:
         if type(key) is not str or not _field_ok(key):
             return f"field name {_show(key)} is not a name (lowercase letters, digits, _, one :)"
         check = FIELDS.get(key)
-        if check is None and (key.startswith("x:") or key.startswith("action")):
-            check = PREFIXED["x:" if key.startswith("x:") else "action"]
+        if check is None:
+            check = _prefixed(key)
         if check is not None:
             why = check(value)
             if why is not None:
