@@ -132,7 +132,8 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False) -> list[str]:
                    f"(see `git grite doctor`)")
     if r.rejected_events:
         out.append(f"{r.rejected_events} events rejected on replay (a lease that had moved on, "
-                   f"an illegal move, a clock or size past the bounds): `git grite doctor` lists them")
+                   f"an illegal move, a clock or size past the bounds, a value not of its type): "
+                   f"`git grite doctor` lists them")
     for c in r.crashed_sessions:
         kept = ("its work has been merged" if c.merged else
                 f"{c.commits} commit(s) survive on its branch" if c.branch_exists

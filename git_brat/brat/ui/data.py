@@ -254,7 +254,7 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
                 or (label and label not in tl):
             continue
         cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
-                            t.get("priority", model.DEFAULT_PRIORITY), b.is_ready(t.id), eng, tl,
+                            model.priority_of(t), b.is_ready(t.id), eng, tl,
                             sorted(b.prereqs(t.id))))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
