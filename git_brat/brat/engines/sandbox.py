@@ -78,16 +78,25 @@ def user_namespaces(bwrap: str | None = None) -> bool:
 
 def has_default_route() -> bool:
     """Whether this machine routes anywhere beyond itself (pasta copies that interface into
-    the sandbox; in a loopback-only namespace it has nothing to copy)."""
-    for path, default in (("/proc/net/route", "00000000"),
-                          ("/proc/net/ipv6_route", "0" * 32)):
-        try:
-            with open(path) as f:
-                rows = f.read().splitlines()
-        except OSError:
-            continue
-        if any(row.split()[:1] == [default] or row.split()[1:2] == [default] for row in rows):
-            return True
+    the sandbox; in a loopback-only namespace it has nothing to copy). IPv6's table holds a
+    default reject route on lo even there: only a route through another interface counts."""
+    try:
+        with open("/proc/net/route") as f:
+            for row in f.read().splitlines()[1:]:
+                cols = row.split()
+                if len(cols) > 3 and cols[1] == "00000000" and cols[0] != "lo":
+                    return True
+    except OSError:
+        pass
+    try:
+        with open("/proc/net/ipv6_route") as f:
+            for row in f.read().splitlines():
+                cols = row.split()
+                if len(cols) == 10 and cols[0] == "0" * 32 and cols[1] == "00" and \
+                        cols[9] != "lo" and not int(cols[8], 16) & 0x200:   # RTF_REJECT
+                    return True
+    except (OSError, ValueError):
+        pass
     return False
 
 

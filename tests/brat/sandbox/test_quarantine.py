@@ -124,3 +124,45 @@ def test_a_quarantined_agent_reaches_no_secret_service_or_agent_and_its_commit_l
     assert sorted(p.name for p in repo.iterdir()) == checkout_before
     assert bench.show(tid)["status"] == "needs-review"
     assert git(repo, "show", f"brat/{tid}:hello.txt") == "hello from the quarantine"
+
+
+PROBE = """
+import socket, sys
+for name, port in (("endpoint", sys.argv[1]), ("other", sys.argv[2])):
+    try:
+        socket.create_connection(("127.0.0.1", int(port)), 5).close()
+        print("PROBE", name, "reached")
+    except OSError as exc:
+        print("PROBE", name, "refused", exc)
+"""
+
+
+@needs_bwrap
+@needs_pasta
+def test_an_outbound_sandbox_reaches_the_engines_own_loopback_endpoint_and_no_other_port(
+        repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    servers = []
+    for _ in range(2):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        servers.append(s)
+    endpoint, other = (s.getsockname()[1] for s in servers)
+    try:
+        bench.config(engines__probe__command=json.dumps(
+            ["python3", "-c", PROBE, str(endpoint), str(other), "{prompt}"]),
+            witness__engine="probe", witness__sandbox="bwrap", witness__max_retries="0",
+            witness__sandbox_network="outbound")
+        tid = bench.task(bench.convoy(), "Probe")
+        bench.brat("witness", "run", "--once", check=False, timeout=300,
+                   env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{endpoint}"})
+    finally:
+        for s in servers:
+            s.close()
+    sess = bench.sessions(tid)[0]
+    log = (repo / ".git" / "brat" / "sessions" / f"{sess['id']}.log").read_text()
+    said = [line for line in log.splitlines() if line.startswith("PROBE ")]
+    assert "PROBE endpoint reached" in said, log
+    assert any(line.startswith("PROBE other refused") for line in said), log
+    assert f"ports {endpoint} forwarded" in sess["confinement"], sess
