@@ -1,6 +1,6 @@
 """(run as a script, by path, stdlib only) A sandbox whose network goes out through pasta.
 
-    python -I netbox.py PASTA [OPTION]... -- BWRAP [OPTION]... -- COMMAND...
+    python -I -S netbox.py PASTA [OPTION]... -- BWRAP [OPTION]... -- COMMAND...
 
 bwrap makes the sandbox's namespaces and holds its command (--info-fd tells its pid,
 --block-fd holds it); pasta joins that network namespace and configures it; once its default
@@ -11,7 +11,6 @@ session before the command runs, saying so.
 """
 
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -51,7 +50,11 @@ def child_pid(fd: int) -> int | None:
         if not chunk:
             return None
         data += chunk
-    return int(json.loads(data[:data.index(b"}") + 1])["child-pid"])
+    # (its first field; json's import alone costs more than this whole search)
+    _, _, rest = data.partition(b'"child-pid":')
+    digits = rest.lstrip()[:12]
+    n = len(digits) - len(digits.lstrip(b"0123456789"))
+    return int(digits[:n]) if n else None
 
 
 def routed(pid: int) -> bool:
@@ -135,10 +138,9 @@ def main(argv: list[str]) -> int:
     try:
         status = os.waitpid(bwrap, 0)[1]
     finally:
-        try:
-            os.kill(net, signal.SIGTERM)
-            os.waitpid(net, 0)
-        except (ProcessLookupError, ChildProcessError):
+        try:   # not waited for: its teardown would hold the session's end (init reaps it)
+            os.kill(net, signal.SIGKILL)
+        except ProcessLookupError:
             pass
     return exit_status(status)
 

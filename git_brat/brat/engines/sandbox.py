@@ -380,7 +380,8 @@ def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:
     out += _mounts(plan)
     out = [*out, "--", *command]
     if plan.network == "outbound":
-        return [sys.executable, "-I", NETBOX, *pasta_argv(plan.forward), "--", *out]
+        # -S: no site-packages scan (a venv's .pth files cost more than the rest together)
+        return [sys.executable, "-I", "-S", NETBOX, *pasta_argv(plan.forward), "--", *out]
     return out
 
 
