@@ -99,7 +99,7 @@ class Status(msgspec.Struct):
     dead_sessions: list[DeadSession] = []  # live in the log, their witness gone on this host
     no_branch: list[str] = []  # merge-queue tasks whose branch is not in this clone
     sandbox: str = ""          # where new sessions run here: bwrap or none (witness.sandbox)
-    confinement: str = ""      # what a new session's sandbox confines here (sandbox.describe)
+    confinement: str = ""      # what a new session's sandbox confines here, in a few words
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -286,7 +286,8 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   warnings, not_started, dead,
                   [t for t in unreached if tasks is None or t in tasks],
                   sandbox.effective(cfg.witness.sandbox),
-                  sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network))
+                  sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
+                                           short=True))
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

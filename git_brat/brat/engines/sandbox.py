@@ -176,14 +176,18 @@ def secrets(hide: Iterable[str], env: Mapping[str, str], common: str,
     return sorted({os.path.realpath(p) for p in paths})
 
 
-def describe_setting(mode: str, network: str) -> str:
-    """What a session started here now would be confined by (status, engine list)."""
+def describe_setting(mode: str, network: str, short: bool = False) -> str:
+    """What a session started here now would be confined by (status, engine list); short:
+    in a few words, for a heading."""
     if effective(mode) != "bwrap":
         return "none"
     try:
         net = network_mode(network)
     except UsageError as exc:
-        return f"bwrap: sessions fail: {exc}"
+        return "bwrap, sessions fail" if short else f"bwrap: sessions fail: {exc}"
+    if short:
+        return (f"bwrap, no capabilities, {'userns' if user_namespaces() else 'no userns'}, "
+                f"network {net}")
     return describe(Plan(network=net, userns=user_namespaces()))
 
 
