@@ -14,20 +14,9 @@ import socket
 import subprocess
 import sys
 
+from agentkit import attempter, git
 
-def attempt(name, fn):
-    try:
-        out = fn()
-        print(f"SECRET {name} ok {str(out)[:120]!r}", flush=True)
-    except Exception as exc:   # a refusal is what we want: say which
-        print(f"SECRET {name} refused {type(exc).__name__}: {str(exc)[:160]!r}", flush=True)
-
-
-def git(*args):
-    proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=60)
-    if proc.returncode:
-        raise RuntimeError(f"git {args[0]} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+attempt = attempter("SECRET")
 
 
 def read(path):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import git
+from agentkit import verdicts
 from witnesskit import make_bench
 
 AGENT = Path(__file__).resolve().parent / "secrets_agent.py"
@@ -112,11 +113,7 @@ def test_a_quarantined_agent_reaches_no_secret_service_or_agent_and_its_commit_l
     assert "capabilities dropped" in sess["confinement"], sess
     assert "network outbound only" in sess["confinement"], sess
     log = (common / "brat" / "sessions" / f"{sess['id']}.log").read_text()
-    said = {}
-    for line in log.splitlines():
-        if line.startswith("SECRET "):
-            _, name, verdict, *_ = line.split(" ", 3)
-            said[name] = verdict
+    said = verdicts(log, "SECRET")
     assert EVERY_ATTEMPT <= set(said), log
     assert [k for k in EVERY_ATTEMPT if said[k] != "refused"] == [], log
     assert "T0KEN" not in log and "another session's" not in log, log
