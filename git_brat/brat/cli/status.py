@@ -76,7 +76,7 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
     dead = {d.session: d for d in s.dead_sessions}
     rows = [[sid(x.id), sid(x.task), f"crashed (witness pid {dead[x.id].witness_pid} gone)"
              if x.id in dead else x.status, x.engine, x.branch] for x in s.sessions]
-    lines += _section(f"SESSIONS (sandbox: {s.sandbox})" if s.sandbox else "SESSIONS", _rows(rows, [7, 7, max([9] + [len(r[2]) for r in rows]), 10,
+    lines += _section(f"SESSIONS (sandbox: {s.confinement or s.sandbox})" if s.sandbox else "SESSIONS", _rows(rows, [7, 7, max([9] + [len(r[2]) for r in rows]), 10,
                                                None]))
     unreached = set(s.no_branch)
     lines += _section("MERGE QUEUE", _rows(
