@@ -7,7 +7,8 @@ import pytest
 
 from plainuser import rerun_as_plain_user
 
-PLAIN_USER_TESTS = ["tests/brat/sandbox/test_quarantine.py"]
+PLAIN_USER_TESTS = ["tests/brat/sandbox/test_agent_quarantine.py",
+                    "tests/brat/sandbox/test_session_quarantine.py"]
 
 
 @pytest.mark.slow
