@@ -81,11 +81,11 @@ class Board:
             raise RuntimeError("the board did not start")
         shown = json.loads(self.proc.stdout.readline())
         self.url, self.port, self.pid = shown["url"], shown["port"], shown["pid"]
-        self.cookie = f"brat_ui_{self.port}={self.url.split('token=')[1]}"
+        self.token = self.url.split("token=")[1]
 
     def get(self, path: str) -> bytes:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        conn.request("GET", path, headers={"Host": f"127.0.0.1:{self.port}", "Cookie": self.cookie})
+        conn.request("GET", path, headers={"Host": f"127.0.0.1:{self.port}", "X-Brat-Token": self.token})
         body = conn.getresponse().read()
         conn.close()
         return body

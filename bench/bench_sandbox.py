@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+import msgspec
 from benchlib import env, git, new_repo, report
 
 from bench_witness import BRAT, NOOP, brat, session_floor, setup  # noqa: E402
@@ -36,8 +37,9 @@ def _spawn(argv: list[str], cwd, runs: int) -> float:
     return statistics.median(times)
 
 
-def engine_start(runs: int) -> tuple[float, float]:
-    """Median seconds to run a no-op engine to its end, out of and in the sandbox."""
+def engine_start(runs: int) -> tuple[float, dict[str, float]]:
+    """Median seconds to run a no-op engine to its end, out of and in the sandbox (with each
+    network: open, none, and outbound through pasta when it is installed)."""
     from git_brat.brat.config import Config
     from git_brat.brat.engines import Preset
     from git_brat.brat.engines import sandbox
@@ -53,7 +55,13 @@ def engine_start(runs: int) -> tuple[float, float]:
                         Config(), dict(env()), tip)
     inner = ["sh", "-c", "true"]
     plain = _spawn(inner, tree, runs)
-    boxed = _spawn(sandbox.argv(plan, inner, sandbox.bwrap_path() or "bwrap"), tree, runs)
+    boxed = {}
+    for network in ("open", "none", "outbound"):
+        if network == "outbound" and not (sandbox.pasta_path() and sandbox.has_default_route()):
+            continue
+        net_plan = msgspec.structs.replace(plan, network=network)
+        boxed[network] = _spawn(sandbox.argv(net_plan, inner, sandbox.bwrap_path() or "bwrap"),
+                                tree, runs)
     shutil.rmtree(repo)
     return plain, boxed
 
@@ -135,8 +143,9 @@ def main() -> None:
            note=f"{taken / rev_parse:.1f}x floor (goal < 100 ms)")
     plain, boxed = engine_start(15 if quick else 40)
     report("floor: no-op engine (sh -c true), started directly", plain)
-    report("no-op engine started in the session's bwrap sandbox", boxed,
-           note=f"+{(boxed - plain) * 1000:.1f} ms (goal < 50 ms added)")
+    for network, took in boxed.items():
+        report(f"no-op engine started in the session's bwrap sandbox, network {network}", took,
+               note=f"+{(took - plain) * 1000:.1f} ms (goal < 50 ms added)")
     floor = session_floor(10 if quick else 15)
     report("floor: git worktree add -b + git grite lock acquire", floor)
     none = per_session("none", runs, tasks)

@@ -16,10 +16,13 @@ from git_brat.grite.model import events as ev
 from helpers import git, make_repo, run
 
 
-ENTITIES = ["e1", "e2", "e3"]
+ENTITIES = ["e1" * 16, "e2" * 16, "e3" * 16]
 
 
-ACTORS = ["alice", "bob", "carol"]
+VALUES = ["0a" * 16, "0b" * 16]   # set values: labels, or the entity ids a dependency names
+
+
+ACTORS = ["a1" * 8, "b0" * 8, "ca" * 8]
 
 
 @st.composite
@@ -39,9 +42,9 @@ def histories(draw):
         elif kind == "set":
             op = ev.SetFields({draw(st.sampled_from(["title", "state"])): draw(st.sampled_from(["x", "y", "closed"]))})
         elif kind == "add":
-            op = ev.AddTo(draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(["p", "q"])))
+            op = ev.AddTo(draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(VALUES)))
         elif kind == "remove":
-            name, value = draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(["p", "q"]))
+            name, value = draw(st.sampled_from(["labels", "dep:depends_on"])), draw(st.sampled_from(VALUES))
             seen = adds.get((ent, name, value), [])
             observed = draw(st.lists(st.sampled_from(seen), unique=True)) if seen else []
             op = ev.RemoveFrom(name, value, sorted(observed))

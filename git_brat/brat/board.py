@@ -273,7 +273,7 @@ class Board:
 
     def task_view(self, t: Entity) -> TaskView:
         return TaskView(t.id, t.get("title", ""), status_of(t), t.get("convoy", ""),
-                        t.get("priority", DEFAULT_PRIORITY), t.get("step", ""),
+                        priority_of(t), t.get("step", ""),
                         sorted(self.prereqs(t.id)), list(t.get("paths", [])),
                         self.is_ready(t.id), iso(t.created_at), iso(t.updated_at),
                         self.names.get(t.created_by, t.created_by))
@@ -344,7 +344,7 @@ class Board:
         for i, t in enumerate(waiting, 1):
             m = merges.get(t.id)
             out.append(MergeQueueEntry(i, t.id, t.get("title", ""), t.get("convoy", ""),
-                                       status_of(t), t.get("priority", DEFAULT_PRIORITY),
+                                       status_of(t), priority_of(t),
                                        m.id if m else None, iso(t.updated_at)))
         return out
 
@@ -354,7 +354,19 @@ def age_key(e: Entity) -> tuple:
 
 
 def run_key(e: Entity) -> tuple:
-    return (e.get("priority", DEFAULT_PRIORITY), *age_key(e))
+    return (priority_of(e), *age_key(e))
+
+
+def priority_of(e: Entity) -> int:
+    """A task's priority, always one of PRIORITIES: every sort by it is total (replay rejects
+    any other value; a cache or snapshot may still hold one written before it did)."""
+    p = e.get("priority", DEFAULT_PRIORITY)
+    return p if type(p) is int and p in PRIORITIES else DEFAULT_PRIORITY
+
+
+def whole(value: object, default: int = 0) -> int:
+    """A field's value as a whole number to compare or sort by (default when it is not one)."""
+    return value if type(value) is int else default
 
 
 # -- checks every writer makes --------------------------------------------------------

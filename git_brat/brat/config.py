@@ -69,9 +69,14 @@ class Witness(_Section):
                     "bubblewrap sandbox that may write only the session's work tree, its "
                     "branch, the object store, a private tmp and the engine's own state; "
                     "none, unconfined; auto, bwrap when `bwrap` is on PATH.")] = "auto"
-    sandbox_network: Annotated[Literal["open", "none"], Meta(
-        description="A sandboxed session's network: open (engines call their model APIs) "
-                    "or none (loopback only, in a namespace of its own).")] = "open"
+    sandbox_network: Annotated[Literal["auto", "outbound", "none", "open"], Meta(
+        description="A sandboxed session's (and sandboxed check's) network: outbound, a "
+                    "namespace of its own that reaches the internet through pasta but not "
+                    "this machine's loopback (save the loopback ports the engine's endpoint "
+                    "variables name, e.g. ANTHROPIC_BASE_URL); none, loopback only; open, "
+                    "this machine's own network, its loopback services (the board) and X11 "
+                    "display included; auto, outbound when pasta is on PATH and the machine "
+                    "has a route out, else open.")] = "auto"
     sandbox_hide: _d(list[str], "Paths a sandboxed session cannot read (\"~/\" is HOME), "
                                 "besides ~/.ssh and ~/.gnupg, which are always hidden.") = []
 

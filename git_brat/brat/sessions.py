@@ -90,6 +90,7 @@ class SessionDetail(msgspec.Struct):
     output_tail: str
     kept: list[str] = []       # refs its commits that no branch held were kept on
     sandbox: str = ""          # what it ran in: bwrap or none ("" before sandboxes existed)
+    confinement: str = ""      # what its sandbox confined: capabilities, namespaces, network
 
 
 def detail(g: Grite, e: Entity) -> SessionDetail:
@@ -103,7 +104,15 @@ def detail(g: Grite, e: Entity) -> SessionDetail:
         e.get("reason", ""), e.get("salvaged", ""), log_path(g, e.id), e.get("output_tail", ""),
         [k for k in (e.get("kept") if isinstance(e.get("kept"), list) else [])
          if isinstance(k, str)],
-        e.get("sandbox") if e.get("sandbox") in ("bwrap", "none") else "")
+        e.get("sandbox") if e.get("sandbox") in ("bwrap", "none") else "",
+        _confinement(e.get("confinement")))
+
+
+def _confinement(value) -> str:
+    """The session's word on its sandbox: plain text, one short line (the log is anyone's)."""
+    if not isinstance(value, str):
+        return ""
+    return "".join(c for c in value[:300] if c.isprintable())
 
 
 def of_task(board: Board, tid: str) -> list[Entity]:

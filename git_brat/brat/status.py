@@ -111,6 +111,7 @@ class Status(msgspec.Struct):
     dead_sessions: list[DeadSession] = []  # live in the log, their witness gone on this host
     no_branch: list[str] = []  # merge-queue tasks whose branch is not in this clone
     sandbox: str = ""          # where new sessions run here: bwrap or none (witness.sandbox)
+    confinement: str = ""      # what a new session's sandbox confines here, in a few words
     review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
 
@@ -298,6 +299,9 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     from git_brat.brat.engines import sandbox
     if (box := sandbox.unconfined_warning(cfg.witness.sandbox)):
         warnings.append(box)
+    elif sandbox.effective(cfg.witness.sandbox) == "bwrap" and \
+            (net := sandbox.network_warning(cfg.witness.sandbox_network)):
+        warnings.append(net)
     if (gate := rv.mode_warning(cfg)):
         warnings.append(gate)
     if ready and (engine := pick.engine_problem(cfg)):
@@ -307,7 +311,9 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   recovery(g, board, tasks, lease_problems), last_run(g, board.state),
                   warnings, not_started, dead,
                   [t for t in unreached if tasks is None or t in tasks],
-                  sandbox.effective(cfg.witness.sandbox), waiting, rv.mode(cfg))
+                  sandbox.effective(cfg.witness.sandbox),
+                  sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
+                                           short=True), waiting, rv.mode(cfg))
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

@@ -33,6 +33,8 @@ class AuditEntry(msgspec.Struct):
 def _detail(op) -> dict:
     if isinstance(op, ev.UnknownOp):
         return {}
+    if isinstance(op, ev.BadOp):
+        return {"malformed": op.why}
     return msgspec.structs.asdict(op)
 
 
@@ -54,6 +56,8 @@ def describe(op) -> str:
         return short(op.body)
     if isinstance(op, ev.LeaseToken):
         return f"{op.resource} token {op.token}"
+    if isinstance(op, ev.BadOp):
+        return "(an operation whose parts are not of its types; not replayed)"
     return "(operation from a newer grite; not replayed)"
 
 

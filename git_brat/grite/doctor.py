@@ -17,8 +17,8 @@ from git_brat.grite.log.refs import grite_dir, log_tips
 from git_brat.grite.sync.hookhashes import HookFile
 
 # Findings that say how things are, not what is wrong. A rejected event is one replay refused
-# (an illegal move, a clock or size past the bounds, a stale lease): it changes nothing, so
-# there is nothing to fix; it is listed so that who wrote it can be asked.
+# (an illegal move, a clock or size past the bounds, a value not of its schema, a stale lease):
+# it changes nothing, so there is nothing to fix; it is listed so that who wrote it can be asked.
 NOTES = ("unknown-ops", "history-cut", "rejected", "unsigned", "quarantined")
 MAX_LISTED = 100   # rejected events named one by one; the rest are counted
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned

@@ -74,7 +74,11 @@ def confined(box: Sandbox, p: engines.Preset, wt: Path, session_dir: Path, argv:
     store = Store.discover(str(wt))
     sid, start = uuid.uuid4().hex, git(wt, "rev-parse", "HEAD")
     env = {**os.environ, **box.env}
-    plan = confine.plan(store, sid, TID, str(wt), p, Config(), env, start)
+    # The plan is made here but run in pair.py's loopback-only namespace, whose loopback holds
+    # the fake model: its network, as a witness there finds it (no route out: auto is open).
+    from git_brat.brat.config import Witness
+    cfg = Config(witness=Witness(sandbox_network="open"))
+    plan = confine.plan(store, sid, TID, str(wt), p, cfg, env, start)
     plan.writable.append(str(session_dir))   # the direct runs' session directories
     plan.reachable += [str(box.root), str(session_dir)]
     return sandbox.argv(plan, argv, sandbox.bwrap_path()), \

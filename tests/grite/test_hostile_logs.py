@@ -23,7 +23,7 @@ def _every_read_works(repo, iid: str) -> None:
 
 def test_a_clock_of_2_64_minus_1_is_rejected_and_every_later_write_still_works(grepo):
     (iid,) = issues(grepo, "before")
-    poison = ev.make_event(iid, "x", (1 << 64) - 1, 0, ev.Comment("hi"))
+    poison = ev.make_event(iid, "cc" * 8, (1 << 64) - 1, 0, ev.Comment("hi"))
     bad = forge_log(grepo, FORGER, [poison])
     grite(grepo, "issue", "comment", iid, "-m", "still there?")
     issues(grepo, "after")
@@ -38,7 +38,7 @@ def test_a_clock_of_2_64_minus_1_is_rejected_and_every_later_write_still_works(g
 
 def test_a_timestamp_of_2_62_breaks_no_view(grepo):
     (iid,) = issues(grepo, "an issue")
-    poison = ev.make_event(iid, "x", 7, 1 << 62, ev.Comment("from the future"))
+    poison = ev.make_event(iid, "cc" * 8, 7, 1 << 62, ev.Comment("from the future"))
     forge_log(grepo, FORGER, [poison])
     _every_read_works(grepo, iid)
     logged = {e["event"]: e for e in json.loads(grite(grepo, "log", "--json").out)}
@@ -73,7 +73,7 @@ def test_a_value_nested_200000_deep_is_skipped_as_corrupt_and_doctor_fix_quarant
 
 def test_a_batch_of_too_many_entities_is_skipped_whole(grepo):
     (iid,) = issues(grepo, "an issue")
-    spam = [ev.make_event(f"{i:032x}", "x", 60, 0, ev.Create("issue", {"title": "spam", "state": "open"}))
+    spam = [ev.make_event(f"{i:032x}", "cc" * 8, 60, 0, ev.Create("issue", {"title": "spam", "state": "open"}))
             for i in range(ev.MAX_BATCH_ENTITIES + 1)]
     bad = forge_log(grepo, FORGER, spam)
     proc = grite(grepo, "issue", "list", "--json")
@@ -83,7 +83,7 @@ def test_a_batch_of_too_many_entities_is_skipped_whole(grepo):
 
 def test_an_events_blob_past_the_batch_size_is_skipped_unread(grepo):
     (iid,) = issues(grepo, "an issue")
-    huge = ev.make_event(iid, "x", 50, 0, ev.Comment("A" * (ev.MAX_BATCH_BYTES + 16)))
+    huge = ev.make_event(iid, "cc" * 8, 50, 0, ev.Comment("A" * (ev.MAX_BATCH_BYTES + 16)))
     bad = forge_log(grepo, FORGER, [huge])
     for args in (["issue", "list"], ["rebuild", "--full"]):
         proc = run(["/usr/bin/time", "-f", "rss=%M", "git", "grite", *args], grepo)

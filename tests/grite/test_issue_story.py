@@ -133,10 +133,10 @@ def test_control_characters_from_the_log_never_reach_the_terminal(grepo):
     from git_brat.grite.model import events as ev
     from git_brat.grite.log.wal import Draft
     from git_brat.grite.repo import Grite
-    title = "Fix \x1b[31mred\x1b[0m text\rand bell\x07"
+    title = "Fix \x1b[31mred\x1b[0m text and bell\x07"   # (a line break: rejected on replay)
     iid = grite_json(grepo, "issue", "create", "Plain")["id"]
     g = Grite.open(str(grepo))
-    g.append([Draft(iid, ev.SetFields({"title": title})), Draft(iid, ev.Comment("see \x1b]0;owned\x07"))],
+    g.append([Draft(iid, ev.SetFields({"title": title})), Draft(iid, ev.Comment("see \x1b]0;owned\x07\rhere"))],
              "grite: from a careless peer")
     for out in (grite(grepo, "issue", "list").out, grite(grepo, "issue", "show", iid).out,
                 grite(grepo, "log").out, grite(grepo, "export", "--format", "md").out):

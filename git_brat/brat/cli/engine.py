@@ -43,10 +43,13 @@ def list_(as_json):
     def human():
         rows = [[i.name, i.binary or "-", "yes" if i.path else "no", i.version or "-",
                  shlex.join(i.argv) if i.argv else "(set engines.shell.command)"] for i in infos]
-        said = sandbox.unconfined_warning(cfg.witness.sandbox)
+        said = sandbox.unconfined_warning(cfg.witness.sandbox) or (
+            box == "bwrap" and sandbox.network_warning(cfg.witness.sandbox_network))
         return table([["ENGINE", "BINARY", "ON PATH", "VERSION", "ARGV"], *rows],
                      [9, 8, 7, 14, None]) + \
-            (f"\nwarning: {said}" if said else f"\nsessions run in: {box} "
+            (f"\nwarning: {said}" if said else "") + \
+            ("" if box != "bwrap" and said else f"\nsessions run in: "
+             f"{sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network)} "
              f"(witness.sandbox = {cfg.witness.sandbox})")
     emit(as_json, infos, human)
 

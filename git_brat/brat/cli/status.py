@@ -86,7 +86,7 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
     dead = {d.session: d for d in s.dead_sessions}
     rows = [[sid(x.id), sid(x.task), f"crashed (witness pid {dead[x.id].witness_pid} gone)"
              if x.id in dead else x.status, x.engine, x.branch] for x in s.sessions]
-    lines += _section(f"SESSIONS (sandbox: {s.sandbox})" if s.sandbox else "SESSIONS", _rows(rows, [7, 7, max([9] + [len(r[2]) for r in rows]), 10,
+    lines += _section(f"SESSIONS (sandbox: {s.confinement or s.sandbox})" if s.sandbox else "SESSIONS", _rows(rows, [7, 7, max([9] + [len(r[2]) for r in rows]), 10,
                                                None]))
     unreached = set(s.no_branch)
     lines += _section("MERGE QUEUE", _rows(
@@ -142,7 +142,8 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False) -> list[str]:
                    f"(see `git grite doctor`)")
     if r.rejected_events:
         out.append(f"{r.rejected_events} events rejected on replay (a lease that had moved on, "
-                   f"an illegal move, a clock or size past the bounds): `git grite doctor` lists them")
+                   f"an illegal move, a clock or size past the bounds, a value not of its type): "
+                   f"`git grite doctor` lists them")
     for c in r.crashed_sessions:
         kept = ("its work has been merged" if c.merged else
                 f"{c.commits} commit(s) survive on its branch" if c.branch_exists

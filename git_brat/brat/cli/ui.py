@@ -15,9 +15,11 @@ from git_brat.clikit import emit, json_option, warn
               help="Address to listen on; anything but loopback is warned about.")
 @click.option("--no-open", is_flag=True, help="Do not open a browser.")
 @click.option("--detach", is_flag=True, help="Run in the background; `git brat ui stop` stops it.")
+@click.option("--in-background", is_flag=True, hidden=True,
+              help="Started by --detach: print the address without its token (to the log).")
 @json_option
 @click.pass_context
-def ui(ctx, port, host, no_open, detach, as_json):
+def ui(ctx, port, host, no_open, detach, in_background, as_json):
     """Serve a live web board of this repository: convoys, tasks, sessions and their logs, the
     merge queue, the mayor; with actions (reply, approve, re-queue, block, drop, stop).
 
@@ -34,13 +36,15 @@ def ui(ctx, port, host, no_open, detach, as_json):
         shown = serve.detach(g.store, ["--port", str(port), "--host", host])
         emit(as_json, shown, lambda: shown.url)
         if not no_open:
-            serve.open_browser(shown.url)
+            serve.open_browser(g.store, shown.url)
         return
 
     def announce(shown: serve.Shown) -> None:
+        if in_background:
+            shown = serve.Shown(serve.without_token(shown.url), shown.port, shown.pid)
         emit(as_json, shown, lambda: shown.url)
         if not no_open:
-            serve.open_browser(shown.url)
+            serve.open_browser(g.store, shown.url)
     try:
         serve.serve(g.store, host, port, announce)
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ import time
 from typing import Callable
 
 from git_brat import process
+from git_brat.brat import layout
 from git_brat.brat.config import Config
 from git_brat.brat.engines import sandbox
 from git_brat.errors import UsageError
@@ -34,10 +35,12 @@ def check_plan(store, cfg: Config, cwd: str) -> sandbox.Plan | None:
         return None
     env = dict(os.environ)
     common = os.path.realpath(store.common_dir)
+    network = sandbox.network_mode(cfg.witness.sandbox_network)
     return sandbox.Plan(
         writable=[cwd], protect=[os.path.join(cwd, ".git")],
-        hide=sandbox.hidden_paths(cfg.witness.sandbox_hide, env),
-        reachable=[*sandbox.runtime_paths(env), common, store.toplevel() or "", cwd])
+        hide=sandbox.secrets(cfg.witness.sandbox_hide, env, common, layout.root(store)),
+        reachable=[*sandbox.runtime_paths(env), common, store.toplevel() or "", cwd],
+        network=network, userns=sandbox.user_namespaces())
 
 
 def run_check(command: str, cwd: str, timeout: float, log, pid_path: str,

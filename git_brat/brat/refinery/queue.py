@@ -132,7 +132,7 @@ def requests(g: Grite, cfg: Config, board: Board | None = None, now: int | None 
         base = (m.get("base") if m else None) or (g.store.objects.merge_base(tip, head)
                                                 if tip else "") or ""
         since = int(m.get("queued_at", m.created_at)) if m else t.updated_at
-        prio = t.get("priority", model.DEFAULT_PRIORITY)
+        prio = model.priority_of(t)
         out.append(Request(t.id, t.get("title", ""), m.id if m else "", branch, ref, head, base,
                            prio, effective(prio, since, now, cfg.refinery.aging), since,
                            int(m.get("attempts", 0)) if m else 0,
@@ -150,7 +150,7 @@ def queue_order(g: Grite, cfg: Config, board: Board | None = None,
     board = board or model.board(g)
     merges = open_merges(board.state)
     merging = [t for t in board.tasks.values() if status_of(t) == "merging"]
-    merging.sort(key=lambda t: (int((merges.get(t.id) or t).get("started_at", 0) or 0),
+    merging.sort(key=lambda t: (model.whole((merges.get(t.id) or t).get("started_at", 0)),
                                 model.age_key(t)))
     out = [t.id for t in merging]
     out += [r.task for r in requests(g, cfg, board, now)]

@@ -237,7 +237,8 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     latest: dict[str, str] = {}
     for s in sorted(b.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
-        latest[s.get("task", "")] = s.get("engine", "")
+        eng = s.get("engine", "")
+        latest[s.get("task", "")] = eng if isinstance(eng, str) else ""
     cols: dict[str, list[Card]] = {c: [] for c in COLUMNS}
     engines, labels = set(), set()
     pool = b.convoy_tasks(cid) if cid else sorted(b.tasks.values(), key=model.age_key)
@@ -253,20 +254,28 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
                 or (label and label not in tl):
             continue
         cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
-                            t.get("priority", model.DEFAULT_PRIORITY), b.is_ready(t.id), eng, tl,
+                            model.priority_of(t), b.is_ready(t.id), eng, tl,
                             sorted(b.prereqs(t.id))))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
     limit = CARDS_FILTERED if (cid or state or engine or label) else CARDS_SHOWN
     hidden = {}
     for name, c in cols.items():
-        c.sort(key=lambda x: (x.priority, not x.ready))
+        c.sort(key=lambda x: (urgency(x.priority), not x.ready))
         if len(c) > limit:
             hidden[name] = len(c) - limit
             del c[limit:]
     return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
                      {"convoy": cid or "", "state": state, "engine": engine, "label": label},
                      hidden)
+
+
+def urgency(priority: Any) -> tuple:
+    """A priority to sort by, whatever a record put there: a number in its order, then
+    anything else (every comparison total: a forged "high" or list sorts last, not raises)."""
+    if isinstance(priority, int) and not isinstance(priority, bool):
+        return (0, priority)
+    return (1, 0)
 
 
 def sessions_of_task(g: Grite, tid: str) -> list[ss.SessionDetail]:

@@ -18,21 +18,73 @@ NAV = (("/", "Board"), ("/needs-you", "Needs you"), ("/sessions", "Sessions"),
 
 
 def escape(value: Any) -> str:
-    """Text as HTML text or attribute value: <, >, &, " and ' never open markup."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Any value as HTML text or attribute value, whatever its type (a field of a forged event
+    may hold markup, a list, a huge number): <, >, &, " and ' never open markup, and control
+    characters (which also mark where the render's nonce goes) are dropped."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else _text_of(value)
+    if not text.isprintable():   # (a fast look first: most values are one printable line)
+        text = _CONTROL.sub("", text)
+    return html.escape(text, quote=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+BIG = 10 ** 30         # a number past this shows by its size (its digits help nobody)
+TEXT_MAX = 100_000    # most characters of one value shown (a huge number or list stays cheap)
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > BIG:
+        return f"{'-' if value < 0 else ''}(a {value.bit_length()}-bit number)"
+    try:
+        return str(value)[:TEXT_MAX]
+    except Exception:   # noqa: BLE001 - a value that cannot say itself shows as its type
+        return f"({type(value).__name__})"
+
+
+def number(value: Any, fmt: str = "") -> str:
+    """A value meant to be a number, formatted when it is one; anything else escaped as text."""
+    if type(value) is int and not fmt and -BIG < value < BIG:
+        return str(value)    # digits and a sign: nothing to escape
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < BIG:
+        try:
+            return e(format(value, fmt))
+        except (ValueError, OverflowError):
+            pass
+    return e(value)
 
 
 e = escape
 
 
-def short(i: str) -> str:
-    return e((i or "")[:7])
+def short(i: Any) -> str:
+    return e(i[:7] if isinstance(i, str) else i)
 
 
 def when(dt: datetime | None) -> str:
-    if dt is None:
-        return ""
+    if not isinstance(dt, datetime):
+        return e(dt)
     return f'<time datetime="{e(dt.isoformat())}">{e(dt.astimezone().strftime("%Y-%m-%d %H:%M:%S"))}</time>'
+
+
+def moment(at: Any) -> float:
+    """A timeline entry's time as a number, to sort by: one that is not a time sorts first."""
+    try:
+        return at.timestamp() if isinstance(at, datetime) else float("-inf")
+    except (ValueError, OverflowError, OSError):
+        return float("-inf")
+
+
+def duration(s) -> float | str:
+    """How long a session ran (or has run), in seconds; "" when its times are not times."""
+    start, end = s.started_at, s.ended_at
+    if not isinstance(start, datetime) or not isinstance(end, (datetime, type(None))):
+        return ""
+    try:
+        return ((end or datetime.now(start.tzinfo)) - start).total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        return ""
 
 
 def task_link(tid: str, title: str = "") -> str:
@@ -40,17 +92,26 @@ def task_link(tid: str, title: str = "") -> str:
     return f'<a href="/task/{e(tid)}">{label}</a>'
 
 
-def page(title: str, body: str, csrf: str, here: str = "/") -> str:
+# Where a page's forms carry the nonce of the render that sends them: a mark no escaped value
+# can hold (escape() drops control characters), so a page body can be cached and each copy
+# sent gets its own nonce.
+NONCE_MARK = "\x00nonce\x00"
+
+
+def page(title: str, body: str, nonce: str, here: str = "/") -> str:
+    """The whole page; nonce: this render's, on its script (the CSP allows no other) and on
+    its action forms (the script posts no other)."""
     nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}</a>'
                   for href, name in NAV)
+    n = e(nonce)
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<meta name=viewport content='width=device-width'><title>{e(title)} · git brat</title>"
-            f'<meta name="csrf-token" content="{e(csrf)}">'
+            f'<meta name="brat-render" content="{n}">'
             '<link rel=stylesheet href="/static/board.css">'
-            '<script src="/static/board.js" defer></script></head><body>'
+            f'<script src="/static/board.js" nonce="{n}" defer></script></head><body>'
             f'<header><strong>git brat</strong><nav>{nav}</nav>'
             '<span id="live" title="live updates">●</span></header>'
-            f'<main id="main"><h1>{e(title)}</h1>{body}</main></body></html>')
+            f'<main id="main"><h1>{e(title)}</h1>{body.replace(NONCE_MARK, n)}</main></body></html>')
 
 
 def live(section_id: str, inner: str) -> str:
@@ -67,8 +128,10 @@ def table(head: Iterable[str], rows: list[list[str]], empty: str = "none") -> st
 
 
 def action(url: str, label: str, fields: str = "", cls: str = "") -> str:
-    """A form the board's script posts (with the CSRF token) to an /api/v1/ action."""
-    return (f'<form class="action {e(cls)}" data-action="{e(url)}">{fields}'
+    """A form the board's script posts (with the CSRF token) to an /api/v1/ action: only
+    while it carries the nonce of the render it came in (markup from the log never does)."""
+    return (f'<form class="action {e(cls)}" data-action="{e(url)}" data-nonce="{NONCE_MARK}">'
+            f'{fields}'
             f'<button type=submit>{e(label)}</button></form>')
 
 
@@ -83,7 +146,7 @@ def _select(name: str, current: str, options: list[tuple[str, str]]) -> str:
 def board(p: data.BoardPage) -> str:
     f = p.filters
     filters = ('<form class="filters" method=get action="/">'
-               + _select("convoy", f["convoy"], [(c.id, f"{c.id[:7]} {c.title}") for c in p.convoys])
+               + _select("convoy", f["convoy"], [(c.id, f"{str(c.id)[:7]} {c.title}") for c in p.convoys])
                + _select("state", f["state"], [(s, s) for s in data.COLUMNS])
                + _select("engine", f["engine"], [(x, x) for x in p.engines])
                + _select("label", f["label"], [(x, x) for x in p.labels])
@@ -91,14 +154,14 @@ def board(p: data.BoardPage) -> str:
     convoys = table(["convoy", "status", "progress", "title"], [
         [f'<a href="/?{e(urlencode({"convoy": c.id}))}">{short(c.id)}</a>',
          f'<span class="st st-{e(c.status)}">{e(c.status)}</span>',
-         f"{c.counts.get('merged', 0)}/{c.total}", e(c.title)] for c in p.convoys],
+         f"{number(c.counts.get('merged', 0))}/{number(c.total)}", e(c.title)] for c in p.convoys],
         "no convoys yet: ask the mayor, or `git brat workflow run`")
     cols = []
     for state, cards in p.columns.items():
         items = "".join(
             f'<li class="card" data-task="{e(c.id)}"><a href="/task/{e(c.id)}">'
             f'<span class="id">{short(c.id)}</span> <span class="title">{e(c.title)}</span></a>'
-            f'<small>p{c.priority}{" · ready" if c.ready else ""}'
+            f'<small>p{number(c.priority)}{" · ready" if c.ready else ""}'
             f'{" · " + e(c.engine) if c.engine else ""}'
             f'{"".join(" · " + e(x) for x in c.labels)}</small></li>' for c in cards)
         more = p.hidden.get(state, 0)
@@ -122,7 +185,7 @@ def needs_you(s, review: list) -> str:
     crashed = []
     for c in s.recovery.crashed_sessions:
         kept = ("its work has been merged" if c.merged else
-                f"{c.commits} commit(s) survive on {e(c.branch)}" if c.branch_exists
+                f"{number(c.commits)} commit(s) survive on {e(c.branch)}" if c.branch_exists
                 else "no branch survived")
         lost = "".join(f"<li>lost: {e(x)}</li>" for x in c.lost)
         crashed.append([f'<a href="/sessions#s-{e(c.session)}">{short(c.session)}</a>',
@@ -142,10 +205,10 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
     facts = [("status", f'<span class="st st-{e(d.status)}">{e(d.status)}</span>'
               + (" ready" if d.ready else "")),
              ("convoy", f'<a href="/?convoy={e(d.convoy)}">{short(d.convoy)}</a> {e(convoy_title)}'),
-             ("priority", f"p{d.priority}"),
+             ("priority", f"p{number(d.priority)}"),
              ("needs", ", ".join(task_link(n) for n in d.needs) or "nothing"),
              ("needed by", ", ".join(task_link(n) for n in d.dependents) or "nothing"),
-             ("next", e(", ".join(d.allowed) or "nothing (final)"))]
+             ("next", e(", ".join(map(str, d.allowed)) or "nothing (final)"))]
     if d.reason:
         facts.append(("reason", f"<pre>{e(d.reason)}</pre>"))
     head = "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
@@ -158,13 +221,12 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
     for c in d.comments:
         timeline.append((c.created_at, f"{when(c.created_at)} <b>{e(c.author)}</b>"
                                        f"<pre class=comment>{e(c.body)}</pre>"))
-    items = "".join(f"<li>{x}</li>" for _, x in sorted(timeline, key=lambda t: t[0]))
+    items = "".join(f"<li>{x}</li>" for _, x in sorted(timeline, key=lambda t: moment(t[0])))
     srows = []
     for s in sessions:
-        dur = ((s.ended_at or datetime.now(s.started_at.tzinfo)) - s.started_at).total_seconds()
         srows.append([f'<a href="/sessions#s-{e(s.id)}">{short(s.id)}</a>', e(s.engine),
-                      str(s.attempt), f'<span class="st st-{e(s.status)}">{e(s.status)}</span>',
-                      f"{dur:.0f}s", e(s.reason)])
+                      number(s.attempt), f'<span class="st st-{e(s.status)}">{e(s.status)}</span>',
+                      f"{number(duration(s), '.0f')}s", e(s.reason)])
     logs = "".join(log_view(s.id) for s in sessions[-1:])
     files = []
     for f in diff.files:
@@ -172,7 +234,8 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
         for line, cls, where in diff_lines(f.diff):
             # A note names the line as a reviewer would: its number in the new file (old
             # file's, with a minus, for a removed line); the headers take none.
-            button = (f'<button type=button class="note" data-path="{e(f.path)}" '
+            button = (f'<button type=button class="note" data-nonce="{NONCE_MARK}" '
+                      f'data-path="{e(f.path)}" '
                       f'data-line="{e(where)}" title="comment on this line">{e(where)}</button>'
                       if where else "")
             rows.append(f'<tr class="{cls}"><td class="ln">{button}</td>'
@@ -234,7 +297,7 @@ def diff_lines(text: str) -> list[tuple[str, str, str]]:
 
 def log_view(sid: str) -> str:
     return (f'<h3>Log of session {short(sid)}</h3>'
-            f'<pre class="log" data-log="{e(sid)}" data-offset="0"></pre>')
+            f'<pre class="log" data-log="{e(sid)}" data-nonce="{NONCE_MARK}" data-offset="0"></pre>')
 
 
 def sessions(items: list) -> str:
@@ -244,7 +307,7 @@ def sessions(items: list) -> str:
             if s.status in ("starting", "running") else ""
         rows.append([f'<span id="s-{e(s.id)}">{short(s.id)}</span>', task_link(s.task),
                      f'<span class="st st-{e(s.status)}">{e(s.status)}</span>', e(s.engine),
-                     str(s.attempt), when(s.started_at), e(s.reason), stop])
+                     number(s.attempt), when(s.started_at), e(s.reason), stop])
     # The live sessions' logs, then the latest ended ones', up to LOGS_SHOWN.
     live_ones = [s for s in items if s.status in ("starting", "running")]
     ended = [s for s in reversed(items) if s not in live_ones]
@@ -255,14 +318,15 @@ def sessions(items: list) -> str:
 
 def queue(r, log: str = "") -> str:
     cur = table(["task", "status", "elapsed", "check log"], [
-        [task_link(c.task, c.title), e(c.status), f"{c.elapsed:.0f}s",
+        [task_link(c.task, c.title), e(c.status), f"{number(c.elapsed, '.0f')}s",
          f"<code>{e(c.last_line)}</code>"] for c in r.current], "nothing is merging")
     q = table(["#", "task", "priority", "waiting", "status"], [
-        [str(x.position), task_link(x.task, x.title), f"p{x.priority}", f"{x.waiting:.0f}s",
+        [number(x.position), task_link(x.task, x.title), f"p{number(x.priority)}",
+         f"{number(x.waiting, '.0f')}s",
          e(x.status)] for x in r.queue], "the queue is empty")
     recent = table(["task", "outcome", "duration", "finished", "result"], [
         [task_link(x.task), f'<span class="st st-{e(x.status)}">{e(x.status)}</span>',
-         f"{x.duration:.1f}s", when(x.finished_at), f"<pre>{e(x.result)}</pre>"] for x in r.recent],
+         f"{number(x.duration, '.1f')}s", when(x.finished_at), f"<pre>{e(x.result)}</pre>"] for x in r.recent],
         "no results yet")
     head = (f"<p>refinery: {'running' if r.running else 'not running'}; target "
             f"<code>{e(r.target)}</code>, policy {e(r.policy)}, check <code>{e(r.check or '(none)')}</code></p>")
@@ -277,7 +341,7 @@ def queue(r, log: str = "") -> str:
 
 
 def plan(r) -> str:
-    rows = [[e(t.key), f"p{t.priority}", e(t.title), e(", ".join(t.needs))] for t in r.tasks]
+    rows = [[e(t.key), f"p{number(t.priority)}", e(t.title), e(", ".join(map(str, t.needs)))] for t in r.tasks]
     return (f'<div class="plan" data-exchange="{e(r.exchange)}"><p>convoy "{e(r.title)}"'
             f'{" from workflow " + e(r.workflow) if r.workflow else ""}</p>'
             + table(["key", "priority", "title", "needs"], rows, "no tasks") + "</div>")
@@ -285,15 +349,15 @@ def plan(r) -> str:
 
 def mayor(st: dict, log: list) -> str:
     v = st["conversation"]
-    head = (f"<p>conversation {short(v.id)} open, engine {e(v.engine)}, {v.exchanges} exchange(s)</p>"
+    head = (f"<p>conversation {short(v.id)} open, engine {e(v.engine)}, {number(v.exchanges)} exchange(s)</p>"
             if v is not None else "<p>no conversation is open: asking opens one</p>")
     ask = action("/api/v1/mayor/ask", "ask for a plan",
                  '<textarea name="question" rows=3 placeholder="what should be done?"></textarea>',
                  "ask")
     items = "".join(
-        f"<li>{when(x.at)} #{x.number} <b>{e(x.actor)}</b>: {e(x.question)} → "
+        f"<li>{when(x.at)} #{number(x.number)} <b>{e(x.actor)}</b>: {e(x.question)} → "
         + (f'created convoy <a href="/?convoy={e(x.created.convoy)}">{short(x.created.convoy)}</a> '
-           f'"{e(x.created.title)}" ({len(x.created.tasks)} tasks)' if x.created else "nothing created")
+           f'"{e(x.created.title)}" ({number(len(x.created.tasks))} tasks)' if x.created else "nothing created")
         + "</li>" for x in log)
     return (live("mayor-status", head)
             + f'<div class="actions">{ask}<output data-result></output></div>'

@@ -111,10 +111,11 @@ def serve(store: Store, host: str, port: int, announce: Callable[[Shown], None])
         sock.close()
         r = running(store)
         if r is None or r.pid == os.getpid():
-            try:
-                os.unlink(state_file(store))
-            except OSError:
-                pass
+            for path in (state_file(store), opener_file(store)):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
 
 def _write_private(path: str, body: bytes) -> None:
@@ -129,13 +130,35 @@ def _write_private(path: str, body: bytes) -> None:
     os.replace(tmp, path)
 
 
+def private_log(path: str) -> None:
+    """Make the log readable by its owner only, before anything is written to it (an older
+    board's log may be readable by all: its lines named the token)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:   # a symlink, or not ours
+        raise Conflict(f"cannot open the board's log {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def without_token(url: str) -> str:
+    """The board's address as others may read it (a log): without its token."""
+    return url.split("?", 1)[0]
+
+
 def detach(store: Store, args: list[str], timeout: float = 30.0) -> Shown:
     """Start `git brat ui ARGS --no-open` in the background; its address once it listens."""
     if running(store) is not None:
         raise Conflict("a board already runs for this repository; `git brat ui stop` stops it")
     cwd = store.toplevel() or store.common_dir
-    child = process.detach([*process.launcher("brat"), "ui", *args, "--no-open"], role="ui",
-                           cwd=cwd, env=dict(os.environ), log=log_file(store))
+    layout.ensure_root(store)
+    private_log(log_file(store))
+    # The child prints its address without the token (the log is no place for it); this
+    # process reads the address from the state file, which only its owner can read.
+    child = process.detach([*process.launcher("brat"), "ui", *args, "--no-open", "--in-background"],
+                           role="ui", cwd=cwd, env=dict(os.environ), log=log_file(store))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = running(store)
@@ -165,16 +188,29 @@ def stop(store: Store, timeout: float = 10.0) -> Running:
     return r
 
 
-def open_browser(url: str) -> bool:
-    """Open the address in a browser when there is one to open (never fails the command)."""
+def opener_file(store: Store) -> str:
+    return os.path.join(layout.root(store), "ui-open.html")
+
+
+def open_browser(store: Store, url: str) -> bool:
+    """Open the address in a browser when there is one to open (never fails the command).
+
+    The browser is handed a file only its owner reads, which sends it on to the address: the
+    address holds the token, and a browser's arguments are in /proc for every local user."""
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
                                                  or os.environ.get("WAYLAND_DISPLAY")):
         return False
     try:
+        import html
         import webbrowser
-        return webbrowser.open(url)
+        path = opener_file(store)
+        _write_private(path, (
+            f'<!doctype html><meta charset=utf-8><meta http-equiv="refresh" '
+            f'content="0;url={html.escape(url, quote=True)}"><title>git brat ui</title>'
+            f'<a href="{html.escape(url, quote=True)}">open the board</a>').encode())
+        return webbrowser.open("file://" + path)
     except Exception:   # noqa: BLE001 - no browser is not an error
         return False
 
 
-__all__ = ["serve", "detach", "stop", "running", "warn_host", "open_browser", "Shown", "Running"]
+__all__ = ["serve", "detach", "without_token", "stop", "running", "warn_host", "open_browser", "Shown", "Running"]

@@ -7,6 +7,8 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
+import sys
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlencode
@@ -30,30 +32,49 @@ LOG_POLL = 0.3        # seconds between looks at a streamed session log
 MAX_BODY = 256 * 1024
 PAGES_CACHED = 32     # rendered pages kept, each for the log tip it was rendered at
 CACHE_SECONDS = 5.0
-# Nothing but this origin's own files, no framing, no plugins; inline script never runs (a
-# value that slipped through escaping still could not execute).
+# Nothing but this origin's own files, no framing, no plugins, no form posted elsewhere; no
+# script but the board's own file, sent with the nonce of the page that names it (a value that
+# slipped through escaping still could not run). A <meta> refresh is not CSP's to stop:
+# escaping does.
+CSP = ("default-src 'self'; script-src {script}; style-src 'self'; img-src 'self' data:; "
+       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
-                               "img-src 'self' data:; object-src 'none'; base-uri 'none'; "
-                               "frame-ancestors 'none'; form-action 'self'",
+    "Content-Security-Policy": CSP.format(script="'none'"),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+def page_headers(nonce: str) -> dict[str, str]:
+    return {**HEADERS, "Content-Security-Policy": CSP.format(script=f"'nonce-{nonce}'")}
+
+
 HTTP_STATUS = {2: 400, 3: 404, 4: 404, 5: 409, 7: 403}
 
 
 class Guard:
-    """Who may talk to the board: the token (then a cookie), the Host served, and for a
-    change, this very origin with the CSRF token. No CORS header is ever sent."""
+    """Who may talk to the board: the token (in a header, or once in the address), the Host
+    served, and for a change, this very origin with the CSRF token.
+
+    The browser's cookie is not the token, and is not enough to change anything: cookies on
+    127.0.0.1 go to every port of it, so whatever serves another port gets this one. It holds a
+    value bound to this board's port, which reads pages; a change also needs the CSRF token,
+    which is never in a page: the browser gets it once, in the fragment of the address the
+    token visit redirects to (never sent to any server), and keeps it in this origin's storage
+    (which no other port reads). No CORS header is ever sent."""
 
     def __init__(self, token: str, host: str, port: int):
         self.token, self.port = token, port
         self.cookie = f"brat_ui_{port}"
-        self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()
+        self.session = self._derive(f"cookie:{port}")
+        self.csrf = self._derive(f"csrf:{port}")
         self.hosts = allowed_hosts(host, port)
         self.any_ip = host in ("0.0.0.0", "::")
+
+    def _derive(self, purpose: str) -> str:
+        return hmac.new(self.token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
     def host_ok(self, host: str) -> bool:
         if host in self.hosts:
@@ -64,7 +85,17 @@ class Guard:
         return False
 
     def token_ok(self, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+        return _same(given, self.token)
+
+    def cookie_ok(self, given: str | None) -> bool:
+        return _same(given, self.session)
+
+    def csrf_ok(self, given: str | None) -> bool:
+        return _same(given, self.csrf)
+
+
+def _same(given: str | None, secret: str) -> bool:
+    return bool(given) and hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode())
 
 
 def _is_ip(name: str) -> bool:
@@ -100,27 +131,53 @@ class Door:
             return await _refuse(scope, receive, send, 421, "this board answers to its own "
                                                             "address only (Host refused)")
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        cookies = _cookies(headers.get("cookie", ""))
         given = (query.get("token") or [None])[0]
         if given is not None and g.token_ok(given) and scope["method"] == "GET":
-            # First visit: the token becomes a cookie, and leaves the address bar.
-            rest = {k: v for k, v in query.items() if k != "token"}
-            url = scope["path"] + (("?" + urlencode(rest, doseq=True)) if rest else "")
-            resp = RedirectResponse(url, status_code=303, headers=HEADERS)
-            resp.set_cookie(g.cookie, g.token, httponly=True, samesite="strict", path="/")
-            return await resp(scope, receive, send)
-        if not g.token_ok(cookies.get(g.cookie)) and not g.token_ok(headers.get("x-brat-token")):
+            return await _welcome(scope, receive, send, g, query)
+        by_header = g.token_ok(headers.get("x-brat-token"))
+        if not by_header and not g.cookie_ok(_cookies(headers.get("cookie", "")).get(g.cookie)):
             return await _refuse(scope, receive, send, 403, "open the board with the address "
                                  "`git brat ui` printed (it holds the token)")
+        refused = _cross_site(scope["method"], headers)
+        if refused:
+            return await _refuse(scope, receive, send, 403, refused)
         if scope["method"] not in ("GET", "HEAD"):
             origin = headers.get("origin", "")
             if origin != f"http://{headers.get('host', '')}":
                 return await _refuse(scope, receive, send, 403, "refused: a change must come "
                                                                 "from the board's own page (Origin)")
-            if not hmac.compare_digest(headers.get("x-csrf-token", "").encode(), g.csrf.encode()):
+            if not g.csrf_ok(headers.get("x-csrf-token")):
                 return await _refuse(scope, receive, send, 403, "refused: missing or wrong "
-                                                                "CSRF token")
+                                     "CSRF token (open the address `git brat ui` printed again)")
         return await self.app(scope, receive, send)
+
+
+async def _welcome(scope, receive, send, g: Guard, query: dict):
+    """The token's visit: the browser gets the cookie, and the CSRF token in the fragment (its
+    script keeps it); the token leaves the address bar."""
+    rest = {k: v for k, v in query.items() if k != "token"}
+    url = scope["path"] + (("?" + urlencode(rest, doseq=True)) if rest else "")
+    resp = RedirectResponse(f"{url}#brat-csrf={g.csrf}", status_code=303, headers=HEADERS)
+    # Lax, not Strict: the browser opened on a file that sends it here (the token stays out of
+    # its arguments) arrives from another site, and Strict would drop the cookie on the
+    # redirect. Lax still withholds it from every other site's POST; a GET changes nothing.
+    resp.set_cookie(g.cookie, g.session, httponly=True, samesite="lax", path="/")
+    return await resp(scope, receive, send)
+
+
+def _cross_site(method: str, headers: dict[str, str]) -> str | None:
+    """Why a browser's request made by another site (another port of 127.0.0.1 is the same
+    site, not the same origin) is refused; None when it is not one. A change comes from this
+    origin only; a read from elsewhere only as a link followed (no page of another port embeds
+    or fetches the board's). Browsers send Sec-Fetch-*; other clients hold the token."""
+    site = headers.get("sec-fetch-site")
+    if site is None or site in ("same-origin", "none"):
+        return None
+    if method not in ("GET", "HEAD"):
+        return "refused: a change must come from the board's own page (Sec-Fetch-Site)"
+    if headers.get("sec-fetch-mode") != "navigate":
+        return "refused: another site's page cannot read the board (Sec-Fetch-Site)"
+    return None
 
 
 def _cookies(raw: str) -> dict[str, str]:
@@ -200,9 +257,12 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
                     repo.writable()
                     body = await _body(request)
                 out = await run_in_threadpool(fn, request, body)
+                return json_out(out)
             except GriteError as exc:
                 return failed(exc)
-            return json_out(out)
+            except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
+                what = "this action could not be done" if request.method == "POST" else None
+                return json_out({"error": unreadable(exc, request, what), "exit_code": 1}, 500)
         return endpoint
 
     rendered: dict[tuple, str] = {}   # (page, query, log tip) -> its HTML
@@ -225,9 +285,12 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
                 body = await run_in_threadpool(cached, render, request)
             except GriteError as exc:
                 body = pages.error(exc.message)
+            except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
+                body = pages.error(unreadable(exc, request))
             if repo.read_only:
                 body = pages.READ_ONLY + body
-            return HTMLResponse(pages.page(title, body, guard.csrf, here), headers=HEADERS)
+            nonce = secrets.token_urlsafe(18)
+            return HTMLResponse(pages.page(title, body, nonce, here), headers=page_headers(nonce))
         return endpoint
 
     q = lambda r, k: r.query_params.get(k, "") or ""  # noqa: E731
@@ -379,6 +442,14 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     return Door(Starlette(routes=routes), guard)
 
 
+def unreadable(exc: Exception, request: Request, what: str | None = None) -> str:
+    """What the board says (and its log records) when a record holds a value its readers did
+    not expect: replay should have refused it, and the board serves on rather than fail."""
+    sys.stderr.write(f"board: {type(exc).__name__} serving {request.url.path!r}\n")
+    return (f"{what or 'this view could not be drawn'}: a record holds a value it cannot read "
+            f"({type(exc).__name__}); `git grite doctor` lists the records replay refused")
+
+
 def _int(text: str) -> int:
     try:
         return max(0, int(text or 0))
@@ -443,6 +514,8 @@ async def _log_stream(request: Request, repo: data.Repo) -> Response:
     except GriteError as exc:
         return JSONResponse({"error": exc.message}, HTTP_STATUS.get(exc.exit_code, 500),
                             headers=HEADERS)
+    except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
+        return JSONResponse({"error": unreadable(exc, request)}, 500, headers=HEADERS)
 
     async def stream():
         nonlocal offset

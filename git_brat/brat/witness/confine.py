@@ -75,17 +75,31 @@ def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
     protect = [os.path.join(worktree, ".git")]
     if admin:
         protect += [os.path.join(admin, "commondir"), os.path.join(admin, "gitdir")]
+    # Of .git/brat/ (hidden whole: the board's token, the trust file, other sessions' logs
+    # and prompts) the session sees its own files and the launchers on its PATH, read-only.
+    protect += [os.path.realpath(layout.session_dir(store, sid)),
+                os.path.realpath(layout.bin_dir(store))]
     top = store.toplevel() or ""
+    network = sandbox.network_mode(cfg.witness.sandbox_network)
     return sandbox.Plan(
         writable=writable, protect=protect,
-        hide=sandbox.hidden_paths(cfg.witness.sandbox_hide, env),
+        hide=secrets(store, cfg, env),
         shadow=[(os.path.join(shadow, "heads"), heads), (os.path.join(shadow, "logs"), logs),
                 (private, os.path.join(common, "objects"))],
         shadow_ro=[(os.path.join(common, "objects"),
                     os.path.join(common, "objects", quarantine.SHARED))],
-        reachable=[*sandbox.runtime_paths(env), *sandbox.named_paths(env.values()), common,
+        reachable=[*sandbox.runtime_paths(env),
+                   *sandbox.named_paths(sandbox.without_agents(env).values()), common,
                    top, worktree, *state],
-        network=cfg.witness.sandbox_network == "open")
+        network=network, userns=sandbox.user_namespaces(),
+        forward=sandbox.loopback_ports(env) if network == "outbound" else [])
+
+
+def secrets(store, cfg: Config, env: dict[str, str]) -> list[str]:
+    """What no sandbox of this repository may read: the user's keys and agent sockets, the
+    replica's signing keys, and .git/brat/ (board token and log, trust file, sessions)."""
+    return sandbox.secrets(cfg.witness.sandbox_hide, env,
+                           os.path.realpath(store.common_dir), layout.root(store))
 
 
 def shadow_tip(store, sid: str, tid: str) -> str | None:
@@ -140,5 +154,5 @@ def restore_branch(store, sid: str, tid: str, branch: str, start: str) -> str:
     return note
 
 
-__all__ = ["mode", "plan", "restore_branch", "shadow_dir", "engine_dir", "shadow_tip",
+__all__ = ["mode", "plan", "secrets", "restore_branch", "shadow_dir", "engine_dir", "shadow_tip",
            "private_objects"]

@@ -73,6 +73,7 @@ class LiveSession:
     prepared: dict = field(default_factory=dict)   # session fields not yet recorded
     sandbox: str = "none"      # what it runs in: bwrap or none
     plan: sandbox.Plan | None = None
+    confinement: str = "none"  # what its sandbox actually confines (sandbox.describe)
     gate: gate.Gate | None = None
 
     def __post_init__(self):
@@ -358,7 +359,8 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
               "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
-              "engine_session": live.session_uuid or resume_id, "sandbox": live.sandbox}
+              "engine_session": live.session_uuid or resume_id, "sandbox": live.sandbox,
+              "confinement": live.confinement}
     live.prepared = fields   # recorded with the pid, in one event, once it runs
     log_line(live.log, f"session {live.sid} task {tid} ({live.title}) engine "
                        f"{preset.name} branch {live.branch} base {live.base[:12]}")
@@ -447,15 +449,18 @@ def confine_session(g: Grite, live: LiveSession, cfg: Config) -> None:
     live.gate = gate.Gate(g.store, live.sid, live.tid, gate.socket_path())
     live.env[gate.ENV] = live.gate.path
     live.plan.protect.append(os.path.dirname(live.gate.path))   # reachable, read-only
-    log_line(live.log, "sandbox: bwrap (network "
-                       f"{'open' if live.plan.network else 'none'})")
+    live.confinement = sandbox.describe(live.plan)
+    log_line(live.log, f"sandbox: {live.confinement}")
 
 
 def confined(live: LiveSession, inv: Invocation) -> Invocation:
     if live.plan is None:
         return inv
     plan = msgspec.structs.replace(live.plan, reachable=[
-        *live.plan.reachable, *sandbox.named_paths([*inv.argv, *inv.env.values()])])
+        *live.plan.reachable, *sandbox.named_paths([*inv.argv, *sandbox.without_agents(
+            inv.env).values()])])
+    if plan.network == "outbound":   # the preset's own endpoint too
+        plan.forward = sorted({*plan.forward, *sandbox.loopback_ports(inv.env)})
     return Invocation(sandbox.argv(plan, inv.argv, sandbox.bwrap_path() or "bwrap"),
                       inv.env, inv.stdin, inv.resumed)
 

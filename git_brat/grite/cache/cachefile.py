@@ -26,8 +26,9 @@ from git_brat.grite.log.refs import grite_dir
 # different State. 9: replay rejects illegal task moves and events past the bounds (a cache or
 # snapshot made before may hold what they did). 10: a batch whose clock jumps past
 # grite.maxClockJump is not believed (one made before may hold its events). 11: a lease token
-# is believed only from its lease's records (lease_held, lease_basis).
-CACHE_VERSION = 11
+# is believed only from its lease's records (lease_held, lease_basis). 12: an event not of its
+# kind's schema (grite.model.schema) is rejected (one made before may hold its mistyped values).
+CACHE_VERSION = 12
 DB = "state.db"
 
 

@@ -156,8 +156,7 @@ def _refuse_out_of_bounds(events: list[ev.Event]) -> None:
     for e in events:
         why = ev.event_problem(e)
         if why is not None:
-            raise UsageError(f"refused: replay would reject this change ({why}); "
-                             f"make it smaller")
+            raise UsageError(f"refused: replay would reject this change ({why})")
 
 
 def seen_tips(store: Store, replica: str) -> dict[str, str]:

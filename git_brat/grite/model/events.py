@@ -16,6 +16,9 @@ except ImportError:   # pragma: no cover - another Python
 
 import msgspec
 
+from git_brat.grite.model import schema
+from git_brat.grite.model.kinds import ACTOR as ACTOR_KIND
+
 FORMAT_VERSION = 1
 
 # Bounds. Anyone who can push writes events, so every one of these is checked on replay (an
@@ -99,6 +102,12 @@ class Event(msgspec.Struct, array_like=True):
 class UnknownOp(msgspec.Struct, array_like=True):
     """An operation from a newer writer: kept in the log, skipped by replay."""
     raw: bytes
+
+
+class BadOp(msgspec.Struct, array_like=True):
+    """An operation with a tag this version knows, whose parts are not of its types: rejected."""
+    raw: bytes
+    why: str
 
 
 class Batch(msgspec.Struct, array_like=True):
@@ -194,10 +203,27 @@ def _decode(data: bytes) -> Batch:
     for e in loose.events:
         try:
             op = _op_decoder.decode(e.op)
-        except msgspec.ValidationError:
-            op = UnknownOp(bytes(e.op))
+        except msgspec.ValidationError as exc:
+            op = UnknownOp(bytes(e.op)) if _tag_of(e.op) not in _TAGS else \
+                BadOp(bytes(e.op), str(exc))
         events.append(Event(e.id, e.entity, e.actor, e.lamport, e.ts, op, e.fence))
     return Batch(loose.v, loose.replica, loose.lamport, events)
+
+
+_TAGS = frozenset(t.__struct_config__.tag for t in (Create, SetFields, AddTo, RemoveFrom, Comment,
+                                                    LeaseToken))
+
+
+def _tag_of(raw: msgspec.Raw) -> object:
+    """The tag an operation's bytes start with (None when they are no tagged array)."""
+    try:
+        first = msgspec.msgpack.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return first[0] if isinstance(first, list) and first else None
+
+
+_TAG_NAMES = {"c": "create", "s": "set", "a": "add", "r": "remove", "m": "comment", "k": "lease"}
 
 
 def decode_head(data: bytes) -> BatchHead:
@@ -240,7 +266,8 @@ def _events_count(data: bytes) -> int | None:
 
 
 def event_problem(e: Event) -> str | None:
-    """Why replay must reject this event on its own (past a bound), or None."""
+    """Why replay must reject this event on its own (past a bound, or not of its kind's
+    schema: see schema), or None."""
     if not 0 <= e.lamport <= LAMPORT_MAX:
         return f"Lamport clock {e.lamport} is outside 0..2^53"
     if not 0 <= e.ts <= TS_MAX:
@@ -253,6 +280,31 @@ def event_problem(e: Event) -> str | None:
         return f"a value nested deeper than {MAX_DEPTH} levels"
     if size > MAX_EVENT_BYTES:
         return f"{size} bytes of values, over the {MAX_EVENT_BYTES} an event may carry"
+    return _schema_problem(e)
+
+
+def _schema_problem(e: Event) -> str | None:
+    why = schema.header_problem(e.id, e.entity, e.actor)
+    if why is not None:
+        return why
+    if e.fence is not None:
+        why = schema.lease_problem(e.fence.resource, e.fence.token, "", 0)
+        if why is not None:
+            return f"its fence: {why}"
+    op = e.op
+    kind = type(op)
+    if kind is SetFields:
+        return schema.fields_problem(op.fields)
+    if kind is Create:
+        return schema.create_problem(e.entity, op.kind, ACTOR_KIND) or schema.fields_problem(op.fields)
+    if kind is AddTo:
+        return schema.set_problem(op.name, op.value)
+    if kind is RemoveFrom:
+        return schema.set_problem(op.name, op.value, op.observed)
+    if kind is LeaseToken:
+        return schema.lease_problem(op.resource, op.token, op.holder, op.prev_end)
+    if kind is BadOp:
+        return f"a malformed {_TAG_NAMES.get(_tag_of(msgspec.Raw(op.raw)), 'operation')}: {op.why}"
     return None
 
 
@@ -270,7 +322,7 @@ def _op_size(op: Any) -> int:
         return len(op.name) + len(op.value)
     if kind is RemoveFrom:
         return len(op.name) + len(op.value) + sum(len(t) for t in op.observed)
-    if kind is UnknownOp:
+    if kind is UnknownOp or kind is BadOp:
         return len(op.raw)
     return 0
 
@@ -296,4 +348,5 @@ def _value_size(v: Any, depth: int) -> int:
 def op_name(op: Any) -> str:
     """Human name of an operation, for the audit log."""
     return {Create: "create", SetFields: "set", AddTo: "add", RemoveFrom: "remove",
-            Comment: "comment", LeaseToken: "lease", UnknownOp: "unknown"}[type(op)]
+            Comment: "comment", LeaseToken: "lease", UnknownOp: "unknown",
+            BadOp: "malformed"}[type(op)]

@@ -10,20 +10,9 @@ import os
 import subprocess
 import sys
 
+from agentkit import attempter, git
 
-def attempt(name, fn):
-    try:
-        out = fn()
-        print(f"HOSTILE {name} ok {str(out)[:200]!r}", flush=True)
-    except Exception as exc:   # every refusal is what we want: say which
-        print(f"HOSTILE {name} refused {type(exc).__name__}: {str(exc)[:200]!r}", flush=True)
-
-
-def git(*args):
-    proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=60)
-    if proc.returncode:
-        raise RuntimeError(f"git {args[0]} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+attempt = attempter("HOSTILE")
 
 
 def brat(*args):

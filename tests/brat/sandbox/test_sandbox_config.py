@@ -36,7 +36,10 @@ def test_sandbox_settings_are_set_and_read_back(brepo):
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_status_and_engine_list_say_sessions_run_in_bwrap_by_default(brepo):
     assert brat_json(brepo, "status")["sandbox"] == "bwrap"
-    assert "sessions run in: bwrap (witness.sandbox = auto)" in brat(brepo, "engine", "list").out
+    said = brat(brepo, "engine", "list").out
+    assert "sessions run in: bwrap: capabilities dropped, no new privileges" in said
+    assert "(witness.sandbox = auto)" in said
+    assert "no capabilities" in brat_json(brepo, "status")["confinement"]
 
 
 def test_a_hub_that_runs_checks_sandboxes_them_by_default_and_a_clone_does_not(monkeypatch):

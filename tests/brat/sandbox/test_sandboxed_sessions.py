@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import git
+from agentkit import verdicts
 from witnesskit import make_bench
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_agent.py"
@@ -82,11 +83,7 @@ def test_a_hostile_agent_in_the_sandbox_can_only_commit_on_its_branch(repo, tmp_
     sess = bench.sessions(tid)[0]
     assert sess["sandbox"] == "bwrap"
     log = (common / "brat" / "sessions" / f"{sess['id']}.log").read_text()
-    said = {}
-    for line in log.splitlines():
-        if line.startswith("HOSTILE "):
-            _, name, verdict, *_ = line.split(" ", 3)
-            said[name] = verdict
+    said = verdicts(log, "HOSTILE")
     forbidden = {k: v for k, v in said.items() if k not in ("commit", "done")}
     assert {"checkout", "git-config", "hidden-hook", "update-ref-target",
             "update-ref-other-branch", "update-ref-grite", "brat-dir", "other-tree", "push",

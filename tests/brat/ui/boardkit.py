@@ -20,9 +20,22 @@ class Board:
         self.url, self.port, self.pid = shown["url"], shown["port"], shown["pid"]
         self.base = self.url.split("/?", 1)[0]
         self.token = self.url.split("token=", 1)[1]
-        self.cookie = f"brat_ui_{self.port}={self.token}"
-        self._csrf = ""
+        self._cookie = self._csrf = ""
         self.stderr = ""
+
+    def visit(self) -> tuple[str, str]:
+        """The token's visit, as a browser makes it: (the cookie it sets, the CSRF token the
+        redirect's fragment carries)."""
+        code, headers, _b = self.request("GET", f"/?token={self.token}", cookie=False)
+        assert code == 303, code
+        cookie = headers["set-cookie"].split(";", 1)[0]
+        return cookie, headers["location"].split("#brat-csrf=", 1)[1]
+
+    @property
+    def cookie(self) -> str:
+        if not self._cookie:
+            self._cookie, self._csrf = self.visit()
+        return self._cookie
 
     def request(self, method: str, path: str, body=None, headers: dict | None = None,
                 cookie: bool = True, timeout: float = 60) -> tuple[int, dict, bytes]:
@@ -50,10 +63,7 @@ class Board:
     @property
     def csrf(self) -> str:
         if not self._csrf:
-            _c, _h, page = self.request("GET", "/")
-            marker = b'name="csrf-token" content="'
-            start = page.index(marker) + len(marker)
-            self._csrf = page[start:page.index(b'"', start)].decode()
+            self._cookie, self._csrf = self.visit()
         return self._csrf
 
     def post(self, path: str, body: dict | None = None, **headers) -> tuple[int, dict]:

@@ -83,7 +83,7 @@ def test_another_site_open_in_the_same_browser_cannot_act(served, browser):
         other = ctx.new_page()
         other.goto("http://evil.test/")
         other.wait_for_url(f"{b.base}/**", timeout=5000)   # the form went to the board...
-        # ...and was turned away: SameSite keeps the cookie home, and the Origin is not ours.
+        # ...and was turned away: the cookie (Lax) stays home, and the Origin is not ours.
         assert '{"error":' in other.content()
         assert wal_tip(repo) == before
         assert brat_json(repo, "task", "show", served["hostile"])["status"] == "blocked"
@@ -97,7 +97,7 @@ def test_a_change_made_with_the_cli_appears_without_a_reload(served, browser, ar
     try:
         page = ctx.new_page()
         page.goto(b.url)
-        page.wait_for_function("document.getElementById('live').className === 'on'")
+        page.locator("#live.on").wait_for()
         page.evaluate("window.__same_page = true")
         brat(repo, "task", "create", "--convoy", served["convoy"], "Added from the terminal")
         start = time.monotonic()

@@ -55,7 +55,7 @@ def test_watching_and_steering_the_demo_loop_from_the_board(tmp_path, browser, a
 
         # Tasks appear on the board; one added from the terminal appears without a reload.
         go("/")
-        page.wait_for_function("document.getElementById('live').className === 'on'")
+        page.locator("#live.on").wait_for()
         page.evaluate("window.__same_page = true")
         for fix in (mean, median, words):
             page.locator(".column[data-state=queued] .card", has_text=fix.title).wait_for()
@@ -138,8 +138,10 @@ def test_watching_and_steering_the_demo_loop_from_the_board(tmp_path, browser, a
         prompt = layout.session_prompt(Store.discover(str(repo)), sessions[-1]["id"])
         with open(prompt, encoding="utf-8") as f:
             assert ANSWER in f.read()
-        page.wait_for_function(   # the second session shows without a reload
-            "document.querySelectorAll('#sessions tbody tr').length === 2")
+        # The second session shows without a reload (a locator waits: the page's CSP
+        # refuses the eval a polled function needs).
+        page.locator("#sessions tbody tr").nth(1).wait_for()
+        assert page.locator("#sessions tbody tr").count() == 2
     finally:
         if witness is not None:
             witness.kill()

@@ -306,6 +306,9 @@ def test_a_task_finished_on_a_clone_whose_witness_died_unpublished_is_not_run_ag
     (witness.expired_wait) for A's log instead of running the task again on its old view;
     once A publishes, B sees the task done and never runs it."""
     ba, bb = _two_clones(tmp_path)
+    # The session must end within its 2 s lease: pasta's start (an outbound sandbox's network,
+    # ~0.2 s, more on a busy machine) is not what this test is about.
+    ba.config(witness__sandbox_network="open")
     t = ba.task(ba.convoy(), "Finished, unpublished", "write f.txt f", "commit f", "done ok")
     grite(ba.repo, "sync")
     grite(bb.repo, "sync")

@@ -101,17 +101,17 @@ def test_release_then_new_grant_keeps_earlier_work_valid(grepo):
     assert [c[4] for c in state.entities[eid].sorted_comments()] == ["done by a"]
 
 
-def _lease(token: int, prev_end: int, lamport: int = 1, actor: str = "x") -> ev.Event:
+def _lease(token: int, prev_end: int, lamport: int = 1, actor: str = "cc" * 8) -> ev.Event:
     return ev.make_event(locks.lock_entity(RES), actor, lamport, 0,
                          ev.LeaseToken(RES, token, actor, prev_end))
 
 
 def _fenced(token: int, ts: int, value: str, lamport: int = 1) -> ev.Event:
-    return ev.make_event("e1", "w", lamport, ts, ev.SetFields({"v": value}), ev.Fence(RES, token))
+    return ev.make_event("e1" * 16, "dd" * 8, lamport, ts, ev.SetFields({"v": value}), ev.Fence(RES, token))
 
 
 def test_replay_rejects_by_when_the_lease_ended_not_by_arrival_order():
-    create = ev.make_event("e1", "w", 1, 0, ev.Create("issue", {"v": "0"}))
+    create = ev.make_event("e1" * 16, "dd" * 8, 1, 0, ev.Create("issue", {"v": "0"}))
     before = _fenced(1, 900, "before")          # written while token 1 was held
     after = _fenced(1, 1100, "after")           # written after it ended (at 1000)
     newer = _fenced(2, 1200, "newer", lamport=2)
@@ -128,7 +128,7 @@ def test_replay_rejects_by_when_the_lease_ended_not_by_arrival_order():
 
 
 def test_incremental_apply_replays_when_a_late_grant_makes_applied_events_stale():
-    create = ev.make_event("e1", "w", 1, 0, ev.Create("issue", {"v": "0"}))
+    create = ev.make_event("e1" * 16, "dd" * 8, 1, 0, ev.Create("issue", {"v": "0"}))
     old = _fenced(1, 1500, "old")
     newest = _fenced(3, 1600, "three")
     state = State()
@@ -142,7 +142,7 @@ def test_incremental_apply_replays_when_a_late_grant_makes_applied_events_stale(
 
 @st.composite
 def fenced_histories(draw):
-    events = [ev.make_event("e1", "w", 1, 0, ev.Create("issue", {"v": "0"}))]
+    events = [ev.make_event("e1" * 16, "dd" * 8, 1, 0, ev.Create("issue", {"v": "0"}))]
     for i in range(draw(st.integers(1, 25))):
         tok = draw(st.integers(1, 4))
         if draw(st.booleans()):

@@ -26,12 +26,12 @@ def test_a_batch_at_clock_2_52_after_one_at_10_is_not_believed_and_writes_go_on_
     key = Ed25519PrivateKey.generate()
     issue = "1" * 32
     first = _forge(attacker, "refs/heads/m", MALLORY, [ev.make_event(
-        issue, "mallory", 10, 1, ev.Create("issue", {"title": "honest so far", "state": "open"}))],
+        issue, "ba" * 8, 10, 1, ev.Create("issue", {"title": "honest so far", "state": "open"}))],
         key=key)
     honest = _forge(attacker, "refs/heads/m", MALLORY, [ev.make_event(
-        issue, "mallory", 12, 2, ev.Comment("a small step"))], parent=first, key=key)
+        issue, "ba" * 8, 12, 2, ev.Comment("a small step"))], parent=first, key=key)
     jump = _forge(attacker, "refs/heads/m", MALLORY, [ev.make_event(
-        issue, "mallory", 1 << 52, 3, ev.Comment("from far ahead"))], parent=honest, key=key)
+        issue, "ba" * 8, 1 << 52, 3, ev.Comment("from far ahead"))], parent=honest, key=key)
     git(attacker, "push", "-q", "origin", f"refs/heads/m:refs/grite/replicas/{MALLORY}")
 
     grite(victim, "sync")
@@ -59,10 +59,10 @@ def test_a_clock_lifted_by_a_seen_tip_of_a_rejected_log_is_not_believed(tmp_path
     k1, k2 = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     r1, r2 = "c1" * 8, "c2" * 8
     high = _forge(attacker, "refs/heads/a", r1, [ev.make_event(
-        "2" * 32, "m1", 1 << 52, 1, ev.Create("issue", {"title": "t", "state": "open"}))], key=k1)
+        "2" * 32, "e1" * 8, 1 << 52, 1, ev.Create("issue", {"title": "t", "state": "open"}))], key=k1)
     # A second forged replica claims to have seen the first: it lifts nothing.
     cites = _forge(attacker, "refs/heads/b", r2, [ev.make_event(
-        "3" * 32, "m2", (1 << 52) + 1, 1, ev.Create("issue", {"title": "u", "state": "open"}))],
+        "3" * 32, "e2" * 8, (1 << 52) + 1, 1, ev.Create("issue", {"title": "u", "state": "open"}))],
         key=k2, seen={r1: high})
     git(attacker, "push", "-q", "origin", f"refs/heads/a:refs/grite/replicas/{r1}",
         f"refs/heads/b:refs/grite/replicas/{r2}")
@@ -80,7 +80,7 @@ def test_a_clock_the_tips_its_writer_saw_allow_is_believed_under_a_small_max_clo
     r1, r2, r3 = "d1" * 8, "d2" * 8, "d3" * 8
 
     def create(n: int, lamport: int) -> ev.Event:
-        return ev.make_event(f"{n}" * 32, f"a{n}", lamport, 1,
+        return ev.make_event(f"{n}" * 32, f"a{n}" * 8, lamport, 1,
                              ev.Create("issue", {"title": f"t{n}", "state": "open"}))
     low = _forge(attacker, "refs/heads/a", r1, [create(4, 90)], key=keys[0])
     lifted = _forge(attacker, "refs/heads/b", r2, [create(5, 150)], key=keys[1], seen={r1: low})

@@ -12,13 +12,13 @@ from git_brat.grite.model.kinds import KINDS, TASK
 from git_brat.grite.model.leases import Grants, verdict
 from git_brat.grite.model.state import canonical, replay, status_of
 
-from gritekit import histories
+from gritekit import ENTITIES, histories
 
-TASKS = ["t1", "t2"]
+TASKS = ["1" * 32, "2" * 32]
 TABLE = KINDS[TASK].transitions
 STATUSES = sorted(TABLE)
 SKIPS = [s for s in STATUSES if s != "queued"]
-HOSTILE_ACTOR = "mallory"
+HOSTILE_ACTOR = "ba" * 8
 BIG = "A" * (ev.MAX_EVENT_BYTES + 1)
 
 
@@ -28,7 +28,7 @@ def honest_tasks(draw):
     out = []
     for tid in TASKS:
         lam = draw(st.integers(1, 5))
-        out.append(ev.make_event(tid, "alice", lam, 1000, ev.Create("task", {"title": tid,
+        out.append(ev.make_event(tid, "a1" * 8, lam, 1000, ev.Create("task", {"title": tid,
                                                                               "status": "queued"})))
         cur = "queued"
         for _ in range(draw(st.integers(0, 5))):
@@ -37,7 +37,7 @@ def honest_tasks(draw):
                 break
             new = draw(st.sampled_from(onward))
             lam += draw(st.integers(1, 3))
-            out.append(ev.make_event(tid, draw(st.sampled_from(["alice", "bob"])), lam, 1000 + lam,
+            out.append(ev.make_event(tid, draw(st.sampled_from(["a1" * 8, "b0" * 8])), lam, 1000 + lam,
                                      ev.SetFields({"status": new, "status_from": cur})))
             cur = new
     return out
@@ -54,7 +54,7 @@ def _nested(depth: int):
 def hostile_event(draw):
     """One event replay must reject, whatever else arrives."""
     what = draw(st.sampled_from(["clock", "ts", "deep", "big", "move", "create", "lease"]))
-    ent = draw(st.sampled_from(TASKS + ["e1", "e2"]))
+    ent = draw(st.sampled_from(TASKS + ENTITIES[:2]))
     lam = draw(st.integers(1, 60))
     ts = 1000
     if what == "clock":
@@ -71,7 +71,7 @@ def hostile_event(draw):
         ent = draw(st.sampled_from(TASKS))
         op = ev.SetFields({"status": "bogus", "status_from": draw(st.sampled_from(STATUSES))})
     elif what == "lease":  # a fence token no lease record grants: far ahead, or another end
-        ent = "lock"
+        ent = "10c0" * 8
         token, prev_end = draw(st.one_of(
             st.tuples(st.integers(RECORDED + 1, 10**12), st.integers(-5, 10**6)),
             st.tuples(st.integers(1, RECORDED), st.integers(1, 10**6))))

@@ -53,26 +53,26 @@ def test_applying_an_event_twice_changes_nothing(events):
 
 
 def test_events_before_their_create_are_held_not_errors():
-    create = ev.make_event("e1", "a", 1, 1, ev.Create("issue", {"title": "t"}))
-    label = ev.make_event("e1", "a", 2, 2, ev.AddTo("labels", "bug"))
+    create = ev.make_event("e1" * 16, "a0" * 8, 1, 1, ev.Create("issue", {"title": "t"}))
+    label = ev.make_event("e1" * 16, "a0" * 8, 2, 2, ev.AddTo("labels", "bug"))
     state = State()
     assert state.apply(label)
-    assert not state.entities["e1"].created          # held: not visible yet
+    assert not state.entities["e1" * 16].created          # held: not visible yet
     state.apply(create)
-    ent = state.entities["e1"]
+    ent = state.entities["e1" * 16]
     assert ent.created and ent.members("labels") == ["bug"] and ent.get("title") == "t"
 
 
 def test_last_writer_wins_by_lamport_then_actor_then_id():
-    a = ev.make_event("e1", "alice", 5, 1, ev.SetFields({"title": "alice's"}))
-    b = ev.make_event("e1", "bob", 5, 0, ev.SetFields({"title": "bob's"}))
-    c = ev.make_event("e1", "carol", 4, 9, ev.SetFields({"title": "carol's"}))
-    assert replay([a, b, c]).entities["e1"].get("title") == "bob's"   # same clock: actor decides
+    a = ev.make_event("e1" * 16, "a1" * 8, 5, 1, ev.SetFields({"title": "alice's"}))
+    b = ev.make_event("e1" * 16, "b0" * 8, 5, 0, ev.SetFields({"title": "bob's"}))
+    c = ev.make_event("e1" * 16, "ca" * 8, 4, 9, ev.SetFields({"title": "carol's"}))
+    assert replay([a, b, c]).entities["e1" * 16].get("title") == "bob's"   # same clock: actor decides
 
 
 def test_remove_cancels_only_the_adds_it_observed():
-    add1 = ev.make_event("e1", "a", 1, 1, ev.AddTo("labels", "bug"))
-    add2 = ev.make_event("e1", "b", 1, 1, ev.AddTo("labels", "bug"))   # concurrent re-add
-    rem = ev.make_event("e1", "a", 2, 2, ev.RemoveFrom("labels", "bug", [add1.id]))
-    assert replay([add1, rem]).entities["e1"].members("labels") == []
-    assert replay([add1, add2, rem]).entities["e1"].members("labels") == ["bug"]
+    add1 = ev.make_event("e1" * 16, "a0" * 8, 1, 1, ev.AddTo("labels", "bug"))
+    add2 = ev.make_event("e1" * 16, "b1" * 8, 1, 1, ev.AddTo("labels", "bug"))   # concurrent re-add
+    rem = ev.make_event("e1" * 16, "a0" * 8, 2, 2, ev.RemoveFrom("labels", "bug", [add1.id]))
+    assert replay([add1, rem]).entities["e1" * 16].members("labels") == []
+    assert replay([add1, add2, rem]).entities["e1" * 16].members("labels") == ["bug"]

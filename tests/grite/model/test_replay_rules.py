@@ -10,10 +10,10 @@ import pytest
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.state import canonical, replay, status_of
 
-TASK = "t" * 32
+TASK = "7" * 32
 
 
-def _task_log(*moves, actor="alice", start=1):
+def _task_log(*moves, actor="a1" * 8, start=1):
     """A task created queued, then each (status, extra fields) in turn at rising clocks."""
     out = [ev.make_event(TASK, actor, start, 1000, ev.Create("task", {"title": "t", "status": "queued"}))]
     prev = "queued"
@@ -34,7 +34,7 @@ def test_a_queued_task_moved_straight_to_merged_stays_queued_and_the_move_is_rej
 
 def test_a_force_that_lies_about_where_the_task_was_is_rejected_and_a_true_one_kept():
     log = _task_log(("running", {}))
-    lie = ev.make_event(TASK, "mallory", 9, 1, ev.SetFields(
+    lie = ev.make_event(TASK, "ba" * 8, 9, 1, ev.SetFields(
         {"status": "merged", "status_from": "merging", "forced": True}))
     state = replay(log + [lie])
     assert status_of(state.entities[TASK]) == "running"
@@ -46,7 +46,7 @@ def test_a_force_that_lies_about_where_the_task_was_is_rejected_and_a_true_one_k
 
 
 def test_a_create_that_starts_a_task_as_merged_is_rejected():
-    create = ev.make_event(TASK, "mallory", 1, 1, ev.Create("task", {"title": "x", "status": "merged"}))
+    create = ev.make_event(TASK, "ba" * 8, 1, 1, ev.Create("task", {"title": "cc" * 8, "status": "merged"}))
     state = replay([create])
     assert status_of(state.entities[TASK]) == "queued" and create.id in state.rejected
 
@@ -72,7 +72,7 @@ def test_a_late_earlier_move_makes_a_rejected_later_one_legal_in_the_stored_cach
 ])
 def test_an_event_with_an_impossible_clock_is_rejected_and_leaves_the_clock_alone(lamport, ts, why):
     honest = _task_log(("running", {}))
-    bad = ev.make_event(TASK, "mallory", lamport, ts, ev.Comment("hi"))
+    bad = ev.make_event(TASK, "ba" * 8, lamport, ts, ev.Comment("hi"))
     state = replay(honest + [bad])
     assert why in state.rejected[bad.id].reason
     assert state.max_lamport == 2 and not state.entities[TASK].comments
@@ -83,8 +83,8 @@ def test_values_nested_too_deep_or_too_big_are_rejected():
     deep: object = "x"
     for _ in range(ev.MAX_DEPTH + 1):
         deep = [deep]
-    nested = ev.make_event(TASK, "m", 3, 1, ev.SetFields({"title": deep}))
-    big = ev.make_event(TASK, "m", 4, 1, ev.Comment("A" * (ev.MAX_EVENT_BYTES + 1)))
+    nested = ev.make_event(TASK, "bb" * 8, 3, 1, ev.SetFields({"title": deep}))
+    big = ev.make_event(TASK, "bb" * 8, 4, 1, ev.Comment("A" * (ev.MAX_EVENT_BYTES + 1)))
     state = replay(_task_log() + [nested, big])
     assert "nested" in state.rejected[nested.id].reason
     assert "bytes" in state.rejected[big.id].reason
@@ -107,11 +107,11 @@ def test_a_batch_nested_past_what_the_decoder_can_take_is_a_decode_error_not_a_c
 
 
 def test_a_batch_with_too_many_events_is_refused_before_it_is_decoded():
-    e = ev.make_event(TASK, "x", 1, 0, ev.Comment("hi"))
+    e = ev.make_event(TASK, "cc" * 8, 1, 0, ev.Comment("hi"))
     data = ev.encode_batch(ev.Batch(1, "0" * 16, 1, [e] * (ev.MAX_BATCH_EVENTS + 1)))
     with pytest.raises(msgspec.DecodeError, match="events"):
         ev.decode_batch(data)
-    many = [ev.make_event(f"{i:032x}", "x", 1, 0, ev.Comment("hi"))
+    many = [ev.make_event(f"{i:032x}", "cc" * 8, 1, 0, ev.Comment("hi"))
             for i in range(ev.MAX_BATCH_ENTITIES + 1)]
     with pytest.raises(msgspec.DecodeError, match="entities"):
         ev.decode_batch(ev.encode_batch(ev.Batch(1, "0" * 16, 1, many)))

@@ -47,7 +47,7 @@ def test_a_fetch_of_more_logs_than_max_fetch_refs_takes_in_that_many_names_the_r
     git(victim, "config", "grite.maxFetchRefs", "10")
     pusher = make_repo(tmp_path / "pusher")
     for i in range(25):
-        e = ev.make_event(f"{i:032x}", f"actor{i}", 1, 0, ev.Create(
+        e = ev.make_event(f"{i:032x}", f"{i:016x}", 1, 0, ev.Create(
             "issue", {"title": f"spam {i}", "state": "open"}))
         forge_log(pusher, f"{i:016x}", [e])
     git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
@@ -76,7 +76,7 @@ def test_a_fetch_of_more_new_events_than_max_fetch_bytes_takes_in_what_fits_and_
     git(victim, "config", "grite.maxFetchBytes", "25000")
     pusher = make_repo(tmp_path / "pusher")
     for i in range(5):   # each log about 10 kB of events: two fit
-        e = ev.make_event(f"{i:032x}", f"actor{i}", 1, 0, ev.Create(
+        e = ev.make_event(f"{i:032x}", f"{i:016x}", 1, 0, ev.Create(
             "issue", {"title": f"big {i}", "state": "open", "body": "x" * 10_000}))
         forge_log(pusher, f"{i:016x}", [e])
     git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
@@ -97,7 +97,7 @@ def test_a_bad_max_fetch_refs_is_named_and_the_fetch_still_works(tmp_path):
     victim = clone(str(hub), tmp_path / "victim")
     git(victim, "config", "grite.maxFetchRefs", "lots")
     pusher = make_repo(tmp_path / "pusher")
-    forge_log(pusher, "ab" * 8, [ev.make_event("c" * 32, "x", 1, 0, ev.Create(
+    forge_log(pusher, "ab" * 8, [ev.make_event("c" * 32, "cc" * 8, 1, 0, ev.Create(
         "issue", {"title": "one", "state": "open"}))])
     git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
     proc = run(["git", "fetch"], victim)

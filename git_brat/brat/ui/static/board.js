@@ -1,9 +1,30 @@
 // git brat ui: live redraws, streamed session logs, and actions posted with the CSRF token.
 // Everything from the server is either its escaped HTML or text set through textContent.
+// The script acts only on forms and buttons carrying the nonce of the render they came in:
+// markup that slipped into a page from the log cannot know it, so it is never posted.
 "use strict";
 
 (function () {
-  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  const CSRF_KEY = "brat-csrf";
+  // The token's visit leaves the CSRF token in the fragment (no server ever sees it); it is
+  // kept in this origin's storage, which no other port of 127.0.0.1 can read.
+  // Only from the board's own redirect: a link from elsewhere carrying a fragment of its
+  // choosing would otherwise replace the token kept.
+  const arrival = performance.getEntriesByType("navigation")[0];
+  const fragment = arrival && arrival.redirectCount > 0
+    ? /^#brat-csrf=([0-9a-f]{64})$/.exec(location.hash) : null;
+  if (fragment) {
+    try { localStorage.setItem(CSRF_KEY, fragment[1]); } catch (e) { /* storage off: this page only */ }
+  }
+  if (location.hash.startsWith("#brat-csrf=")) {
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  let stored = null;
+  try { stored = localStorage.getItem(CSRF_KEY); } catch (e) { /* storage off */ }
+  const csrf = fragment ? fragment[1] : (stored || "");
+  const renderOf = (doc) => doc.head.querySelector('meta[name="brat-render"]')?.content || "";
+  const nonce = renderOf(document);
+  const rendered = (el) => nonce !== "" && el.dataset.nonce === nonce;
   const liveDot = document.getElementById("live");
 
   // Redraw each live section of this page from a fresh copy of it; forms sit outside them,
@@ -16,7 +37,14 @@
       const resp = await fetch(location.href, {credentials: "same-origin"});
       if (resp.ok) {
         const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
-        for (const fresh of doc.querySelectorAll("section[data-live][id]")) {
+        // What the fresh render made carries its nonce: it becomes this page's; anything
+        // else loses the marks the script acts on.
+        const freshNonce = renderOf(doc);
+        for (const el of doc.querySelectorAll("[data-action], [data-nonce], [data-log]")) {
+          if (freshNonce !== "" && el.dataset.nonce === freshNonce) el.dataset.nonce = nonce;
+          else { delete el.dataset.action; delete el.dataset.nonce; delete el.dataset.log; }
+        }
+        for (const fresh of doc.querySelectorAll("#main > section[data-live][id]")) {
           const here = document.getElementById(fresh.id);
           if (here && here.innerHTML !== fresh.innerHTML) here.innerHTML = fresh.innerHTML;
         }
@@ -39,6 +67,7 @@
   const streams = new Map();
   function startLogs() {
     for (const pre of document.querySelectorAll("pre[data-log]")) {
+      if (!rendered(pre)) continue;
       const sid = pre.dataset.log;
       if (streams.has(sid)) {
         const old = streams.get(sid);
@@ -65,10 +94,11 @@
   // Comments on diff lines become part of the reply.
   function wireNotes() {
     for (const btn of document.querySelectorAll("button.note")) {
-      if (btn.dataset.wired) continue;
+      if (btn.dataset.wired || !rendered(btn)) continue;
       btn.dataset.wired = "1";
       btn.addEventListener("click", () => {
-        const list = document.querySelector("form.reply ul.notes");
+        const form = [...document.querySelectorAll("form.reply[data-action]")].find(rendered);
+        const list = form?.querySelector("ul.notes");
         if (!list) return;
         const li = document.createElement("li");
         const label = document.createElement("span");
@@ -138,6 +168,11 @@
     const form = ev.target.closest("form[data-action]");
     if (!form) return;
     ev.preventDefault();
+    if (!rendered(form)) return;   // not a form the server rendered: never posted
+    if (!csrf) {
+      show(form, "open the address `git brat ui` printed (it gives this browser the right to act)", false);
+      return;
+    }
     const body = {};
     for (const el of form.querySelectorAll("input[name], textarea[name], select[name]")) {
       if (el.name !== "note") body[el.name] = el.value;

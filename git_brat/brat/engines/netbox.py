@@ -1,0 +1,149 @@
+"""(run as a script, by path, stdlib only) A sandbox whose network goes out through pasta.
+
+    python -I -S netbox.py PASTA [OPTION]... -- BWRAP [OPTION]... -- COMMAND...
+
+bwrap makes the sandbox's namespaces and holds its command (--info-fd tells its pid,
+--block-fd holds it); pasta joins that network namespace and configures it; once its default
+route is there the command is let go. pasta dies with this process (parent-death signal), and
+is stopped when bwrap ends (the
+command is let go only once pasta listens on the forwarded ports too); the exit status is bwrap's. A pasta that cannot attach fails the
+session before the command runs, saying so.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+import time
+
+ATTACH_TIMEOUT = 10.0
+PR_SET_PDEATHSIG = 1
+
+
+def say(text: str) -> None:
+    os.write(2, f"brat sandbox: {text}\n".encode())
+
+
+def spawn(argv: list[str], keep: tuple[int, ...] = (), die_with_us: bool = False) -> int:
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if die_with_us:
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                if os.getppid() != parent:
+                    os._exit(1)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # as Python found it
+            for fd in keep:
+                os.set_inheritable(fd, True)
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    return pid
+
+
+def child_pid(fd: int) -> int | None:
+    """bwrap's {"child-pid": N, ...} (None: it ended before telling)."""
+    data = b""
+    while b"}" not in data:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    # (its first field; json's import alone costs more than this whole search)
+    _, _, rest = data.partition(b'"child-pid":')
+    digits = rest.lstrip()[:12]
+    n = len(digits) - len(digits.lstrip(b"0123456789"))
+    return int(digits[:n]) if n else None
+
+
+def routed(pid: int) -> bool:
+    """Whether the namespace of pid has a default route yet (pasta's configuration done)."""
+    try:
+        with open(f"/proc/{pid}/net/route") as f:
+            return any(row.split()[1:2] == ["00000000"] for row in f.read().splitlines()[1:])
+    except OSError:
+        return False
+
+
+def forwarded(pasta: list[str]) -> set[int]:
+    """The loopback ports pasta's -T forwards (the last -T; "none": none)."""
+    spec = "none"
+    for i, word in enumerate(pasta[:-1]):
+        if word in ("-T", "--tcp-ns"):
+            spec = pasta[i + 1]
+    return {int(p) for p in spec.split(",") if p.isdigit()}
+
+
+def listening(pid: int, ports: set[int]) -> bool:
+    """Whether pasta listens inside the namespace on every forwarded port yet."""
+    seen = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 3 and cols[3] == "0A":
+                seen.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports <= seen
+
+
+def exit_status(status: int) -> int:
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else \
+        128 + os.WTERMSIG(status)
+
+
+def die_with_parent() -> None:
+    """As bwrap's --die-with-parent: the witness killed, its sandbox goes too."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        sys.exit(1)
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    cut = argv.index("--")
+    pasta, box = argv[:cut], argv[cut + 1:]
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    box = [box[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *box[1:]]
+    bwrap = spawn(box, keep=(info_w, block_r))
+    os.close(info_w)
+    os.close(block_r)
+    inner = child_pid(info_r)
+    os.close(info_r)
+    if inner is None:       # bwrap failed before its namespaces: it said why
+        os.close(block_w)
+        return exit_status(os.waitpid(bwrap, 0)[1])
+    net = spawn([*pasta, str(inner)], die_with_us=True)
+    deadline = time.monotonic() + ATTACH_TIMEOUT
+    ports = forwarded(pasta)
+    while not (routed(inner) and listening(inner, ports)):
+        if os.waitpid(net, os.WNOHANG)[0] or time.monotonic() > deadline:
+            say("pasta could not give the sandbox its outbound network (see its message "
+                "above): set witness.sandbox_network to \"none\" or \"open\"")
+            for pid in (inner, bwrap):   # the held command must never run unconfined of it
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            os.waitpid(bwrap, 0)
+            return 125
+        time.sleep(0.002)
+    os.write(block_w, b"1")
+    os.close(block_w)
+    try:
+        status = os.waitpid(bwrap, 0)[1]
+    finally:
+        try:   # not waited for: its teardown would hold the session's end (init reaps it)
+            os.kill(net, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return exit_status(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""Run sandbox test files again as a plain user: CI runs as root, where a sandbox that holds
+only because its agent lacks privilege would pass unnoticed, and a user's sandbox differs
+(bwrap needs a user namespace, pasta joins the user's own).
+
+`rerun_as_plain_user(*files)` runs the files in a pytest of their own, as `nobody` (setpriv:
+no capability, no group), with a HOME and a pytest temp directory that user owns; it fails
+with that run's output when a test there fails. It skips when this process is not root (the
+ordinary run is then the plain user's) or setpriv is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]      # the checkout: its tests and bin/
+PLAIN_USER = "nobody"
+
+
+def _ids(user: str) -> tuple[int, int]:
+    import pwd
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _as_user(uid: int, gid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all"]
+
+
+def _python(as_user: list[str], env: dict[str, str]) -> str:
+    """A Python of this version the plain user can run, with this one's packages: this very
+    interpreter, or (when it lives where only root reaches, e.g. under /root) python3 on PATH.
+    This interpreter's site-packages go on PYTHONPATH either way (env is changed so): the
+    checkout's `#!/usr/bin/env python3` launchers may find another python3 first."""
+    import site
+    probe = "import sys; assert sys.version_info[:2] == %r; import click, msgspec, pytest" % (
+        tuple(sys.version_info[:2]),)
+    packages = os.pathsep.join(site.getsitepackages())
+    env["PYTHONPATH"] = packages
+    for python in (sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin")):
+        if python and subprocess.run([*as_user, python, "-c", probe], cwd=ROOT, env=env,
+                                     capture_output=True, timeout=60).returncode == 0:
+            return python
+    pytest.skip(f"{PLAIN_USER} can run no Python {sys.version_info[:2]} with this one's packages")
+
+
+def rerun_as_plain_user(*files: str, timeout: float = 900) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("not root: the ordinary run of these tests is already a plain user's")
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed here")
+    uid, gid = _ids(PLAIN_USER)
+    base = Path(tempfile.mkdtemp(prefix="brat-plain-"))
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, uid, gid)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("GIT_", "GRITE_", "BRAT_", "PYTEST_", "SSH_", "XDG_"))}
+        env.update({"HOME": str(base), "USER": PLAIN_USER, "LOGNAME": PLAIN_USER,
+                    "PYTHONDONTWRITEBYTECODE": "1"})
+        python = _python(_as_user(uid, gid), env)
+        proc = subprocess.run(
+            [*_as_user(uid, gid), python, "-m", "pytest", "-q", "-rs",
+             "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"), *files],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    tail = (proc.stdout + proc.stderr)[-6000:]
+    assert proc.returncode == 0, f"as {PLAIN_USER} (uid {uid}):\n{tail}"
+    assert " passed" in proc.stdout and " skipped" not in proc.stdout, tail
