@@ -48,12 +48,9 @@ def mode_warning(cfg: Config) -> str:
 
 
 def head_under_review(board: Board, store, tid: str) -> str:
-    """The commit a task in review would land: its branch's tip here (where the refinery takes
-    it from, commits added since the agent finished included), else its newest open merge
-    request's head ("" when neither is known)."""
-    local = store.refs.branch_tip(f"brat/{tid}")
-    if local:
-        return local
+    """The commit a task in review would land: the copy of its branch the refinery would take
+    (find_branch: commits added since the agent finished included), else the head its newest
+    open merge request names ("" when neither is known)."""
     best = None
     for m in board.state.of_group(MERGE, tid):
         if m.get("status", "queued") in model.MERGE_DONE or m.get("status") == "superseded":
@@ -61,7 +58,37 @@ def head_under_review(board: Board, store, tid: str) -> str:
         if best is None or model.age_key(m) > model.age_key(best):
             best = m
     head = best.get("head", "") if best is not None else ""
-    return head if isinstance(head, str) and FULL_SHA.fullmatch(head) else ""
+    head = head if isinstance(head, str) and FULL_SHA.fullmatch(head) else ""
+    branch = best.get("branch") if best is not None else None
+    if not isinstance(branch, str) or not branch.startswith("brat/"):
+        branch = f"brat/{tid}"
+    found = find_branch(store, branch, head)
+    return found[1] if found else head
+
+
+def find_branch(store: Store, branch: str, want: str = "") -> tuple[str, str] | None:
+    """(ref, sha) of a task branch: the local branch, else a remote's copy of it.
+
+    `want`, the head the task was finished at: the copy that holds it is the task's work. A
+    local branch that lacks it (behind it: this clone's own attempt was cut short and another
+    clone finished the task; or that head was never fetched here) is not, and neither is a
+    remote's copy that lacks it: None until a fetch brings it. A local branch holding it and
+    more (a human added a commit) is taken, and so is one rewritten here (it holds a head this
+    clone has seen, not that one)."""
+    local = store.refs.read(f"refs/heads/{branch}".encode())
+    mine = (f"refs/heads/{branch}", local.decode()) if local else None
+    copies = [(n.decode(), sha.decode()) for n, sha in sorted(store.refs.under(b"refs/remotes/").items())
+              if n.decode().count("/") >= 3 and n.decode().split("/", 3)[3] == branch]
+    if want and not FULL_SHA.fullmatch(want):
+        want = ""   # (from the log: only a full commit id is compared, never handed to git)
+    if not want or (mine is not None and mine[1] == want):
+        return mine or (copies[0] if copies else None)
+    fetched = store.objects.has_object(want.encode())
+    if mine is not None and fetched and (store.objects.is_ancestor(want, mine[1]) or
+                                         not store.objects.is_ancestor(mine[1], want)):
+        return mine
+    return next((c for c in copies if c[1] == want), None) or next(
+        (c for c in copies if fetched and store.objects.is_ancestor(want, c[1])), None)
 
 
 def approved(task: Entity, head: str, cfg: Config) -> bool:

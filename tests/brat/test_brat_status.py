@@ -34,8 +34,7 @@ def test_status_story_from_a_workflow_to_a_landed_convoy(brepo):
     assert s["convoys"][0]["counts"]["running"] == 1 and s["ready"] == []
     move(brepo, ids["design"], "needs-review")
     s = brat_json(brepo, "status")
-    assert [(m["position"], m["task"], m["status"]) for m in s["merge_queue"]] == \
-        [(1, ids["design"], "needs-review")]
+    assert [w["task"] for w in s["review"]] == [ids["design"]] and s["merge_queue"] == []
     move(brepo, ids["design"], "merging", "merged")
     s = brat_json(brepo, "status")
     assert s["merge_queue"] == [] and [t["id"] for t in s["ready"]] == [ids["implement"]]
@@ -119,8 +118,8 @@ def test_sessions_merge_queue_and_the_recovery_report(brepo):
     move(brepo, b, "running", "needs-review")
     move(brepo, c, "running", "needs-review")
     s = brat_json(brepo, "status")
-    assert [(m["task"], m["status"]) for m in s["merge_queue"]] == \
-        [(a, "merging"), (b, "needs-review"), (c, "needs-review")]
+    assert [(m["task"], m["status"]) for m in s["merge_queue"]] == [(a, "merging")]
+    assert [w["task"] for w in s["review"]] == [b, c]   # no branch here: nothing to approve yet
     rec = s["recovery"]
     assert set(rec) == {"rebuilt_from_log", "events", "snapshot", "replayed", "skipped_records",
                         "unreadable_leases", "rejected_events", "crashed_sessions",

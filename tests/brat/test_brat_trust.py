@@ -107,6 +107,7 @@ def test_a_pulled_check_runs_only_after_the_user_approves_it(tmp_path):
     assert fail(victim, "refinery", "run", "--once")[0] == 7   # --show approved nothing
     # Approved: it runs.
     assert brat_json(victim, "trust")["recorded"]
+    brat(victim, "task", "approve", tid)   # the victim's review of the work itself
     brat(victim, "refinery", "run", "--once")
     assert _nothing_ran(marks, 0.5) == ["check"] and status_of(victim, tid) == "merged"
     # Revoked: refused again.
@@ -197,6 +198,7 @@ def test_a_hub_runs_pushed_code_only_when_its_admin_allows_it(tmp_path):
     tid = _hostile_request(att, cid, "docs typo",
                            {"Makefile": f"test:\n\t-touch {marks}/makefile\n"})
     _push(att, f"brat/{tid}")
+    brat(hub, "task", "approve", tid)   # its admin read it: only the check stands between
     main = git(hub, "rev-parse", "main")
     code, msg = fail(hub, "refinery", "run", "--once")
     assert code == 7 and "hub.run_checks" in msg

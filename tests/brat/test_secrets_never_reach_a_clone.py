@@ -45,7 +45,8 @@ def test_credentials_an_agent_and_a_check_print_reach_no_other_clone(tmp_path):
     bench = make_bench(here, tmp_path / "bench")
     bench.config(engines__leaky__command=json.dumps(["sh", "-c", AGENT, "x", "{prompt}"]),
                  witness__engine="leaky", witness__max_retries="0",
-                 refinery__check=f'cat "{leaks}"; exit 1', refinery__on_fail="fail")
+                 refinery__check=f'cat "{leaks}"; exit 1', refinery__on_fail="fail",
+                 refinery__review="auto")
     git(here, "add", "-A")
     git(here, "commit", "-q", "-m", "brat config")
     git(here, "push", "-q", "origin", "main")

@@ -66,6 +66,8 @@ def test_status_numbers_the_merge_queue_in_the_order_the_refinery_takes_it(bench
                    "done ok")
     bench.brat("witness", "run", "--once", "--convoy", cb)
     bench.brat("witness", "run", "--once", "--convoy", ca)
+    for t in (a, b):   # approved in the other order: the queue keeps the order they finished in
+        bench.brat("task", "approve", t)
     s = bench.json("status")
     refinery = bench.json("refinery", "status")["queue"]
     assert [(q["position"], q["task"]) for q in refinery] == [(1, b), (2, a)]

@@ -62,32 +62,8 @@ def lease_name(store: Store, remote: str) -> str:
     return f"refinery:{base or 'repo'}"
 
 
-FULL_SHA = re.compile(r"[0-9a-f]{40}")
-
-
-def find_branch(store: Store, branch: str, want: str = "") -> tuple[str, str] | None:
-    """(ref, sha) of a task branch: the local branch, else a remote's copy of it.
-
-    `want`, the head the task was finished at: the copy that holds it is the task's work. A
-    local branch that lacks it (behind it: this clone's own attempt was cut short and another
-    clone finished the task; or that head was never fetched here) is not, and neither is a
-    remote's copy that lacks it: None until a fetch brings it. A local branch holding it and
-    more (a human added a commit) is taken, and so is one rewritten here (it holds a head this
-    clone has seen, not that one)."""
-    local = store.refs.read(f"refs/heads/{branch}".encode())
-    mine = (f"refs/heads/{branch}", local.decode()) if local else None
-    copies = [(n.decode(), sha.decode()) for n, sha in sorted(store.refs.under(b"refs/remotes/").items())
-              if n.decode().count("/") >= 3 and n.decode().split("/", 3)[3] == branch]
-    if want and not FULL_SHA.fullmatch(want):
-        want = ""   # (from the log: only a full commit id is compared, never handed to git)
-    if not want or (mine is not None and mine[1] == want):
-        return mine or (copies[0] if copies else None)
-    fetched = store.objects.has_object(want.encode())
-    if mine is not None and fetched and (store.objects.is_ancestor(want, mine[1]) or
-                                         not store.objects.is_ancestor(mine[1], want)):
-        return mine
-    return next((c for c in copies if c[1] == want), None) or next(
-        (c for c in copies if fetched and store.objects.is_ancestor(want, c[1])), None)
+FULL_SHA = review.FULL_SHA
+find_branch = review.find_branch   # the one rule for which copy of a task's branch lands
 
 
 def open_merges(state) -> dict[str, Entity]:

@@ -321,10 +321,21 @@ def block(g: Grite, ref: str, message: str) -> model.TaskDetail:
     return task_show(g, u.id)
 
 
-def approve(g: Grite, ref: str) -> tasks.Updated:
-    """`git brat refinery retry ID`: a blocked or failed task's branch goes to the merge queue."""
-    from git_brat.brat.refinery.passes import retry
-    return retry(g, ref)
+def retry(g: Grite, ref: str) -> tasks.Updated:
+    """`git brat refinery retry ID`: a blocked or failed task's branch goes back to review."""
+    from git_brat.brat.refinery.passes import retry as refinery_retry
+    return refinery_retry(g, ref)
+
+
+def approve(g: Grite, ref: str) -> model.TaskDetail:
+    """`git brat task approve ID` (a blocked or failed task retried first): the commit the
+    human looked at goes to the merge queue."""
+    from git_brat.brat import review
+    tid = g.resolve(ref, model.TASK).id
+    if model.status_of(model.board(g).tasks[tid]) in ("blocked", "failed"):
+        retry(g, tid)
+    review.approve(g, tid)
+    return task_show(g, tid)
 
 
 def stop_session(g: Grite, ref: str) -> dict[str, str]:
@@ -388,5 +399,5 @@ def log_size(g: Grite, sid: str) -> int:
 __all__ = ["Repo", "COLUMNS", "status", "task_list", "task_show", "convoy_list", "convoy_show",
            "session_list", "session_show", "refinery_status", "mayor_status", "mayor_log",
            "session_log", "task_diff", "board_page", "reply", "requeue", "drop", "block",
-           "approve", "stop_session", "stop_task_session", "mayor_ask", "mayor_confirm",
+           "approve", "retry", "stop_session", "stop_task_session", "mayor_ask", "mayor_confirm",
            "mayor_discard", "Board"]

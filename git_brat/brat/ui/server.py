@@ -419,7 +419,7 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             lambda g, t, b: data.reply(g, t, _text(b, "message"), _notes(b)))), methods=["POST"]),
         Route("/api/v1/tasks/{id}/approve", api(act(lambda g, t, b: data.approve(g, t))),
               methods=["POST"]),
-        Route("/api/v1/tasks/{id}/retry", api(act(lambda g, t, b: data.approve(g, t))),
+        Route("/api/v1/tasks/{id}/retry", api(act(lambda g, t, b: data.retry(g, t))),
               methods=["POST"]),
         Route("/api/v1/tasks/{id}/requeue", api(act(
             lambda g, t, b: data.requeue(g, t, _text(b, "message")))), methods=["POST"]),

@@ -125,7 +125,9 @@ class Chaos:
                "witness.timeout": "60", "deacon.interval": "1", "deacon.sync_interval": "1",
                # Chaos kills agents by the pids they write to $CHAOS_PIDS: unconfined, as a
                # sandboxed agent's pids are its own namespace's and that directory is not its.
-               "witness.sandbox": "none"}
+               "witness.sandbox": "none",
+               # no human in the loop: the check decides what lands
+               "refinery.check": "true", "refinery.review": "auto"}
         for k, v in cfg.items():
             self.git(seed, "brat", "config", "set", k, v)
         self.git(seed, "add", ".brat")

@@ -37,7 +37,11 @@ def test_an_agent_commits_and_says_done_then_the_task_waits_for_review(bench, re
     assert d["argv"][-1] == "<prompt>" and d["branch"] == f"brat/{t}"
     assert d["pid"] > 0 and d["host"] and d["ended_at"]
     assert os.path.exists(d["log"])
-    # A merge request for the refinery, and the user's checkout exactly as it was.
+    # Waiting for the human's review (with a merge request recorded for the refinery), and
+    # the user's checkout exactly as it was.
+    st = bench.json("status")
+    assert [w["task"] for w in st["review"]] == [t] and st["merge_queue"] == []
+    bench.brat("task", "approve", t)
     queue = bench.json("status")["merge_queue"]
     assert [m["task"] for m in queue] == [t] and queue[0]["merge"]
     assert git(repo, "rev-parse", "HEAD") == head_before and status(repo) == status_before

@@ -170,9 +170,12 @@ def test_a_reply_resumes_the_conversation_with_the_message(bench, repo):
     assert "Use v2 please." in second["prompt"]
     assert git(repo, "show", f"brat/{t}:a.txt") == "v1\nv2"
     assert bench.show(t)["status"] == "needs-review"
-    # The merge request of the first attempt was superseded by the reply.
-    queue = bench.json("status")["merge_queue"]
-    assert len(queue) == 1
+    # The merge request of the first attempt was superseded by the reply: one request, for
+    # the new head, waiting for the human's review.
+    st = bench.json("status")
+    assert [w["head"] for w in st["review"]] == [git(repo, "rev-parse", f"brat/{t}")]
+    bench.brat("task", "approve", t)
+    assert len(bench.json("status")["merge_queue"]) == 1
 
 
 def test_a_reply_to_an_engine_without_resume_leads_a_fresh_prompt(bench, repo):

@@ -271,6 +271,8 @@ def test_a_clone_whose_own_attempt_was_cut_short_lands_the_work_another_clone_fi
     if not pushed:                                   # B's branch never reached the hub
         git(hub, "update-ref", "-d", f"refs/heads/brat/{t}")
     grite(ba.repo, "sync")
+    if pushed:   # A's human approves what B's agent finished (not A's cut-short branch)
+        ba.brat("task", "approve", t)
     report = json.loads(ba.brat("refinery", "run", "--once", "--json").out)
     results = [o["result"] for p in report["passes"] for o in p["outcomes"]]
     if pushed:
