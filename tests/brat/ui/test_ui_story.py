@@ -97,6 +97,8 @@ def test_watching_and_steering_the_demo_loop_from_the_board(tmp_path, browser, a
         stats = repo / mean.path
         stats.write_text(stats.read_text().replace(mean.old, "sum(values) // max(1, len(values))"))
         git(repo, "commit", "-qam", "mean: guard the division")
+        # ... after the human approved the mean fix too (from the CLI this time).
+        brat(repo, "task", "approve", _task_by_title(repo, mean.title)["id"])
 
         go("/queue")
         page.locator("#queue", has_text=median.title).wait_for()
