@@ -34,7 +34,7 @@ def _as_user(uid: int, gid: int) -> list[str]:
             "--inh-caps=-all", "--bounding-set=-all"]
 
 
-def _python(as_user: list[str], env: dict[str, str]) -> str:
+def _python(as_user: list[str], env: dict[str, str], where: Path) -> str:
     """A Python of this version the plain user can run, with this one's packages: this very
     interpreter, or (when it lives where only root reaches, e.g. under /root) python3 on PATH.
     This interpreter's site-packages go on PYTHONPATH either way (env is changed so): the
@@ -45,10 +45,24 @@ def _python(as_user: list[str], env: dict[str, str]) -> str:
     packages = os.pathsep.join(site.getsitepackages())
     env["PYTHONPATH"] = packages
     for python in (sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin")):
-        if python and subprocess.run([*as_user, python, "-c", probe], cwd=ROOT, env=env,
+        if python and subprocess.run([*as_user, python, "-c", probe], cwd=where, env=env,
                                      capture_output=True, timeout=60).returncode == 0:
             return python
     pytest.skip(f"{PLAIN_USER} can run no Python {sys.version_info[:2]} with this one's packages")
+
+
+def _checkout_copy(base: Path, uid: int, gid: int) -> Path:
+    """This checkout's code and tests, copied where the plain user reads them: CI's clone may
+    sit where only root reaches (under /root)."""
+    dest = base / "checkout"
+    skip = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache")
+    for part in ("git_brat", "tests", "bin", "hooks"):
+        shutil.copytree(ROOT / part, dest / part, ignore=skip, symlinks=True)
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / part, dest / part)
+    for path in [dest, *dest.rglob("*")]:
+        os.lchown(path, uid, gid)
+    return dest
 
 
 def rerun_as_plain_user(*files: str, timeout: float = 900) -> None:
@@ -65,11 +79,12 @@ def rerun_as_plain_user(*files: str, timeout: float = 900) -> None:
                if not k.startswith(("GIT_", "GRITE_", "BRAT_", "PYTEST_", "SSH_", "XDG_"))}
         env.update({"HOME": str(base), "USER": PLAIN_USER, "LOGNAME": PLAIN_USER,
                     "PYTHONDONTWRITEBYTECODE": "1"})
-        python = _python(_as_user(uid, gid), env)
+        where = _checkout_copy(base, uid, gid)
+        python = _python(_as_user(uid, gid), env, where)
         proc = subprocess.run(
             [*_as_user(uid, gid), python, "-m", "pytest", "-q", "-rs",
              "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"), *files],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+            cwd=where, env=env, capture_output=True, text=True, timeout=timeout)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     tail = (proc.stdout + proc.stderr)[-6000:]

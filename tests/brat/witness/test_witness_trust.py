@@ -107,8 +107,10 @@ def test_an_agents_commits_off_its_branch_are_kept_and_found(repo, tmp_path):
         esac
         git brat task done -m finished
         """)
+    # Unconfined: a sandboxed session's only way out is its branch (its HEAD and other refs are
+    # never followed: test_session_quarantine.py), so off-branch commits stay in its quarantine.
     bench.config(engines__sh__command=json.dumps(["sh", "-c", script, "agent", "{prompt}"]),
-                 witness__engine="sh", witness__max_retries="0")
+                 witness__engine="sh", witness__max_retries="0", witness__sandbox="none")
     c = bench.convoy()
     detach = bench.task(c, "DETACH: commit on a detached HEAD")
     branch = bench.task(c, "BRANCH: commit on another branch")
