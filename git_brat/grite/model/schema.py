@@ -211,6 +211,8 @@ FIELDS: dict[str, Check] = {
     "failures": _count, "merge_failures": _count, "retry_after": _stamp,
     "last_failure": _long, "last_failure_at": _stamp, "needs_human": _long,
     "done_by": _ref, "done_message": _long,
+    # the review gate: the commit a human approved, when, and the one a reply answered
+    "approved_head": _commit, "approved_at": _stamp, "reply_head": _commit,
     # convoys
     "workflow": _name, "vars": map_of(_name, _long),
     # sessions
