@@ -126,3 +126,16 @@ def push_spam_logs(hub, tmp_path, count: int) -> None:
                                                                        "state": "open"}))
         forge_log(pusher, f"{i:016x}", [e])
     git(pusher, "push", "-q", str(hub), "refs/grite/replicas/*:refs/grite/replicas/*")
+
+
+def pusher_append(repo, drafts, summary: str = "grite: task.update") -> None:
+    """What a pusher's own tool writes: the library's writer without its refusals (signed, as
+    itself). Replay, not the writer, is what must stand against it."""
+    from git_brat.grite.log import wal
+    from git_brat.grite.repo import Grite
+    saved = wal._refuse_out_of_bounds
+    wal._refuse_out_of_bounds = lambda events: None
+    try:
+        Grite.open(str(repo)).append(drafts, summary)
+    finally:
+        wal._refuse_out_of_bounds = saved

@@ -16,7 +16,7 @@ def test_a_forged_queued_to_merged_move_is_rejected_and_its_dependant_stays_bloc
     first = task(brepo, conv, "first")
     second = task(brepo, conv, "second", "--needs", first)
     # Anyone with push access: one event claiming the task went from needs-review to merged.
-    forged = ev.make_event(first, "ee" * 16, 1000, int(time.time() * 1000),
+    forged = ev.make_event(first, "ee" * 8, 1000, int(time.time() * 1000),
                            ev.SetFields({"status": "merged", "status_from": "needs-review"}))
     forge_log(brepo, "0" * 16, [forged])
 

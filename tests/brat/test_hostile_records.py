@@ -24,6 +24,7 @@ from git_brat.grite.model import events as ev
 from git_brat.grite.model import schema
 from git_brat.grite.model.state import canonical, replay
 from gritekit import forge_log
+from gritekit import pusher_append
 from helpers import brat, brat_json, git, grite, grite_json, run
 from sync_helpers import clone, seeded_hub
 
@@ -195,15 +196,7 @@ def _engine_config(repo: Path) -> None:
 
 
 def _pusher_writes(repo: Path, drafts) -> None:
-    """The pusher's own tool: the library's writer without its refusals (signed, as itself)."""
-    from git_brat.grite.log import wal
-    from git_brat.grite.repo import Grite
-    saved = wal._refuse_out_of_bounds
-    wal._refuse_out_of_bounds = lambda events: None
-    try:
-        Grite.open(str(repo)).append(drafts, "grite: task.update")
-    finally:
-        wal._refuse_out_of_bounds = saved
+    pusher_append(repo, drafts)
 
 
 def _state_digest(repo: Path) -> str:

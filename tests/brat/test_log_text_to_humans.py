@@ -22,7 +22,8 @@ ESC = "\x1b"
 
 def _forged_session(repo, task_field: str) -> None:
     """What any pusher can write: a running session on this host whose task is terminal codes."""
-    Grite.open(str(repo)).append([Draft("b" * 32, ev.Create(SESSION, {
+    from gritekit import pusher_append
+    pusher_append(repo, [Draft("b" * 32, ev.Create(SESSION, {
         "task": task_field, "status": "running", "host": hostname(),
         "worktree": "/nonexistent", "engine": "x"}))], "forged session")
 
@@ -44,7 +45,8 @@ def test_a_forged_session_on_this_host_is_neither_recovered_nor_shown_by_the_wit
     _forged_session(brepo, f"{ESC}]2;pwned\x07{ESC}[2J")
     proc = brat(brepo, "witness", "run", "--once", "--engine", "demo", check=False)
     assert "recovered" not in proc.err and "pwned" not in proc.err, proc.err
-    assert [s["status"] for s in brat_json(brepo, "session", "list", "--all")] == ["running"]
+    # (replay rejects it outright: its task is not an entity id)
+    assert brat_json(brepo, "session", "list", "--all") == []
 
 
 def test_the_looping_deacons_report_carries_no_terminal_codes_from_the_log(brepo):
@@ -63,7 +65,8 @@ def test_the_looping_deacons_report_carries_no_terminal_codes_from_the_log(brepo
     # A session record only this clone's own local records can make it act on: the forged one
     # is left alone, and nothing of its text reaches the terminal.
     assert "pwned" not in text and ESC not in text and "\x07" not in text, text
-    assert [s["status"] for s in brat_json(brepo, "session", "list", "--all")] == ["running"]
+    # (replay rejects it outright: its task is not an entity id)
+    assert brat_json(brepo, "session", "list", "--all") == []
 
 
 def test_an_intervention_command_is_built_by_git_brat_not_read_from_the_log(brepo):

@@ -178,8 +178,9 @@ def test_a_log_tree_with_more_than_events_is_read_the_same_by_every_path(grepo, 
         blobs.append(run(["git", "hash-object", "-w", "--stdin"], grepo, input=data).out.strip())
     # (in the other replica's own ref: a replica's log holds only that replica's batches)
     other_id = json.loads((other / ".git" / "grite" / "replica.json").read_text())["id"]
+    # (with the first batch's own message: its signature speaks for the replica's actor)
     _log_commit(grepo, f"refs/grite/replicas/{other_id}", {"events": blobs[0], "extra": blobs[1]},
-                "odd")
+                git(other, "log", "-1", "--format=%B", "refs/grite/wal~1"))
     incremental = [i["title"] for i in grite_json(grepo, "issue", "list")]
     grite(grepo, "rebuild", "--full")
     assert [i["title"] for i in grite_json(grepo, "issue", "list")] == incremental
@@ -205,7 +206,8 @@ def test_a_tree_where_events_should_be_costs_only_its_own_record(grepo, tmp_path
         else:
             entry = f"100644 blob {git(grepo, 'rev-parse', f'{c}:events')}\tevents\n"
         tree = git(grepo, "mktree", input=entry)
-        parent = git(grepo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", f"peer {n}")
+        signed = git(grepo, "log", "-1", "--format=%B", c)   # each batch's own signature
+        parent = git(grepo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", signed)
         if n == 40:
             odd = parent
     other_id = json.loads((other / ".git" / "grite" / "replica.json").read_text())["id"]
