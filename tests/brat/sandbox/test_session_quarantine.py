@@ -23,7 +23,10 @@ def _bench(repo: Path, tmp_path: Path, *agent_args: str, sandbox: str = "bwrap")
     bench = make_bench(repo, tmp_path)
     bench.config(engines__quarantine__command=json.dumps(
         ["python3", str(AGENT), *agent_args, "{prompt}"]),
-        witness__engine="quarantine", witness__sandbox=sandbox, witness__max_retries="0")
+        witness__engine="quarantine", witness__sandbox=sandbox, witness__max_retries="0",
+        # what leaves a session through git is tested here, not its network (the agent
+        # quarantine tests have pasta's): no namespace plumbing between the test and the agent
+        witness__sandbox_network="none")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "brat config")
     return bench
