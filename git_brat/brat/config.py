@@ -168,16 +168,13 @@ class Hub(_Section):
 
 
 class Inbox(_Section):
-    """Where what waits for you (`git brat inbox`) is sent; the deacon delivers each item once."""
-    command: _d(list[str], "argv of a command given one JSON event on stdin (never a shell "
-                           "string); empty: none.") = []
-    ntfy: _d(str, "ntfy topic URL each event is POSTed to (https://ntfy.sh/<topic>); "
-                  "empty: none.") = ""
-    webhook: _d(str, "Webhook URL given Slack-style JSON ({\"text\": ...}); empty: none.") = ""
+    """Where what waits for you (`git brat inbox`) is sent; the deacon sends each item once."""
+    command: _d(list[str], "argv given one JSON event on stdin (never a shell string).") = []
+    ntfy: _d(str, "ntfy topic URL each event is POSTed to (https://ntfy.sh/<topic>).") = ""
+    webhook: _d(str, "Webhook URL sent Slack-style JSON ({\"text\": ...}).") = ""
     debounce: _d(float, "Seconds an item waits before it is sent (one answered sooner is "
                         "never sent).", ge=0) = 30
-    timeout: _d(float, "Seconds one delivery may take before it counts as failed.",
-                gt=0, le=60) = 5
+    timeout: _d(float, "Seconds one delivery may take.", gt=0, le=60) = 5
 
 
 class Engine(_Section):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import urllib.request
@@ -27,7 +28,6 @@ import msgspec
 from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout, review
-from git_brat.brat import status as st
 from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
 from git_brat.errors import GriteError, UsageError
@@ -82,30 +82,52 @@ def reviews(board: Board, store, cfg: Config) -> list[Item]:
         out.append(Item(f"review:{t.id}:{head or _event_of(t, 'status')}", "review", t.id,
                         t.get("convoy", ""), t.get("title", ""),
                         f"finished, waits for your review at {head[:12] or '(no branch here)'}",
-                        f"git brat task approve {t.id[:7]}", iso(t.updated_at)))
+                        f"git brat task approve {t.id[:7]}", _since(t)))
     return out
 
 
-_INTERVENTIONS = {"blocked": "question", "failed": "failure", "needs-human": "needs-human"}
+# A task's status -> the kind of wait, and what answers it.
+WAITS = {"blocked": ("question", "your answer"), "failed": ("failure", "what to do differently")}
+_TASK_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def interventions(board: Board, store, cfg: Config) -> list[Item]:
-    """Blocked agents' questions, failed tasks and needs-human flags (status's interventions)."""
+def stops(board: Board, store, cfg: Config) -> list[Item]:
+    """Blocked agents' questions, failed tasks and needs-human flags (as status shows them)."""
     out = []
-    for i in st.interventions(board, cfg, [], process.now_ms()):
-        kind = _INTERVENTIONS.get(i.kind)
-        if kind is None:
-            continue
-        t = board.tasks[i.task]
-        event = _event_of(t, "needs_human" if kind == "needs-human" else "status")
-        out.append(Item(f"{kind}:{t.id}:{event}", kind, t.id, i.convoy, i.title, i.detail,
-                        i.command, i.since))
+    for t in board.tasks.values():
+        if not isinstance(t.id, str) or not _TASK_ID.fullmatch(t.id):
+            continue   # forged: no command may be built from its id
+        short, status = t.id[:7], status_of(t)
+        if status in WAITS:
+            kind, hint = WAITS[status]
+            text = model.reason_of(t) or f"the task is {status} (no reason given)"
+            out.append(_item(kind, t, "status", text, f'git brat task reply {short} -m "{hint}"'))
+        elif t.get("needs_human") and status not in model.FINISHED and _flag_is_current(t):
+            out.append(_item("needs-human", t, "needs_human", str(t.get("needs_human")),
+                             f"git brat task show {short}"))
     return out
+
+
+def _flag_is_current(t) -> bool:
+    # A needs-human flag is about the status it was raised in; any later move clears it.
+    flag, status = t.fields.get("needs_human"), t.fields.get("status")
+    return status is None or tuple(flag[1:]) >= tuple(status[1:])
+
+
+def _item(kind: str, t, field: str, text: str, command: str) -> Item:
+    return Item(f"{kind}:{t.id}:{_event_of(t, field)}", kind, t.id, t.get("convoy", ""),
+                t.get("title", ""), text, command, _since(t))
+
+
+def _since(t) -> datetime:
+    """When the task's status was set (a comment since does not make it newer)."""
+    moved = t.transitions.get(_event_of(t, "status"))
+    return iso(moved[2] if moved else t.updated_at)
 
 
 # Sources in the order items are shown; a role that records a new kind of wait (a red main, a
 # usage-limit pause, a budget stop) adds its function here.
-SOURCES: list[Callable[[Board, object, Config], list[Item]]] = [reviews, interventions]
+SOURCES: list[Callable[[Board, object, Config], list[Item]]] = [reviews, stops]
 
 
 def items(g: Grite, cfg: Config, board: Board | None = None) -> list[Item]:
