@@ -184,6 +184,12 @@ def message(item: Item) -> str:
     return f"[{item.kind}] {item.task[:7]} {item.title}: {item.text} ({item.command})"
 
 
+def slack_text(text: str) -> str:
+    """Slack's three control characters escaped: an agent's question mentions no one
+    (<!channel>) and links nowhere."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def send(sink: Sink, item: Item, timeout: float) -> None:
     """One delivery, bounded by timeout; GriteError-free: OSError / SinkFailed on failure."""
     if sink.kind == "command":
@@ -194,7 +200,7 @@ def send(sink: Sink, item: Item, timeout: float) -> None:
         headers = {"Title": f"git brat: {item.kind}", "Tags": "brat",
                    "Content-Type": "text/plain; charset=utf-8"}
     else:
-        body = json.dumps({"text": message(item)}).encode()
+        body = json.dumps({"text": slack_text(message(item))}).encode()
         headers = {"Content-Type": "application/json"}
     req = urllib.request.Request(sink.target, body, headers, method="POST")
     # No proxy from the environment, no redirects followed to another place with the body.

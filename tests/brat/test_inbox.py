@@ -9,6 +9,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from bratkit import convoy, move, task
 from helpers import brat, brat_json, git
 from refinerykit import two_clones
@@ -51,6 +53,7 @@ class Receiver:
 
 def _sinks(clone: Path, url: str, out: Path, script: Path) -> None:
     git(clone, "config", "brat.inbox.webhook", f"{url}/hook")
+    git(clone, "config", "brat.inbox.ntfy", f"{url}/brat-topic")
     git(clone, "config", "brat.inbox.command", f"{sys.executable} {script} {out}")
     brat(clone, "config", "set", "--local", "inbox.debounce", "0")
 
@@ -59,7 +62,7 @@ def _needs_you(clone: Path, name: str) -> list[str]:
     """A question, a failure and a finished task waiting for review, raised on this clone."""
     c = convoy(clone, f"{name} work")
     asked, broke, finished = (task(clone, c, f"{name} {w}") for w in ("asks", "fails", "ends"))
-    brat(clone, "task", "update", asked, "--status", "blocked", "-m", "which database?")
+    brat(clone, "task", "update", asked, "--status", "blocked", "-m", "which <!channel> db?")
     move(clone, broke, "running", "failed")
     move(clone, finished, "running", "needs-review")
     return [asked, broke, finished]
@@ -71,15 +74,16 @@ def test_the_inbox_lists_questions_failures_and_reviews_with_what_answers_each(b
     assert {(i["kind"], i["task"]) for i in items} == {
         ("question", asked), ("failure", broke), ("review", finished)}
     [q] = [i for i in items if i["kind"] == "question"]
-    assert q["text"] == "which database?"
+    assert q["text"] == "which <!channel> db?"
     assert q["command"].startswith(f"git brat task reply {asked[:7]}")
     assert items[0]["kind"] == "review"                  # what lands once you decide, first
     text = brat(brepo, "inbox").out
-    assert text.startswith("3 item(s) wait for you") and "which database?" in text
+    assert text.startswith("3 item(s) wait for you") and "which <!channel> db?" in text
     brat(brepo, "task", "reply", asked, "-m", "postgres")
     assert asked not in [i["task"] for i in brat_json(brepo, "inbox")]
 
 
+@pytest.mark.slow
 def test_two_clones_deacons_send_each_needs_you_item_exactly_once_to_each_sink(tmp_path):
     hub, a, b = two_clones(tmp_path)
     script = tmp_path / "record.py"
@@ -101,13 +105,16 @@ def test_two_clones_deacons_send_each_needs_you_item_exactly_once_to_each_sink(t
             t.join(120)
         for clone in (b, a, b):
             brat(clone, "deacon", "run", "--once")
-        hooks = [json.loads(body)["text"] for path, body in rx.got]
-        assert {p for p, _ in rx.got} == {"/hook"}
+        hooks = [json.loads(body)["text"] for path, body in rx.got if path == "/hook"]
+        ntfy = [body.decode() for path, body in rx.got if path == "/brat-topic"]
     events = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(events) == len(raised) == 6
     assert sorted(e["task"] for e in events) == sorted(raised)
     assert len({e["key"] for e in events}) == 6
-    assert len(hooks) == 6 and all(any(t[:7] in h for h in hooks) for t in raised)
+    for sent in (hooks, ntfy):
+        assert len(sent) == 6 and all(sum(t[:7] in h for h in sent) == 1 for t in raised)
+    assert sum("&lt;!channel&gt;" in h for h in hooks) == 2      # Slack: nobody is mentioned
+    assert not any("<!channel>" in h for h in hooks)
     assert brat_json(a, "inbox") == brat_json(b, "inbox")     # the same inbox on every clone
 
 
@@ -130,6 +137,7 @@ def test_a_committed_sink_runs_nothing_until_its_settings_are_approved(brepo, tm
     assert out.read_text() == "ran\n"
 
 
+@pytest.mark.slow
 def test_a_sink_that_hangs_is_stopped_at_the_timeout_and_the_pass_goes_on(brepo, tmp_path):
     script = tmp_path / "hang.py"
     script.write_text("import time\ntime.sleep(60)\n")

@@ -52,6 +52,7 @@ def _review(repo, c: str) -> str:
     return t
 
 
+@pytest.mark.slow
 def test_every_tool_answers_what_the_cli_prints_as_json(brepo):
     c = convoy(brepo, "Work")
     asks = task(brepo, c, "Asks")
@@ -89,6 +90,7 @@ def test_every_tool_answers_what_the_cli_prints_as_json(brepo):
     assert commented["comments"][-1]["body"] == "soon"
 
 
+@pytest.mark.slow
 def test_a_refusal_is_an_mcp_tool_error_with_the_clis_message_and_writes_nothing(brepo):
     c = convoy(brepo, "Work")
     queued = task(brepo, c, "Not finished")
@@ -103,6 +105,7 @@ def test_a_refusal_is_an_mcp_tool_error_with_the_clis_message_and_writes_nothing
     assert wal_tip(brepo) == tip
 
 
+@pytest.mark.slow
 def test_inside_a_session_the_server_refuses_every_write_but_to_its_own_task(brepo):
     c = convoy(brepo, "Work")
     mine, other = task(brepo, c, "Mine"), task(brepo, c, "Another's")
