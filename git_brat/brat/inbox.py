@@ -79,7 +79,9 @@ def reviews(board: Board, store, cfg: Config) -> list[Item]:
     out = []
     for t in review.waiting(board, store, cfg):
         head = review.head_under_review(board, store, t.id)
-        out.append(Item(f"review:{t.id}:{head or _event_of(t, 'status')}", "review", t.id,
+        # Keyed by its move into review, never by the head: a clone that has not fetched the
+        # branch sees another head (or none), and would send the item again.
+        out.append(Item(f"review:{t.id}:{_event_of(t, 'status')}", "review", t.id,
                         t.get("convoy", ""), t.get("title", ""),
                         f"finished, waits for your review at {head[:12] or '(no branch here)'}",
                         f"git brat task approve {t.id[:7]}", _since(t)))
