@@ -15,6 +15,7 @@ import pytest
 
 from bratkit import convoy, move, task
 from helpers import brat, brat_json, git, wal_tip
+from witnesskit import AGENTS, make_bench
 
 mcp = pytest.importorskip("mcp")   # the optional extra (CI installs it)
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,3 +136,25 @@ def test_the_cli_never_imports_the_mcp_sdk(brepo):
     out = subprocess.run([sys.executable, "-c", probe], cwd=brepo, capture_output=True,
                          text=True, timeout=60, env=_env(PYTHONPATH=str(ROOT)))
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr
+
+
+@pytest.mark.slow
+def test_an_agent_in_its_session_comments_on_its_own_task_through_mcp_and_no_other(repo, tmp_path):
+    bench = make_bench(repo, tmp_path)
+    record = tmp_path / "mcp.jsonl"
+    bench.config(engines__mcp__command=json.dumps([sys.executable, str(AGENTS / "mcp_agent.py"),
+                                                   "{prompt}"]),
+                 witness__engine="mcp", witness__sandbox="none", witness__max_retries="0")
+    c = bench.convoy()
+    other = bench.task(c, "Another's task")
+    bench.brat("task", "update", other, "--status", "blocked", "-m", "parked")
+    mine = bench.task(c, "Mine", body=f"OTHER: {other}")
+    bench.brat("witness", "run", "--once", check=False,
+               env={"MCP_RECORD": str(record), "PYTHONPATH": str(ROOT)})
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [c["is_error"] for c in calls] == [False, True, True, True], calls
+    assert json.loads(calls[0]["text"])["id"] == mine
+    assert "is another's" in calls[1]["text"]
+    own = bench.show(mine)["comments"]
+    assert [x["body"] for x in own] == ["halfway there"]
+    assert bench.show(other)["comments"] == [] and bench.show(other)["status"] == "blocked"
