@@ -33,12 +33,10 @@ INSTRUCTIONS = (
     "it; brat_status is the whole picture. Tasks live in convoys; a task an agent finished "
     "waits in needs-review until brat_task_approve (it lands) or brat_task_reply (request "
     "changes: the agent continues). Ids may be given by any unique prefix.")
-# Modules other roles add; each tool is offered only once its module exists here:
-# (tool name, module, function, description).
-OPTIONAL = (("brat_kb_search", "git_brat.brat.kb", "search",
-             "Search the project's knowledge notes."),
-            ("brat_context_query", "git_brat.grite.context", "query",
-             "Query the code index for the files and symbols that matter to a question."))
+# Tools over modules other roles add (the kb notes, grite's code index): each is offered only
+# once its module exists in this git-brat (see optional_tools).
+OPTIONAL_MODULES = {"brat_kb_search": "git_brat.brat.kb",
+                    "brat_context_query": "git_brat.grite.context.index"}
 
 
 def encoded(obj: Any) -> str:
@@ -179,22 +177,33 @@ TOOLS: tuple[Callable[..., str], ...] = (
     brat_convoy_create, brat_task_reply, brat_task_approve, brat_task_comment)
 
 
-def optional_tools() -> list[tuple[str, Callable[..., Any], str]]:
-    """(name, function, description) of the tools whose module another role has added."""
+def brat_kb_search(words: str, forgotten: bool = False) -> str:
+    """Knowledge notes holding every word given (`git brat kb search --json`)."""
+    kb = importlib.import_module(OPTIONAL_MODULES["brat_kb_search"])
+    return encoded(kb.search(model.open_grite(), words.split(), forgotten))
+
+
+def brat_context_query(name: str, kind: str = "", under: str = "", limit: int = 20) -> str:
+    """Symbols of the tracked files whose name holds NAME, exact names first
+    (`git grite context query --json`)."""
+    index = importlib.import_module(OPTIONAL_MODULES["brat_context_query"])
+    ix = index.Index(model.open_grite().store)
+    ix.ensure()
+    return encoded(ix.query(name, limit, kind or None, under or None))
+
+
+def optional_tools() -> list[Callable[..., str]]:
+    """The tools whose module another role has added to this git-brat."""
+    import importlib.util
     out = []
-    for name, module, function, description in OPTIONAL:
-        try:
-            fn = getattr(importlib.import_module(module), function)
-        except (ImportError, AttributeError):
-            continue
-        out.append((name, fn, description))
+    for fn in (brat_kb_search, brat_context_query):
+        try:   # present or not; a module that is present but broken fails loudly when called
+            present = importlib.util.find_spec(OPTIONAL_MODULES[fn.__name__]) is not None
+        except ModuleNotFoundError:   # its package is absent too
+            present = False
+        if present:
+            out.append(fn)
     return out
-
-
-def _optional(fn: Callable[..., Any]) -> Callable[[str], str]:
-    def tool(query: str) -> str:
-        return encoded(fn(model.open_grite(), query))
-    return tool
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -217,11 +226,8 @@ def build():
         return call
 
     server = MCPServer("brat", instructions=INSTRUCTIONS, version=__version__)
-    for fn in TOOLS:
+    for fn in (*TOOLS, *optional_tools()):
         server.tool(name=fn.__name__, structured_output=False)(guarded(fn))
-    for name, fn, description in optional_tools():
-        server.tool(name=name, description=description,
-                    structured_output=False)(guarded(_optional(fn)))
     return server
 
 
@@ -229,4 +235,4 @@ def serve() -> None:
     build().run()
 
 
-__all__ = ["build", "serve", "TOOLS", "OPTIONAL", "INSTRUCTIONS", "encoded"]
+__all__ = ["build", "serve", "TOOLS", "OPTIONAL_MODULES", "INSTRUCTIONS", "encoded"]

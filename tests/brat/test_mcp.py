@@ -158,3 +158,26 @@ def test_an_agent_in_its_session_comments_on_its_own_task_through_mcp_and_no_oth
     own = bench.show(mine)["comments"]
     assert [x["body"] for x in own] == ["halfway there"]
     assert bench.show(other)["comments"] == [] and bench.show(other)["status"] == "blocked"
+
+
+# The tools over other roles' modules, with the command whose --json each must equal.
+OPTIONAL = {"brat_kb_search": ({"words": "retry"}, ["brat", "kb", "search", "retry"]),
+            "brat_context_query": ({"name": "main"}, ["grite", "context", "query", "main"])}
+
+
+@pytest.mark.slow
+def test_the_kb_and_context_tools_answer_as_their_commands_where_this_git_brat_has_them(brepo):
+    from git_brat.brat import mcpserver
+    present = [f.__name__ for f in mcpserver.optional_tools()]
+    if not present:
+        pytest.skip("neither git_brat.brat.kb nor git_brat.grite.context is in this checkout")
+    (brepo / "app.py").write_text("def main():\n    return 1\n")
+    git(brepo, "add", "app.py")
+    git(brepo, "commit", "-qm", "app")
+    names, res = call_all(brepo, [(n, OPTIONAL[n][0]) for n in present])
+    assert set(present) <= set(names)
+    for name, r in zip(present, res):
+        args = OPTIONAL[name][1]
+        cli = json.loads(subprocess.run(["git", *args, "--json"], cwd=brepo, text=True,
+                                        capture_output=True, check=True, env=_env()).stdout)
+        assert value(r) == cli, name
