@@ -5,9 +5,9 @@ encoding), and a refusal is an MCP tool error carrying the CLI's one-line messag
 a `brat_` prefix of their own: some clients (cn) add none, and `status` alone would collide.
 
 Writes follow the CLI's rules. Inside an agent's session (the witness sets $BRAT_SESSION, and
-$BRAT_GATE in a sandbox) the server reaches only that session's task: reads of it through the
-witness's gate when there is one, a comment on it fenced with the session's lease; creating
-work, replying (a human's answer) and approving are refused, and so is any other task.
+$BRAT_GATE in a sandbox) the server writes only to that session's task: a comment, fenced with
+the session's lease (through the witness's gate in a sandbox, which reads go through too);
+creating work, replying (a human's answer), approving and any other task's writes are refused.
 
 The SDK (the `mcp` extra) is imported by build() alone: `git brat` never pays for it.
 """
