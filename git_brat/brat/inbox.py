@@ -162,7 +162,10 @@ def sinks(store, cfg: Config) -> list[Sink]:
         if not value:
             continue
         if kind == "command":
-            shlex.split(value)   # a quoting mistake is said now, not at delivery
+            try:   # a quoting mistake is said now, not at delivery
+                shlex.split(value)
+            except ValueError as exc:
+                raise UsageError(f"git config {key}: {exc} in {value[:60]!r}") from None
         else:
             value = _url(value, f"git config {key}")
         out.append(Sink(kind, value, "git config"))

@@ -166,6 +166,11 @@ def test_an_item_younger_than_the_debounce_waits_and_a_bad_sink_url_is_refused(b
     git(brepo, "config", "brat.inbox.webhook", "--upload-pack=touch /tmp/x")
     report = brat_json(brepo, "deacon", "run", "--once")
     assert "an http:// or https:// URL" in report["duties"]["inbox"]
+    git(brepo, "config", "--unset", "brat.inbox.webhook")
+    git(brepo, "config", "brat.inbox.command", "notify 'unclosed")
+    report = brat_json(brepo, "deacon", "run", "--once")
+    assert report["duties"]["inbox"].startswith("failed: git config brat.inbox.command")
+    assert report["duties"]["leases"] == "ok"          # the other duties ran
 
 
 def test_the_inbox_works_from_a_subdirectory_and_leaves_git_status_alone(brepo):
