@@ -173,9 +173,14 @@ def test_an_item_younger_than_the_debounce_waits_and_a_bad_sink_url_is_refused(b
     assert report["duties"]["leases"] == "ok"          # the other duties ran
 
 
-def test_the_inbox_works_from_a_subdirectory_and_leaves_git_status_alone(brepo):
+def test_the_inbox_is_the_same_from_a_subdirectory_and_a_linked_worktree(brepo, tmp_path):
     (brepo / "sub").mkdir()
     before = git(brepo, "status", "--porcelain")
     assert brat_json(brepo / "sub", "inbox") == []
     assert brat(brepo / "sub", "inbox").out.strip() == "nothing waits for you"
+    c = convoy(brepo)
+    brat(brepo, "task", "update", task(brepo, c), "--status", "blocked", "-m", "help")
+    git(brepo, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "side")
+    here = brat_json(brepo / "sub", "inbox")
+    assert len(here) == 1 and brat_json(tmp_path / "wt", "inbox") == here
     assert git(brepo, "status", "--porcelain") == before
