@@ -133,6 +133,26 @@ answer was saved to.
 """,
         "status": "Convoys, ready tasks, sessions, merge queue, leases, interventions and the "
                   "recovery report.",
+        "inbox": r"""
+What waits for you (reviews, agents' questions, failures), each with the command that answers
+it. The deacon sends each new item once, across clones, to the sinks of
+.B [inbox]
+in
+.B .brat/config.toml
+(approved with
+.BR "git brat trust" )
+or git config
+.BR brat.inbox.command ", " brat.inbox.ntfy ", " brat.inbox.webhook .
+""",
+        "mcp": r"""
+An MCP server on stdio whose tools
+.RB ( brat_status ", " brat_inbox ", " brat_task_list ", " brat_task_show ", "
+.BR brat_task_create ", " brat_task_reply ", " brat_task_approve ", " brat_task_comment ", "
+.BR brat_convoy_create ", " brat_ready )
+answer what the commands' --json prints. Needs the
+.B mcp
+extra. In an agent's session it writes only to that session's task.
+""",
         "refinery run": r"""
 The merge queue: stacks requests onto the target branch in its own worktree, runs the check,
 bisects failing batches, advances the target by compare-and-swap (pushing when a remote is

@@ -167,6 +167,16 @@ class Hub(_Section):
                          "nothing and says why.") = False
 
 
+class Inbox(_Section):
+    """Where what waits for you (`git brat inbox`) is sent; the deacon sends each item once."""
+    command: _d(list[str], "argv given one JSON event on stdin (never a shell string).") = []
+    ntfy: _d(str, "ntfy topic URL each event is POSTed to (https://ntfy.sh/<topic>).") = ""
+    webhook: _d(str, "Webhook URL sent Slack-style JSON ({\"text\": ...}).") = ""
+    debounce: _d(float, "Seconds an item waits before it is sent (one answered sooner is "
+                        "never sent).", ge=0) = 30
+    timeout: _d(float, "Seconds one delivery may take.", gt=0, le=60) = 5
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -198,11 +208,13 @@ class Config(_Section):
     mayor: Mayor = msgspec.field(default_factory=Mayor)
     locks: Locks = msgspec.field(default_factory=Locks)
     hub: Hub = msgspec.field(default_factory=Hub)
+    inbox: Inbox = msgspec.field(default_factory=Inbox)
     engines: dict[str, Engine] = {}
 
 
 SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings,
-            "mayor": Mayor, "locks": Locks, "hub": Hub}
+            "mayor": Mayor, "locks": Locks, "hub": Hub,
+            "inbox": Inbox}
 
 
 # -- describing types ------------------------------------------------------------
