@@ -13,6 +13,7 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State
 
 BOARD_LINES = 120          # open convoys and tasks listed in the context
+SYMBOL_LINES = 40          # definitions of names the request mentions (grite's context index)
 GIT_TIMEOUT = 60
 EXCHANGE = "x:"            # field prefix: one field per exchange, so concurrent ones all stay
 
@@ -69,6 +70,19 @@ def excerpt(g: Grite, files: list[str], names: tuple[str, ...], limit: int) -> t
             return name, text + (f"\n[… truncated: {name} is longer than {limit} bytes]"
                                  if cut else "")
     return "", ""
+
+
+def symbol_lines(g: Grite, question: str) -> list[str]:
+    """Where the names the request mentions are defined, from grite's code context index
+    (nothing when the index cannot be had: no tree-sitter here, no commit yet)."""
+    from git_brat.errors import GriteError
+    from git_brat.grite.context.index import relevant
+    try:
+        hits = relevant(g.store, question, SYMBOL_LINES)
+    except GriteError:
+        return []
+    return [f"- {h.kind} {h.parent + '.' if h.parent else ''}{h.name}: {h.path}:{h.line}"
+            for h in hits]
 
 
 def board_lines(state: State) -> list[str]:
@@ -143,6 +157,9 @@ def prompt(g: Grite, cfg: Config, conv: Entity | None, question: str, resumed: b
         name, text = excerpt(g, files, names, m.excerpt_chars)
         if name and text.strip():
             parts.append(f"## {name} (excerpt)\n{text.rstrip()}")
+    symbols = symbol_lines(g, question)
+    if symbols:
+        parts.append("## Where the names in the request are defined\n" + "\n".join(symbols))
     state = g.state()
     parts.append("## Open convoys and tasks (already planned: do not plan them again)\n"
                  + "\n".join(board_lines(state)))

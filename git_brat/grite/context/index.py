@@ -15,6 +15,7 @@ more than MAX_FILES files is indexed up to that many (said so).
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from typing import NamedTuple
@@ -240,6 +241,31 @@ class Index:
         return FileSymbols(path, row[0], row[1], row[2], hits)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+SPECIFIC = 5   # a word defined more often than this names nothing in particular ("run", "get")
+
+
+def relevant(store: Store, text: str, limit: int) -> list[Hit]:
+    """Definitions of the names a text mentions (a request to the mayor), in the order it
+    mentions them; a name defined in more than SPECIFIC places is left out."""
+    words = list(dict.fromkeys(_IDENTIFIER.findall(text)))[:500]
+    ix = Index(store)
+    try:
+        ix.ensure()
+        hits = ix.named(words, limit * SPECIFIC * 4)
+    finally:
+        ix.close()
+    by_name: dict[str, list[Hit]] = {}
+    for h in hits:
+        by_name.setdefault(h.name.lower(), []).append(h)
+    out: list[Hit] = []
+    for word in dict.fromkeys(w.lower() for w in words):
+        found = by_name.get(word, [])
+        if len(found) <= SPECIFIC:
+            out += found
+    return out[:limit]
+
+
 def _wanted(listing: list[gitblobs.TreeFile]) -> dict[str, tuple[str, str, str]]:
     """path -> (blob, language, why it is not parsed) of the files of a known language."""
     out = {}
@@ -297,4 +323,4 @@ def _batches(blobs: list[str], sizes: dict[str, int]) -> list[list[str]]:
     return out
 
 
-__all__ = ["Index", "IndexResult", "Hit", "FileSymbols", "Symbol", "index_path"]
+__all__ = ["Index", "relevant", "IndexResult", "Hit", "FileSymbols", "Symbol", "index_path"]
