@@ -199,11 +199,13 @@ class Index:
     def query(self, term: str, limit: int = 20, kind: str | None = None,
               under: str | None = None) -> list[Hit]:
         """Symbols whose name holds `term` (any case): exact names first, then names that
-        start with it, then the rest; shorter names and then paths first within each."""
+        start with it (shorter first), then the rest (in name order); then by path and line.
+        The first two come through the name index; the rest, a scan, only when they fall
+        short."""
         needle = term.strip().lower()
         if not needle:
             raise UsageError("give a name (or part of one) to look for")
-        where, args = ["instr(lname, ?) > 0"], [needle]
+        where, args = [], []
         if kind:
             where.append("kind = ?")
             args.append(kind)
@@ -211,11 +213,21 @@ class Index:
             prefix = under.strip("/") + "/"
             where.append("substr(path, 1, ?) = ?")
             args += [len(prefix), prefix]
+        starts = "lname >= ? AND lname < ?"
+        bounds = [needle, needle + "\U0010ffff"]
+        hits = self._select([starts, *where], [*bounds, *args],
+                            "CASE WHEN lname = ? THEN 0 ELSE 1 END, length(name)", [needle],
+                            limit)
+        if len(hits) < limit:   # in the name index's order, so a common part stops early
+            hits += self._select([f"instr(lname, ?) > 0 AND NOT ({starts})", *where],
+                                 [needle, *bounds, *args], "lname", [], limit - len(hits))
+        return hits
+
+    def _select(self, where: list[str], args: list, order: str, order_args: list,
+                limit: int) -> list[Hit]:
         sql = (f"SELECT name, kind, path, line, last, parent FROM symbols "
-               f"WHERE {' AND '.join(where)} ORDER BY "
-               f"CASE WHEN lname = ? THEN 0 WHEN substr(lname, 1, ?) = ? THEN 1 ELSE 2 END, "
-               f"length(name), path, line LIMIT ?")
-        rows = self.connection().execute(sql, [*args, needle, len(needle), needle, limit])
+               f"WHERE {' AND '.join(where)} ORDER BY {order}, name, path, line LIMIT ?")
+        rows = self.connection().execute(sql, [*args, *order_args, limit])
         return [Hit(*row) for row in rows]
 
     def named(self, names: list[str], limit: int) -> list[Hit]:
