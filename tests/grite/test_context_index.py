@@ -127,6 +127,8 @@ def test_a_symlink_a_huge_file_and_a_binary_file_are_listed_and_never_read(coder
     assert {h[2] for h in found(coderepo, "server")} == {"app/server.py"}
     assert found(coderepo, "huge_1") == set() and found(coderepo, "bin_fn") == set()
     assert "not parsed: symlink" in grite(coderepo, "context", "show", "web/link.py").out
+    again = grite_json(coderepo, "context", "index")
+    assert (again["changed"], again["parsed"], again["skipped"]) == (0, 0, 4)
 
 
 def test_bad_input_is_refused_with_its_exit_code_and_writes_nothing(tmp_path):

@@ -145,38 +145,21 @@ class Index:
                                "DELETE FROM meta; COMMIT;")
         listing, truncated = gitblobs.list_tree(self.store.git_dir, tree, MAX_FILES)
         wanted = _wanted(listing)
-        had = {row[0]: (row[1], row[2], row[3]) for row in
+        # A file is the same when its blob, language and being a symlink are (a symlink and a
+        # file may hold the same text, so the same blob); why a blob was not parsed is the
+        # blob's own, kept with it.
+        had = {row[0]: (row[1], row[2], row[3] == SYMLINK) for row in
                conn.execute("SELECT path, blob, lang, skipped FROM files")}
-        changed = [p for p, v in wanted.items() if had.get(p) != v]
+        changed = [p for p, (blob, lang, why) in wanted.items()
+                   if had.get(p) != (blob, lang, why == SYMLINK)]
         gone = [p for p in had if p not in wanted]
         known = _parsed_blobs(conn, {(wanted[p][0], wanted[p][1]) for p in changed})
         todo = {(wanted[p][0], wanted[p][1]) for p in changed
                 if not wanted[p][2] and (wanted[p][0], wanted[p][1]) not in known}
         sizes = {f.blob: f.size for f in listing}
         parsed = _parse(self.store.git_dir, todo, sizes)
-        rows = {**known, **parsed}
-        conn.execute("BEGIN")
-        try:
-            for path in gone + changed:
-                conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
-                conn.execute("DELETE FROM files WHERE path = ?", (path,))
-            conn.executemany("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)",
-                             [(b, lang, msgspec.msgpack.encode(syms), why)
-                              for (b, lang), (syms, why) in parsed.items()])
-            for path in changed:
-                blob, lang, why = wanted[path]
-                syms, blob_why = rows.get((blob, lang), ([], why))
-                why = why or blob_why
-                conn.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (path, blob, lang, why))
-                conn.executemany("INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 [(s[0].lower(), s[0], s[1], path, s[2], s[3], s[4])
-                                  for s in syms])
-            conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                             [("tree", tree), ("versions", versions)])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        _write(conn, wanted, changed, gone, {**known, **parsed}, parsed,
+               [("tree", tree), ("versions", versions)])
         skipped, symbols = conn.execute(
             "SELECT (SELECT count(*) FROM files WHERE skipped != ''), "
             "(SELECT count(*) FROM symbols)").fetchone()
@@ -251,6 +234,31 @@ class Index:
             "SELECT name, kind, path, line, last, parent FROM symbols WHERE path = ? "
             "ORDER BY line, rowid", (path,))]
         return FileSymbols(path, row[0], row[1], row[2], hits)
+
+
+def _write(conn: sqlite3.Connection, wanted: dict, changed: list[str], gone: list[str],
+           rows: dict, parsed: dict, meta: list[tuple[str, str]]) -> None:
+    """One transaction: the blobs parsed now, the files that changed and their symbols."""
+    conn.execute("BEGIN")
+    try:
+        for path in gone + changed:
+            conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
+            conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        conn.executemany("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)",
+                         [(b, lang, msgspec.msgpack.encode(syms), why)
+                          for (b, lang), (syms, why) in parsed.items()])
+        for path in changed:
+            blob, lang, why = wanted[path]
+            syms, blob_why = rows.get((blob, lang), ([], why))
+            conn.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (path, blob, lang,
+                                                                   why or blob_why))
+            conn.executemany("INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [(s[0].lower(), s[0], s[1], path, s[2], s[3], s[4]) for s in syms])
+        conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")

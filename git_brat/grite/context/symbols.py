@@ -156,9 +156,9 @@ def _define(node, spec: Def, defs: dict, parent: str, parent_kind: str, out: lis
     kind = spec.kind
     if kind == "function" and parent_kind in _CONTAINERS:
         kind = "method"
-    elif kind == "variable" and _text(node.child_by_field_name("value")) is not None and \
-            node.child_by_field_name("value").type in _FUNCTION_VALUES:
-        kind = "function"
+    elif kind == "variable" and getattr(node.child_by_field_name("value"), "type",
+                                        None) in _FUNCTION_VALUES:
+        kind = "function"   # const f = () => ...
     owner_field = _OWNER_FIELD.get(node.type)
     if owner_field:   # a Go method: its receiver's type is its parent
         parent = _type_name(node.child_by_field_name(owner_field)) or parent
