@@ -12,6 +12,7 @@ Usage: python bench/bench_context.py [--quick]   (--quick: fewer runs)
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,27 +52,36 @@ def generated_repo(files: int) -> Path:
     return repo
 
 
-def cold_index(repo: Path, runs: int) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cold_index(repo: Path, runs: int) -> tuple[float, float]:
+    """Median wall time, and CPU seconds per run (the shared machine's load inflates wall)."""
     index = repo / ".git" / "grite" / "context" / "index.sqlite"
 
     def drop():
         for suffix in ("", "-wal", "-shm"):
             Path(str(index) + suffix).unlink(missing_ok=True)
-    return time_cmd([GRITE, "context", "index"], repo, runs, before=drop)
+    cpu = children_cpu()
+    wall = time_cmd([GRITE, "context", "index"], repo, runs, before=drop)
+    return wall, (children_cpu() - cpu) / runs
 
 
-def incremental_index(repo: Path, path: str, runs: int) -> float:
-    times = []
+def incremental_index(repo: Path, path: str, runs: int) -> tuple[float, float]:
+    times, cpu = [], 0.0
     for n in range(runs):
         with open(repo / path, "a") as f:
             f.write(f"\ndef added_{n}():\n    pass\n" if path.endswith(".py") else
                     f"\nexport function added{n}() {{}}\n")
         git(repo, "commit", "-q", "-am", f"change {n}")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), children_cpu()
         subprocess.run([GRITE, "context", "index"], cwd=repo, env=env(), check=True,
                        stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        cpu += children_cpu() - c0
+    return statistics.median(times), cpu / runs
 
 
 def query_in_process(repo: Path, term: str, runs: int) -> float:
@@ -90,12 +100,15 @@ def query_in_process(repo: Path, term: str, runs: int) -> float:
 
 
 def measure(name: str, repo: Path, changed: str, term: str, runs: int, base: float) -> None:
-    cold = cold_index(repo, max(1, runs // 2))
-    report(f"{name}: context index, cold", cold, note=f"{cold / base:.1f}x floor")
-    inc = incremental_index(repo, changed, runs)
-    report(f"{name}: context index, one file changed", inc, note=f"{inc / base:.2f}x floor")
-    warm = query_in_process(repo, term, runs * 4)
-    report(f"{name}: query warm, in-process (ensure + query)", warm)
+    cold, cpu = cold_index(repo, max(1, runs // 2))
+    report(f"{name}: context index, cold", cold, note=f"{cold / base:.1f}x floor, "
+                                                      f"CPU {cpu:.2f} s")
+    inc, cpu = incremental_index(repo, changed, runs)
+    report(f"{name}: context index, one file changed", inc,
+           note=f"{inc / base:.2f}x floor, CPU {cpu * 1000:.0f} ms")
+    for what, word in (("a prefix", term), ("no match: a scan", "nosuchname")):
+        warm = query_in_process(repo, word, runs * 4)
+        report(f"{name}: query warm, in-process, {what}", warm)
     cli = time_cmd([GRITE, "context", "query", term], repo, runs)
     report(f"{name}: git-grite context query, warm", cli, note=f"{cli / base:.2f}x floor")
 

@@ -158,7 +158,8 @@ class Index:
                 if not wanted[p][2] and (wanted[p][0], wanted[p][1]) not in known}
         sizes = {f.blob: f.size for f in listing}
         parsed = _parse(self.store.git_dir, todo, sizes)
-        _write(conn, wanted, changed, gone, {**known, **parsed}, parsed,
+        _write(conn, wanted, changed, gone + [p for p in changed if p in had],
+               {**known, **parsed}, parsed,
                [("tree", tree), ("versions", versions)])
         skipped, symbols = conn.execute(
             "SELECT (SELECT count(*) FROM files WHERE skipped != ''), "
@@ -236,12 +237,13 @@ class Index:
         return FileSymbols(path, row[0], row[1], row[2], hits)
 
 
-def _write(conn: sqlite3.Connection, wanted: dict, changed: list[str], gone: list[str],
+def _write(conn: sqlite3.Connection, wanted: dict, changed: list[str], dropped: list[str],
            rows: dict, parsed: dict, meta: list[tuple[str, str]]) -> None:
-    """One transaction: the blobs parsed now, the files that changed and their symbols."""
+    """One transaction: the rows of the files dropped (gone or changed) out, the blobs parsed
+    now, the changed files and their symbols in."""
     conn.execute("BEGIN")
     try:
-        for path in gone + changed:
+        for path in dropped:
             conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
         conn.executemany("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)",
