@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from git_brat.brat import board as model
+from git_brat.clikit import printable
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
 from git_brat.brat.witness.prompt import tracked_text
@@ -29,8 +30,9 @@ def work_tree_status(top: str) -> list[str]:
 
 
 def tracked_files(top: str) -> list[str]:
-    # Shown to the mayor as text: a name that is not UTF-8 is shown with U+FFFD.
-    return [f.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    # Shown to the mayor as text: a name that is not UTF-8 is shown with U+FFFD, a line break
+    # in one escaped (it would start a section of the prompt of its own).
+    return [_one_line(f.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
             for f in worktree.tracked(top, timeout=GIT_TIMEOUT)]
 
 
@@ -81,8 +83,14 @@ def symbol_lines(g: Grite, question: str) -> list[str]:
         hits = relevant(g.store, question, SYMBOL_LINES)
     except GriteError:
         return []
-    return [f"- {h.kind} {h.parent + '.' if h.parent else ''}{h.name}: {h.path}:{h.line}"
-            for h in hits]
+    return [_one_line(f"- {h.kind} {h.parent + '.' if h.parent else ''}{h.name}: "
+                      f"{h.path}:{h.line}") for h in hits]
+
+
+def _one_line(text: str) -> str:
+    """A committed path may hold a line break: shown escaped, it cannot start a section of
+    the prompt of its own."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def board_lines(state: State) -> list[str]:
