@@ -94,6 +94,15 @@ def test_a_changed_file_is_the_only_one_parsed_again_and_a_copy_is_never_parsed(
     assert ("Ledger", "struct", "copy/lib.rs", "") in found(coderepo, "ledger")
 
 
+def test_an_index_file_that_is_not_one_is_made_anew(coderepo):
+    grite(coderepo, "context", "index")
+    index = coderepo / ".git" / "grite" / "context" / "index.sqlite"
+    for suffix in ("-wal", "-shm"):
+        (coderepo / ".git" / "grite" / "context" / f"index.sqlite{suffix}").unlink(missing_ok=True)
+    index.write_bytes(b"not a database at all" * 100)
+    assert ("Server", "class", "app/server.py", "") in found(coderepo, "server")
+
+
 def test_query_follows_head_without_an_explicit_index(coderepo):
     assert found(coderepo, "stop_server") == set()
     commit_files(coderepo, {"app/server.py": "def stop_server():\n    pass\n"})

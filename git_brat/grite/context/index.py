@@ -94,17 +94,31 @@ class Index:
         self._conn: sqlite3.Connection | None = None
 
     def connection(self) -> sqlite3.Connection:
+        """The open index file; one that is not an SQLite file of ours is made anew (it is
+        derived: nothing is lost)."""
         if self._conn is None:
             private_dir(os.path.dirname(self.path))
             try:
-                conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT, isolation_level=None)
-                conn.executescript(_SCHEMA)
-                conn.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.DatabaseError as exc:
-                raise GriteError(f"the context index {self.path} is unreadable ({exc}): delete "
-                                 f"it, it is rebuilt from the tree")
-            self._conn = conn
+                self._conn = self._open()
+            except sqlite3.DatabaseError:
+                for suffix in ("", "-wal", "-shm"):
+                    _unlink(self.path + suffix)
+                try:
+                    self._conn = self._open()
+                except sqlite3.DatabaseError as exc:
+                    raise GriteError(f"cannot make the context index {self.path}: {exc}")
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT, isolation_level=None)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("SELECT count(*) FROM meta").fetchone()
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         if self._conn is not None:
@@ -286,6 +300,13 @@ def relevant(store: Store, text: str, limit: int) -> list[Hit]:
         if len(found) <= SPECIFIC:
             out += found
     return out[:limit]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _wanted(listing: list[gitblobs.TreeFile]) -> dict[str, tuple[str, str, str]]:
