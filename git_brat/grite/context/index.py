@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS symbols_by_path ON symbols(path);
 
 
 class IndexResult(msgspec.Struct):
-    commit: str            # the revision asked for, as given
+    rev: str               # the revision asked for, as given
     tree: str
     files: int             # files of a known language in the tree
     parsed: int            # blobs parsed this run
@@ -225,7 +225,10 @@ class Index:
                 limit: int) -> list[Hit]:
         sql = (f"SELECT name, kind, path, line, last, parent FROM symbols "
                f"WHERE {' AND '.join(where)} ORDER BY {order}, name, path, line LIMIT ?")
-        rows = self.connection().execute(sql, [*args, *order_args, limit])
+        try:
+            rows = self.connection().execute(sql, [*args, *order_args, limit]).fetchall()
+        except sqlite3.Error as exc:   # held by a writer past the timeout, a damaged page
+            raise GriteError(f"cannot read the context index {self.path}: {exc}")
         return [Hit(*row) for row in rows]
 
     def named(self, names: list[str], limit: int) -> list[Hit]:
