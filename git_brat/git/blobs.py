@@ -8,6 +8,7 @@ chosen, bounded in count and in bytes.
 
 from __future__ import annotations
 
+import subprocess
 from typing import Iterable, Iterator, NamedTuple
 
 from git_brat.errors import GriteError
@@ -32,23 +33,44 @@ def tree_id(git_dir: str, rev: str) -> str | None:
 
 
 def list_tree(git_dir: str, tree: str, limit: int) -> tuple[list[TreeFile], bool]:
-    """Every file of a tree, recursively, with sizes; at most `limit` (and whether more were)."""
-    res = git.run(["--git-dir", git_dir, "ls-tree", "-r", "-l", "-z", "--full-tree",
-                   "--end-of-options", tree], timeout=TIMEOUT)
-    if not res.ok:
-        raise GriteError(f"cannot list tree {tree[:12]}: {res.error_line()}")
+    """Every file of a tree, recursively, with sizes; at most `limit` (and whether more were).
+    Streamed: a tree of millions of entries is read only as far as the limit, then git is
+    stopped."""
     out: list[TreeFile] = []
-    for record in res.stdout.split(b"\0"):
-        if not record:
-            continue
-        if len(out) >= limit:
-            return out, True
-        meta, _tab, path = record.partition(b"\t")
-        mode, kind, sha, size = meta.split()
-        out.append(TreeFile(mode.decode(), sha.decode() if kind == b"blob" else "",
-                            int(size) if size != b"-" else -1,
-                            path.decode("utf-8", "surrogateescape")))
-    return out, False
+    proc = subprocess.Popen(git.argv(["ls-tree", "-r", "-l", "-z", "--full-tree",
+                                      "--end-of-options", tree], git_dir=git_dir),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    more, rest = False, b""
+    try:
+        while not more:
+            chunk = proc.stdout.read1(1 << 16)
+            if not chunk:
+                break
+            *records, rest = (rest + chunk).split(b"\0")
+            for record in records:
+                if len(out) >= limit:
+                    more = True
+                    break
+                out.append(_tree_file(record))
+    finally:
+        if more:
+            proc.kill()
+        proc.stdout.close()
+        err = proc.stderr.read(1 << 16)
+        proc.stderr.close()
+        code = proc.wait(timeout=TIMEOUT)
+    if not more and code != 0:
+        raise GriteError(f"cannot list tree {tree[:12]}: "
+                         f"{git.Result([], code, b'', err).error_line()}")
+    return out, more
+
+
+def _tree_file(record: bytes) -> TreeFile:
+    meta, _tab, path = record.partition(b"\t")
+    mode, kind, sha, size = meta.split()
+    return TreeFile(mode.decode(), sha.decode() if kind == b"blob" else "",
+                    int(size) if size != b"-" else -1, path.decode("utf-8", "surrogateescape"))
 
 
 def read_blobs(git_dir: str, blobs: Iterable[str], max_size: int) -> Iterator[tuple[str, bytes]]:

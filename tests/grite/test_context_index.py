@@ -192,3 +192,15 @@ def test_a_forged_project_value_that_is_not_text_is_rejected_at_replay():
     state = replay(log)
     assert values(state) == {"test_command": "make"}
     assert {log[2].id, log[3].id} <= set(state.rejected)
+
+
+def test_a_tree_of_more_files_than_the_bound_is_read_only_as_far_as_the_bound(coderepo):
+    from git_brat.git import blobs
+    from git_brat.git.store import Store
+    git_dir = Store.discover(str(coderepo)).git_dir
+    tree = blobs.tree_id(git_dir, "HEAD")
+    files, more = blobs.list_tree(git_dir, tree, 3)
+    assert len(files) == 3 and more
+    every, more = blobs.list_tree(git_dir, tree, 100)
+    assert not more and {f.path for f in every} == set(SOURCES) | {"README"}
+    assert all(f.mode == "100644" and f.size > 0 and len(f.blob) == 40 for f in every)
