@@ -239,7 +239,7 @@ class Index:
         marks = ",".join("?" * len(lowered))
         rows = self.connection().execute(
             f"SELECT name, kind, path, line, last, parent FROM symbols WHERE lname IN ({marks}) "
-            f"ORDER BY path, line LIMIT ?", [*lowered, limit])
+            f"ORDER BY path, line, name LIMIT ?", [*lowered, limit])
         return [Hit(*row) for row in rows]
 
     def file(self, path: str) -> FileSymbols | None:
