@@ -252,6 +252,22 @@ objects.
 .B \-
 reads standard input.
 """,
+        "export": r"""
+The JSON export holds
+.BR issues ", " convoys " and " tasks
+(fields, comments, state; a convoy's state is the count of its tasks by status).
+.B \-\-format csv
+is one row per issue, convoy and task; a cell that a spreadsheet would run as a formula
+starts with a quote.
+.B import
+takes the issues back and says how many convoys and tasks it left out.
+""",
+        "context": r"""
+.B .git/grite/context/index.sqlite
+may be deleted at any time: the next command rebuilds it from the tree. Its answer depends
+only on the tree and the versions of tree-sitter and its grammars (after an upgrade of either,
+the next \fBcontext index\fR re-parses everything).
+""",
         "doctor": r"""
 Reports corrupt records, abandoned ref locks and half-written object files, rewritten replica
 histories, grite hooks that are not live where git runs hooks from, and a cache that disagrees

@@ -27,7 +27,7 @@ FLOORS = [
     ["git_brat.grite.cache"],
     ["git_brat.grite.repo"],
     ["git_brat.grite.issues", "git_brat.grite.transfer", "git_brat.grite.audit",
-     "git_brat.grite.locks"],
+     "git_brat.grite.locks", "git_brat.grite.context"],
     ["git_brat.grite.sync"],
     ["git_brat.grite.doctor", "git_brat.grite.repair", "git_brat.grite.init", "git_brat.grite.trust"],
     ["git_brat.grite.cli", "git_brat.grite.__main__"],

@@ -246,12 +246,21 @@ PREFIXED: dict[str, Check] = {
     "action": _any_map,   # action000, action001, ...
 }
 
+# The project context (git grite context set): ctx:<key>, a key of PROJECT_KEY's form, its value
+# text ("" once unset).
+PROJECT_PREFIX = "ctx:"
+PROJECT_KEY = Form(_WORD, range(1, 65))
+PROJECT_VALUE_MAX = 65_536
+PREFIXED[PROJECT_PREFIX] = text(PROJECT_VALUE_MAX)
+
 
 def _prefixed(key: str) -> Check | None:
     if key.startswith("x:"):
         return PREFIXED["x:"]
     if key.startswith("action") and key[6:].isdigit():
         return PREFIXED["action"]
+    if key.startswith(PROJECT_PREFIX):
+        return PREFIXED[PROJECT_PREFIX]
     return None
 
 
