@@ -244,14 +244,25 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     conversation = e.get("engine_session", "")
     if not conversation:
         lost.append(f"its conversation: engine {e.get('engine', '?')} gave no id to resume")
-    target = e.get("target", "") or "HEAD"
-    commits = g.store.objects.count(target, sha.decode()) if sha is not None else 0
+    commits = _commits_made(g, e, sha)
     task = g.state().entities.get(tid)
     merged = task is not None and task.get("status") == "merged"
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
                           iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
                           conversation, log if log and os.path.exists(log) else "", e.get("reason", ""),
                           [] if merged else lost, merged)
+
+
+def _commits_made(g: Grite, e: Entity, tip: bytes | None) -> int:
+    """The commits a crashed session itself made: from the branch's tip when it started to its
+    tip when it was found crashed (recovery records both), never its successors' (the branch
+    moves on). A record without them (an older writer's) is counted as before, to the branch."""
+    start, head = e.get("start_head"), e.get("head")
+    if tip is None:
+        return 0
+    if isinstance(start, str) and isinstance(head, str) and start and "head" in e.fields:
+        return g.store.objects.count(start, head) if head else 0
+    return g.store.objects.count(e.get("target", "") or "HEAD", tip.decode())
 
 
 def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
