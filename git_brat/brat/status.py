@@ -114,6 +114,7 @@ class Status(msgspec.Struct):
     confinement: str = ""      # what a new session's sandbox confines here, in a few words
     review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
+    tasks: list[TaskView] = []  # every task (of the --convoy), asked for with --tasks
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -276,7 +277,8 @@ def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
     return seen
 
 
-def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
+def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None,
+          every_task: bool = False) -> Status:
     board = board or model.board(g)
     lease_list, lease_problems = leases(g)
     now_ms = process.now_ms()
@@ -324,7 +326,8 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   [t for t in unreached if tasks is None or t in tasks],
                   sandbox.effective(cfg.witness.sandbox),
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
-                                           short=True), waiting, rv.mode(cfg))
+                                           short=True), waiting, rv.mode(cfg),
+                  board.task_list(cid) if every_task else [])
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:
