@@ -31,6 +31,8 @@ class Intervention(msgspec.Struct):
     detail: str
     command: str               # what resolves it, ready to paste
     since: datetime
+    by: str = ""               # the agent whose move it was: "claude (session ab12cd3) via Eve"
+    via: str = ""              # that agent's session ("" when a person moved it)
 
 
 class CrashedSession(msgspec.Struct):
@@ -170,8 +172,9 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
         return status is None or tuple(flag[1:]) >= tuple(status[1:])
 
     def add(kind: str, t: Entity, detail: str, command: str) -> None:
+        by, via = _moved_by_agent(board, t)
         out.append(Intervention(kind, t.id, t.get("convoy", ""), t.get("title", ""), detail,
-                                command, iso(t.updated_at)))
+                                command, iso(t.updated_at), by, via))
 
     for t in sorted(board.tasks.values(), key=model.run_key):
         if not isinstance(t.id, str) or not _TASK_ID.fullmatch(t.id):
@@ -204,6 +207,16 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
                     f"git brat task dep remove {short} --on {dead[0][:7]}")
     order = {k: i for i, k in enumerate(INTERVENTION_KINDS)}
     return sorted(out, key=lambda i: order[i.kind])
+
+
+def _moved_by_agent(board: Board, t: Entity) -> tuple[str, str]:
+    """(who, session) when an agent's session moved task t to its status, else ("", "")."""
+    cell = t.fields.get("status")
+    move = t.transitions.get(cell[3]) if cell is not None else None
+    if move is None or not move[3].get("via"):
+        return "", ""
+    who, via, _engine = model.credit(board.state, board.names, move[1], move[3].get("via"))
+    return (who, via) if via else ("", "")
 
 
 def recovery(g: Grite, board: Board, tasks: set[str] | None,

@@ -113,7 +113,8 @@ def _attention(s: st.Status, sid, view: View) -> list[str]:
     shown, more = view.take(s.interventions, LIMIT)
     body = []
     for i in shown:
-        body.append(cut(f"{i.kind:<11}  {sid(i.task)}  {i.title} — {i.detail}", w))
+        said = f"{i.by}: {i.detail}" if i.by else i.detail
+        body.append(cut(f"{i.kind:<11}  {sid(i.task)}  {i.title} — {said}", w))
         body.append(f"{_PASTE}{i.command}")   # never cut: it is meant to be pasted
     lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS",
                       body, more)

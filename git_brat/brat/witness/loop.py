@@ -544,8 +544,7 @@ class Witness:
                 end["kept"] = [k.ref for k in left.kept]
             out = [Draft(live.sid, ev.SetFields(end))]
             if v.task_to:
-                # (the session's outcome: credited to it, as what it said through the gate is)
-                out.append(tasks.move(board, live.tid, v.task_to, v.task_reason,
+                out.append(tasks.move(board, live.tid, v.task_to, v.task_reason,   # (its own)
                                       **{"via": live.sid, **v.task_fields}))
             if v.merge:
                 out.append(Draft(ev.new_entity_id(), ev.Create(MERGE, {

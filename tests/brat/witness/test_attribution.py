@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from helpers import git
+from helpers import git, grite
 from witnesskit import kill_group, make_bench
 
 
@@ -49,6 +49,19 @@ def test_an_agents_comment_and_done_are_shown_as_the_agents_in_text_and_json(ben
     text = bench.brat("task", "show", t).out
     assert f"--- {agent}, " in text and f"--- {user}, " in text
     assert any("running -> needs-review" in ln and agent in ln for ln in text.splitlines())
+
+
+def test_an_agent_that_blocks_is_named_in_status_and_in_the_log(bench, repo):
+    t = bench.task(bench.convoy(), "Needs a key", "block I need the vendor's API key")
+    bench.brat("witness", "run", "--once")
+    sid, user = bench.runs()[0]["session"], _user(repo)
+    agent = f"claude (session {sid[:7]}) via {user}"
+    [i] = bench.json("status")["interventions"]
+    assert (i["kind"], i["task"], i["by"], i["via"]) == ("blocked", t, agent, sid)
+    assert f"{agent}: I need the vendor" in bench.brat("status", env={"COLUMNS": "200"}).out
+    # The raw log says which session each of the agent's events came through.
+    text = grite(repo, "log").out
+    assert any("task.comment" in ln and f"via {sid[:7]}" in ln for ln in text.splitlines())
 
 
 def test_a_via_naming_another_actors_session_is_shown_as_its_writers_own_words():
