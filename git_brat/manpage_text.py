@@ -131,10 +131,8 @@ resumes it; engines that cannot resume get the earlier exchanges summarized.
 A failure, a timeout or an answer without a valid plan creates nothing and names the file the
 answer was saved to.
 """,
-        "status": "What needs you first (reviews, interventions, the recovery report), then tasks "
-                  "by state, one line per convoy, ready tasks, sessions, merge queue and leases. "
-                  "Each list shows its first few entries and how many more; --all shows every "
-                  "entry, --tasks every task. Lines fit the terminal's width; --json is complete.",
+        "status": "At any size it fits a screen: a project of 1k tasks prints about 55 lines. An "
+                  "intervention an agent caused names it: claude (session ab12cd3) via Eve.",
         "refinery run": r"""
 The merge queue: stacks requests onto the target branch in its own worktree, runs the check,
 bisects failing batches, advances the target by compare-and-swap (pushing when a remote is
