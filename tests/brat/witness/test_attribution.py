@@ -48,6 +48,11 @@ def test_an_agents_comment_and_done_are_shown_as_the_agents_in_text_and_json(ben
 
     text = bench.brat("task", "show", t).out
     assert f"--- {agent}, " in text and f"--- {user}, " in text
+    # The board's data is the same detail.
+    from git_brat.brat.ui import data
+    from git_brat.grite.repo import Grite
+    board = data.task_show(Grite.open(str(repo)), t)
+    assert {(c.author, c.via) for c in board.comments} >= {(agent, sid), (user, "")}
     assert any("running -> needs-review" in ln and agent in ln for ln in text.splitlines())
 
 
