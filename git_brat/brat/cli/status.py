@@ -76,9 +76,7 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None,
     def sid(i: str) -> str:
         return short.get(i, i[:7])
 
-    import textwrap
-    lines: list[str] = [ln for w in s.warnings for ln in textwrap.wrap(
-        f"warning: {w}", view.width - 1, subsequent_indent="  ", break_on_hyphens=False)]
+    lines: list[str] = [ln for w in s.warnings for ln in _wrapped(f"warning: {w}", view.width - 1)]
     lines += _attention(s, sid, view)
     lines += _summary(s, sid, view)
     lines += _lists(s, sid, names, view)
@@ -135,7 +133,7 @@ def _summary(s: st.Status, sid, view: View) -> list[str]:
         return ["CONVOYS  none (start one: git brat workflow run feature --var feature=...)", ""]
     total = {x: sum(c.counts.get(x, 0) for c in s.convoys) for x in STATES}
     counts = ", ".join(f"{n} {x}" for x, n in total.items() if n) or "no tasks"
-    lines = textwrap_lines(f"TASKS ({sum(total.values())}): {counts}; {len(s.ready)} ready, "
+    lines = _wrapped(f"TASKS ({sum(total.values())}): {counts}; {len(s.ready)} ready, "
                            f"{len(s.sessions)} session(s) live, {len(s.merge_queue)} in the "
                            f"merge queue", view.width)
     order = {"failed": 0, "stalled": 1, "active": 2, "landed": 3}
@@ -153,14 +151,15 @@ def _summary(s: st.Status, sid, view: View) -> list[str]:
     return lines + [""]
 
 
-def textwrap_lines(text: str, width: int) -> list[str]:
+def _wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    """text on lines of at most width columns, the later ones indented two more."""
     import textwrap
-    return textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False)
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)
 
 
 def _lists(s: st.Status, sid, names: dict[str, str], view: View) -> list[str]:
     """Ready tasks, sessions, the merge queue and leases, each to its limit."""
-    import textwrap
     lines: list[str] = []
     skipped = {n.task: n.reason for n in s.not_started}
     shown, more = view.take(s.ready, LIST_LIMIT)
@@ -169,9 +168,7 @@ def _lists(s: st.Status, sid, names: dict[str, str], view: View) -> list[str]:
         ready += _rows([[sid(t.id), f"p{t.priority}", sid(t.convoy), t.title]], [7, 2, 7, None],
                        view.width)
         if t.id in skipped:   # the witness's own pick rule says it passes this one over
-            ready += textwrap.wrap(f"not started: {skipped[t.id]}", view.width - 4,
-                                   initial_indent="  ", subsequent_indent="  ",
-                                   break_on_hyphens=False)
+            ready += _wrapped(f"not started: {skipped[t.id]}", view.width - 4, "  ")
     lines += _section(f"READY ({len(s.ready)})" if s.ready else "READY", ready, more, "--tasks")
     lines.append("")
     dead = {d.session: d for d in s.dead_sessions}
@@ -217,11 +214,11 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False, view: View | None =
     width = view.width - 2
     out = []
     if r.rebuilt_from_log and r.snapshot:
-        out += textwrap_lines(f"state rebuilt (no usable cache): {r.events - r.replayed} events "
+        out += _wrapped(f"state rebuilt (no usable cache): {r.events - r.replayed} events "
                               f"from snapshot {r.snapshot[:10]}, {r.replayed} replayed from the "
                               f"log", width)
     elif r.rebuilt_from_log:
-        out += textwrap_lines(f"state rebuilt from the log: {r.replayed} events replayed (no "
+        out += _wrapped(f"state rebuilt from the log: {r.replayed} events replayed (no "
                               f"usable cache)", width)
     problems, hidden = view.take(r.unreadable_leases, LIMIT)
     for problem in problems:
@@ -232,7 +229,7 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False, view: View | None =
         out.append(f"{len(r.skipped_records)} unreadable log records skipped "
                    f"(see `git grite doctor`)")
     if r.rejected_events:
-        out += textwrap_lines(f"{r.rejected_events} events rejected on replay (a lease that "
+        out += _wrapped(f"{r.rejected_events} events rejected on replay (a lease that "
                               f"had moved on, an illegal move, a clock or size past the bounds, "
                               f"a value not of its type): `git grite doctor` lists them", width)
     crashed, left = view.take(r.crashed_sessions, LIMIT)
