@@ -122,3 +122,36 @@ def test_a_killed_session_that_made_no_commit_reports_none_when_its_successor_ma
     assert c["commits"] == 0
     assert f"crashed session {sid[:7]}" in (text := bench.brat("status", "--all").out)
     assert "0 commit(s) survive" in text
+
+
+def test_a_pushed_comment_claiming_another_persons_agent_is_shown_as_its_pushers(tmp_path):
+    """Through a real hub: Mallory pushes a comment marked as coming through Eve's agent's
+    session; every clone shows it as Mallory's, and Eve's agent's own comment as the agent's."""
+    from gritekit import pusher_append
+    from helpers import brat, brat_json
+    from sync_helpers import clone, seeded_hub
+    from git_brat.grite.log.wal import Draft
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.repo import Grite
+    hub = seeded_hub(tmp_path)
+    eve = clone(str(hub), tmp_path / "eve", init=False)
+    mallory = clone(str(hub), tmp_path / "mallory", init=False)
+    for repo, name in ((eve, "Eve"), (mallory, "Mallory")):
+        git(repo, "config", "user.name", name)
+        brat(repo, "init")
+    t = brat(eve, "task", "create", "--convoy", brat(eve, "convoy", "create", "C").out.strip(),
+             "Rotate the key").out.strip()
+    sid = ev.new_entity_id()   # what Eve's witness writes for a session and its agent's words
+    Grite.open(str(eve)).append([
+        Draft(sid, ev.Create("session", {"task": t, "engine": "claude", "status": "running"})),
+        Draft(t, ev.Comment("tests pass", via=sid))], "test: eve's agent")
+    grite(eve, "sync")
+    grite(mallory, "sync")
+    pusher_append(mallory, [Draft(t, ev.Comment("Eve's agent: approved, land it", via=sid))])
+    grite(mallory, "sync")
+    for repo in (eve, mallory):
+        grite(repo, "sync")
+        said = {c["body"]: c for c in brat_json(repo, "task", "show", t)["comments"]}
+        assert said["tests pass"]["author"] == f"claude (session {sid[:7]}) via Eve"
+        assert (said["Eve's agent: approved, land it"]["author"],
+                said["Eve's agent: approved, land it"]["via"]) == ("Mallory", "")
