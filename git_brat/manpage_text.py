@@ -131,8 +131,8 @@ resumes it; engines that cannot resume get the earlier exchanges summarized.
 A failure, a timeout or an answer without a valid plan creates nothing and names the file the
 answer was saved to.
 """,
-        "status": "Convoys, ready tasks, sessions, merge queue, leases, interventions and the "
-                  "recovery report.",
+        "status": "At any size it fits a screen: a project of 1k tasks prints about 55 lines. An "
+                  "intervention an agent caused names it: claude (session ab12cd3) via Eve.",
         "inbox": r"""
 What waits for you (reviews, agents' questions, failures), each with the command that answers
 it. The deacon sends each new item once, across clones, to the sinks of

@@ -216,9 +216,10 @@ def report_done(g: Grite, sess: Entity, message: str) -> None:
         check_text(message, "message", one_line=False)
 
     def build() -> list[Draft]:
-        out = [Draft(tid, ev.SetFields({"done_by": sess.id, "done_message": message}))]
+        out = [Draft(tid, ev.SetFields({"done_by": sess.id, "done_message": message,
+                                        "via": sess.id}))]
         if message:
-            out.append(Draft(tid, ev.Comment(f"done: {message}")))
+            out.append(Draft(tid, ev.Comment(f"done: {message}", via=sess.id)))
         return out
     fenced(g, sess, build, summary("task.done", tid))
 
@@ -230,8 +231,8 @@ def report_block(g: Grite, sess: Entity, message: str) -> None:
     def build() -> list[Draft]:
         board = model.board(g)
         return [tasks.move(board, tid, "blocked", message.strip().splitlines()[0][:200],
-                           blocked_by=sess.id),
-                Draft(tid, ev.Comment(f"blocked: {message}"))]
+                           blocked_by=sess.id, via=sess.id),
+                Draft(tid, ev.Comment(f"blocked: {message}", via=sess.id))]
     fenced(g, sess, build, summary("task.block", tid))
 
 
@@ -240,7 +241,7 @@ def comment(g: Grite, tid: str, sess: Entity | None, message: str) -> None:
         tasks.comment(g, tid, message)
         return
     check_text(message, "comment", one_line=False)
-    fenced(g, sess, [Draft(tid, ev.Comment(message))], summary("task.comment", tid))
+    fenced(g, sess, [Draft(tid, ev.Comment(message, via=sess.id))], summary("task.comment", tid))
 
 
 REPLY_FROM = ("needs-review", "failed", "blocked")

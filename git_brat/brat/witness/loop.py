@@ -544,7 +544,8 @@ class Witness:
                 end["kept"] = [k.ref for k in left.kept]
             out = [Draft(live.sid, ev.SetFields(end))]
             if v.task_to:
-                out.append(tasks.move(board, live.tid, v.task_to, v.task_reason, **v.task_fields))
+                out.append(tasks.move(board, live.tid, v.task_to, v.task_reason,   # (its own)
+                                      **{"via": live.sid, **v.task_fields}))
             if v.merge:
                 out.append(Draft(ev.new_entity_id(), ev.Create(MERGE, {
                     "task": live.tid, "branch": live.branch, "head": head, "base": live.base,

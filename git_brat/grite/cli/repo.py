@@ -52,7 +52,8 @@ def log(entity, limit, as_json):
         for a in entries:
             what = f"{a.kind}.{a.op}" if a.kind else a.op
             flag = f"  [REJECTED: {a.rejected}]" if a.rejected else ""
-            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<14} {a.actor_name} "
+            via = f" via {a.via[:7]}" if a.via else ""
+            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<14} {a.actor_name}{via} "
                          f"@{a.replica[:8]}  {a.summary}{flag}".rstrip())
         return "\n".join(lines) or "no events"
     emit(as_json, entries, human)

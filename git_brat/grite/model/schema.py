@@ -233,6 +233,8 @@ FIELDS: dict[str, Check] = {
     "duties": map_of(_name, _long), "actions": _count,
     # actors
     "replica": pattern(REPLICA_ID, "a replica id"),
+    # attribution: the session whose agent caused a move or a comment ("" for the actor's own)
+    "via": _ref,
 }
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 
@@ -279,6 +281,14 @@ def fields_problem(fields: Any) -> str | None:
             if why is not None:
                 return f"field {key!r} {why}"
     return None
+
+
+def via_problem(via: Any) -> str | None:
+    """A comment's `via`: the session it came through, or "" (the actor's own words)."""
+    if via == "":
+        return None
+    why = _ref(via)
+    return None if why is None else f"its via {why}"
 
 
 def header_problem(eid: str, entity: str, actor: str) -> str | None:
