@@ -30,6 +30,7 @@ class PromptInput(msgspec.Struct, kw_only=True):
     commits: int = 0             # commits already on the branch (from earlier sessions)
     store: object = None         # the repository (git_brat.git.store.Store) ...
     tree: str = ""               # ... and the commit the session starts from: its instructions
+    instructions_by_file: bool = False   # the engine reads them from a file the witness wrote
 
 
 REPORTING = """\
@@ -137,7 +138,7 @@ def build(p: PromptInput) -> str:
                      f"```\n{_tail(p.last_failure.strip(), MAX_FAILURE)}\n```\n\nFix that first.")
     if p.notes:
         parts.append("## Notes left on the task\n\n" + "\n\n".join(f"- {n.strip()}" for n in p.notes))
-    for name, text in instructions(p.store, p.tree):
+    for name, text in [] if p.instructions_by_file else instructions(p.store, p.tree):
         parts.append(f"## The repository's instructions ({name})\n\n{text}")
     parts.append(REPORTING.format(target=p.target))
     return "\n\n".join(parts) + "\n"

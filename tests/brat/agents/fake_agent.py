@@ -27,6 +27,21 @@ elif args and args[0] == "--stdin":
 else:
     prompt = args[-1] if args else ""
 
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
 record = os.environ.get("FAKE_RECORD")
 if record:
     with open(record, "a") as f:
@@ -35,7 +50,10 @@ if record:
                             "task": os.environ.get("BRAT_TASK"), "prompt": prompt,
                             "author": os.environ.get("GIT_AUTHOR_NAME"),
                             "api_key": os.environ.get("FAKE_API_KEY"),
-                            "preset_env": os.environ.get("FAKE_PRESET_ENV")}) + "\n")
+                            "preset_env": os.environ.get("FAKE_PRESET_ENV"),
+                            "claude_md": _read("CLAUDE.md"),
+                            "skills": {d: _read(os.path.join(".claude/skills", d, "SKILL.md"))
+                                       for d in _listdir(".claude/skills")}}) + "\n")
 
 plan = os.environ.get("FAKE_PLAN")
 if plan and '"tasks"' in prompt and '"convoy"' in prompt:   # asked for a plan, as the mayor asks
