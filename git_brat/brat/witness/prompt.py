@@ -31,6 +31,7 @@ class PromptInput(msgspec.Struct, kw_only=True):
     store: object = None         # the repository (git_brat.git.store.Store) ...
     tree: str = ""               # ... and the commit the session starts from: its instructions
     instructions_by_file: bool = False   # the engine reads them from a file the witness wrote
+    knowledge: str = ""          # the knowledge notes relevant to the task (kb.section)
 
 
 REPORTING = """\
@@ -138,6 +139,8 @@ def build(p: PromptInput) -> str:
                      f"```\n{_tail(p.last_failure.strip(), MAX_FAILURE)}\n```\n\nFix that first.")
     if p.notes:
         parts.append("## Notes left on the task\n\n" + "\n\n".join(f"- {n.strip()}" for n in p.notes))
+    if p.knowledge:
+        parts.append(p.knowledge)
     for name, text in [] if p.instructions_by_file else instructions(p.store, p.tree):
         parts.append(f"## The repository's instructions ({name})\n\n{text}")
     parts.append(REPORTING.format(target=p.target))

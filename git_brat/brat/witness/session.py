@@ -18,6 +18,7 @@ from git_brat import process, redact
 from git_brat.git import quarantine
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
+from git_brat.brat import kb
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat import trust
@@ -352,7 +353,8 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
         commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0,
         store=g.store, tree=live.start_head,
-        instructions_by_file=bool(live.brief and live.brief.instructions))
+        instructions_by_file=bool(live.brief and live.brief.instructions),
+        knowledge=knowledge_for(g, task))
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
         f.write(text.encode("utf-8", "surrogateescape"))
@@ -388,6 +390,12 @@ def write_brief(g: Grite, live: LiveSession) -> None:
     live.env = git_worktree.excludes_env(live.env, path)
     for note in live.brief.refused:
         log_line(live.log, f"brief: not written: {note}")
+
+
+def knowledge_for(g: Grite, task: Entity) -> str:
+    """The knowledge notes for a task's prompt: by its paths and the words of its text."""
+    return kb.section(kb.relevant(kb.notes(g), list(task.get("paths", [])),
+                                  f"{task.get('title', '')}\n{task.get('body', '')}"))
 
 
 def briefed(store, live: LiveSession) -> list[str]:

@@ -233,6 +233,9 @@ FIELDS: dict[str, Check] = {
     "duties": map_of(_name, _long), "actions": _count,
     # actors
     "replica": pattern(REPLICA_ID, "a replica id"),
+    # knowledge notes (`git brat kb`): their kind and tags (paths are a task's "paths")
+    "note_kind": pattern(WORD, "a note kind (a lowercase word)"),
+    "tags": list_of(name(256), 64),
 }
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 

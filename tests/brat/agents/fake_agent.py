@@ -3,7 +3,7 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json [MSG]. With $FAKE_PLAN
+kb KIND PATH TEXT, exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json [MSG]. With $FAKE_PLAN
 set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
@@ -82,6 +82,14 @@ for line in prompt.splitlines():
         proc = subprocess.run(["git", "brat", "task", action, "-m", rest], cwd="sub/dir",
                               capture_output=True, text=True)
         print(f"task {action}: rc={proc.returncode} {proc.stdout.strip()} {proc.stderr.strip()}")
+        if proc.returncode:
+            rc = 9
+    elif action == "kb":   # kb KIND PATH TEXT: a knowledge note about PATH
+        kind, _, rest = rest.partition(" ")
+        path, _, text = rest.partition(" ")
+        proc = subprocess.run(["git", "brat", "kb", "add", "--kind", kind, "--path", path,
+                               "-m", text, "--json"], capture_output=True, text=True)
+        print(f"kb add: rc={proc.returncode} {proc.stdout.strip()} {proc.stderr.strip()}")
         if proc.returncode:
             rc = 9
     elif action == "exit":
