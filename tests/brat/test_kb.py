@@ -125,3 +125,19 @@ def test_the_mayor_plans_with_the_projects_notes(tmp_path):
     g = Grite.open(str(repo))
     text = context.prompt(g, Config(), None, "Plan a refactor", resumed=False)
     assert "NOTE-MAYOR-9" in text and kb.KINDS[0] in text
+
+
+def test_a_forged_note_whose_fields_are_mistyped_is_rejected_whole_and_never_listed(krepo):
+    from gritekit import pusher_append
+    from git_brat.grite.log.wal import Draft
+    from git_brat.grite.model import events as ev
+    good = brat_json(krepo, "kb", "add", "-m", "a real note")["id"]
+    for fields in ({"note_kind": 7, "title": "t", "body": "FORGED-1", "status": "kept"},
+                   {"note_kind": "pitfall", "title": "t", "body": "FORGED-2", "status": "kept",
+                    "tags": ["ok", {"nested": "map"}]},
+                   {"note_kind": "pitfall", "title": "t", "body": "FORGED-3", "status": "kept",
+                    "tags": ["\x1b[31mred"]}):
+        pusher_append(krepo, [Draft(ev.new_entity_id(), ev.Create("note", fields))],
+                      "grite: note.add")
+    listed = brat(krepo, "kb", "list", "--all", "--json").out
+    assert "FORGED" not in listed and good in listed

@@ -11,7 +11,7 @@ import pytest
 
 from enginekit import ENGINES
 from helpers import git
-from test_real_engines import SANDBOXES, _witness_available, witness_repo
+from test_real_engines import SANDBOXES, greeting_task
 
 INSTR = "MARK-INSTR-5519"
 DESC = "SKILL-DESC-8264"
@@ -24,14 +24,7 @@ SKILL = (f"---\nname: release-notes\ndescription: {DESC} Use when writing a rele
 @pytest.mark.parametrize("name", ENGINES)
 def test_the_projects_instructions_and_skills_reach_every_engines_model(
         name, sandbox, sandbox_for, tmp_path):
-    why = _witness_available()
-    if why:
-        pytest.skip(why)
-    box = sandbox_for(name)
-    repo, tid, brat, env = witness_repo(
-        box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
-        f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
-        witness__sandbox=sandbox)
+    box, (repo, tid, _brat, env) = greeting_task(name, sandbox, sandbox_for, tmp_path)
     (repo / "AGENTS.md").write_text(f"# Project rules\n\nAlways mention {INSTR} in reviews.\n")
     skill = repo / ".brat" / "skills" / "release-notes"
     skill.mkdir(parents=True)

@@ -21,10 +21,12 @@ from git_brat.brat import sessions as ss
 from git_brat.errors import GriteError, UsageError
 from git_brat.grite.issues import summary
 from git_brat.grite.model import events as ev
+from git_brat.grite.model.kinds import NOTE
 
 ENV = "BRAT_GATE"              # the socket's path, in a sandboxed session's environment
 OPS = ("show", "done", "comment", "block", "kb")
 MAX_REQUEST = 1 << 20
+MAX_NOTES = 20                 # knowledge notes one session may add (each is an event for all)
 
 
 def socket_path() -> str:
@@ -153,6 +155,10 @@ def add_note(g, sess, tid: str, text: str, kind: str, tags: list[str],
              paths: list[str]) -> str:
     """A note an agent adds, written as its session (fenced by the session's lease, like its
     comments): the note names the task and session it came from."""
+    added = sum(1 for n in g.state().of_kind(NOTE) if n.get("session") == sess.id)
+    if added >= MAX_NOTES:
+        raise UsageError(f"refused: session {sess.id[:7]} has added {added} notes already, "
+                         f"the most one session may")
     nid = ev.new_entity_id()
     d = kb.drafts(nid, kind, text, tags, paths, task=tid, session=sess.id)
     ss.fenced(g, sess, d, summary("note.add", nid, d[0].op.fields["title"]))

@@ -219,7 +219,8 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
     engine_ran = live.phase == "engine"
     output = runner.read_from(live.log, live.engine_offset) if engine_ran else ""
     result = engines.read_result(preset, output) if engine_ran else None
-    salvaged, kept_all, kept = save_work(store, live, [*preset.scratch, *briefed(store, live)])
+    salvaged, kept_all, kept = save_work(store, live, [*preset.scratch, *briefed(
+        store, live, live.start_head or live.base)])
     engine_session = (result.session_id if result and result.session_id else "") or \
         live.session_uuid or ""
     if not engine_session and preset.resumes and not preset.session_keys and engine_ran:
@@ -398,12 +399,12 @@ def knowledge_for(g: Grite, task: Entity) -> str:
                                   f"{task.get('title', '')}\n{task.get('body', '')}"))
 
 
-def briefed(store, live: LiveSession) -> list[str]:
-    """What a salvage of the session's tree leaves out: what the witness wrote there."""
+def briefed(store, live: LiveSession, commit: str | None) -> list[str]:
+    """What a salvage of the session's tree (on `commit`) leaves out: what the witness wrote
+    there, for this session or for an earlier one, whatever its engine."""
     written = live.brief.written if live.brief else []
     try:
-        planted = brief.planted(store, live.start_head or live.base) \
-            if (live.start_head or live.base) else []
+        planted = brief.planted(store, commit) if commit else []
     except GriteError:
         planted = []
     return sorted({*written, *planted})
@@ -443,7 +444,7 @@ def make_worktree(g: Grite, live: LiveSession) -> bool:
             # so the session starts in a tree that holds its branch and nothing else.
             salvage(store, live.tid, f"work left in {live.branch}'s work tree", live.env or
                     agent_env(g, live.preset, live.sid, live.tid, path),
-                    [*live.preset.scratch, *briefed(store, live)], deletions=False)
+                    [*live.preset.scratch, *briefed(store, live, existing)], deletions=False)
             git_worktree.restore(path)
         else:
             ss.remove_worktree(store, live.tid)

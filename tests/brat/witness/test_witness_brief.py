@@ -99,3 +99,22 @@ def test_aider_reads_the_instructions_and_the_skills_text_from_a_file_outside_it
     argv = invocation(PRESETS["aider"], "p", str(repo), str(tmp_path), brief=got.brief_file).argv
     assert argv[argv.index("--read") + 1] == got.brief_file
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_leftover_tree_is_salvaged_without_the_files_an_earlier_session_was_given(
+        repo, tmp_path):
+    """A tree an earlier session left (its end cut short) holds that session's CLAUDE.md and
+    skills beside real work: the next session keeps the work, not those files."""
+    from witnesskit import make_bench
+    bench = make_bench(repo, tmp_path / "bench", engine="claude")
+    commit_instructions(repo)
+    t = bench.task(bench.convoy(), "Greet", "write hello.txt hi", "commit greet")
+    wt = repo / ".git" / "brat" / "worktrees" / t
+    git(repo, "worktree", "add", "-q", "-b", f"brat/{t}", str(wt))
+    (wt / "left.txt").write_text("work an earlier agent left\n")
+    (wt / "CLAUDE.md").write_text("an earlier session's instructions\n")
+    (wt / ".claude" / "skills" / "deploy-notes").mkdir(parents=True)
+    (wt / ".claude" / "skills" / "deploy-notes" / "SKILL.md").write_text(SKILL)
+    bench.brat("witness", "run", "--once")
+    files = git(repo, "diff", "--name-only", f"main...brat/{t}").splitlines()
+    assert files == ["hello.txt", "left.txt"], files
