@@ -141,3 +141,17 @@ def test_a_forged_note_whose_fields_are_mistyped_is_rejected_whole_and_never_lis
                       "grite: note.add")
     listed = brat(krepo, "kb", "list", "--all", "--json").out
     assert "FORGED" not in listed and good in listed
+
+
+def test_one_session_adds_at_most_twenty_notes_through_the_gate(repo, tmp_path):
+    """Every note is an event every clone replays: an agent steered to flood the log stops at
+    the gate's bound."""
+    from git_brat.brat.witness.gate import MAX_NOTES
+    from witnesskit import make_bench
+    bench = make_bench(repo, tmp_path / "bench")
+    bench.config(witness__max_retries="0")
+    lines = [f"kb memory src/a.txt NOTE-FLOOD-{i}" for i in range(MAX_NOTES + 2)]
+    bench.task(bench.convoy(), "Flood", *lines, "write a.txt x", "commit a")
+    bench.brat("witness", "run", "--once", check=False)
+    notes = bench.json("kb", "list")
+    assert len(notes) == MAX_NOTES and MAX_NOTES == 20
