@@ -1,7 +1,7 @@
 """Each of the seven real engines, run by the witness against the fake model server: the project's
 instructions (AGENTS.md) and one skill's description (.brat/skills/<name>/SKILL.md) reach the
-model, from the files the witness wrote where that engine reads them; none of them lands on the
-task's branch."""
+model from the files the engine reads (the tracked AGENTS.md, or the file the witness wrote where
+that engine looks), not from the prompt; none of what the witness wrote lands on the branch."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def test_the_projects_instructions_and_skills_reach_every_engines_model(
     run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
                    "--timeout", "120"], repo, env=env, timeout=150)
     assert run.rc == 0, run.show()
+    # not through the prompt: each engine read them from its own files
+    [prompt] = list((repo / ".git" / "brat" / "sessions").glob("*/prompt.txt"))
+    assert INSTR not in prompt.read_text() and DESC not in prompt.read_text()
     bodies = json.dumps([r.get("body") for r in run.model_requests()])
     assert INSTR in bodies, run.show()
     assert DESC in bodies, run.show()

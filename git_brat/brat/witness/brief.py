@@ -56,7 +56,9 @@ class Skill(NamedTuple):
 class Brief(NamedTuple):
     """What was written for one session."""
     written: list[str]        # paths in the work tree (relative), each untracked
-    instructions: bool        # the project's instructions reach the engine by a file
+    # The instruction files (prompt.INSTRUCTION_FILES) the engine reads without the prompt:
+    # all of them when the witness wrote its file, the tree's own when it tracks that file.
+    engine_reads: list[str]
     brief_file: str = ""      # the file outside the tree the engine reads through its argv
     refused: list[str] = []   # paths not written, and why
 
@@ -144,17 +146,18 @@ def write(store, commit: str, tree: str, preset: Preset, engine_dir: str) -> Bri
         } if preset.instructions or preset.skills else set()
     found = skills(store, commit)
     text = instructions_text(store, commit, preset, found).encode("utf-8", "replace")
-    written, refused, delivered, brief_file = [], [], False, ""
+    written, refused, reads, brief_file = [], [], [], ""
     if preset.instructions_args:
         brief_file = os.path.join(engine_dir, "instructions.md")
         _write_at(engine_dir, "instructions.md", text, 0o600)
-        delivered = True
+        reads = list(prompt.INSTRUCTION_FILES)
     elif preset.instructions:
         if preset.instructions in tracked:
             refused.append(f"{preset.instructions}: tracked (the engine reads the tree's own)")
+            reads = [preset.instructions]
         elif _write_in(tree, preset.instructions, text, refused):
             written.append(preset.instructions)
-            delivered = True
+            reads = list(prompt.INSTRUCTION_FILES)
     for s in found if preset.skills else []:
         where = f"{preset.skills}/{s.name}"
         if any(p == where or p.startswith(where + "/") for p in tracked):
@@ -164,7 +167,7 @@ def write(store, commit: str, tree: str, preset: Preset, engine_dir: str) -> Bri
             _write_in(tree, f"{where}/{rest}", data, refused,
                       0o755 if mode == "100755" else 0o644)
         written.append(where + "/")
-    return Brief(written, delivered, brief_file, refused)
+    return Brief(written, reads, brief_file, refused)
 
 
 def planted(store, commit: str) -> list[str]:

@@ -354,7 +354,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
         commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0,
         store=g.store, tree=live.start_head,
-        instructions_by_file=bool(live.brief and live.brief.instructions),
+        engine_reads=live.brief.engine_reads if live.brief else [],
         knowledge=knowledge_for(g, task))
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:

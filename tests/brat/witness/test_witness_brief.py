@@ -52,7 +52,8 @@ def test_a_tracked_instructions_file_is_never_overwritten_and_the_prompt_carries
     bench.brat("witness", "run", "--once")
     (run,) = bench.runs()
     assert run["claude_md"] == "The team's own CLAUDE.md.\n"
-    assert "MARK-INSTR-4410" in run["prompt"]
+    assert "MARK-INSTR-4410" in run["prompt"]                  # AGENTS.md, which claude skips
+    assert "The team's own CLAUDE.md." not in run["prompt"]    # not twice
     assert run["skills"] == {"deploy-notes": SKILL}
 
 
@@ -79,7 +80,7 @@ def test_links_an_agent_left_in_its_tree_are_replaced_never_written_through(repo
     assert (outside / "victim").read_text() == "keep me\n"
     assert os.listdir(outside) == ["victim"]
     assert "MARK-INSTR-4410" in (wt / "CLAUDE.md").read_text()
-    assert got.written[0] == "CLAUDE.md" and got.instructions
+    assert got.written[0] == "CLAUDE.md" and "AGENTS.md" in got.engine_reads
     assert any(r.startswith(".claude/skills/deploy-notes/SKILL.md") for r in got.refused)
 
 
