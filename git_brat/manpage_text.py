@@ -45,6 +45,15 @@ merges finished work, and
 cleans up after crashes.
 """,
     "notes": {
+        "kb": r"""
+Knowledge notes are entities of the log (kind
+.BR note ):
+they sync with it, and each change has an author. Each agent's prompt gets the notes whose paths
+meet its task's paths, whose tag its text names, or that have neither, pitfalls first, about
+6 KB at most; the mayor sees them when it plans. From a sandboxed session,
+.B kb add
+goes through the witness, which records the note as the session.
+""",
         "init": r"""
 Writes
 .B .brat/config.toml
@@ -211,6 +220,11 @@ every replica fetched from a remote), so the same events always give the same st
 Ids are 32 hex digits; any unique prefix of at least 4 digits may be used, as with git objects.
 """,
     "notes": {
+        "agents-md": r"""
+The section sits between its own marker lines
+.RB ( "<!-- grite:begin" ", " "<!-- grite:end -->" );
+an update replaces it in place. A symbolic link is never written through.
+""",
         "init": r"""
 The replica id and actor live under
 .BR .git/grite/ ;

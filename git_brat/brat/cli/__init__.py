@@ -16,7 +16,7 @@ from git_brat.clikit import LazyGroup, run
 COMMANDS = {name: f"git_brat.brat.cli.{name}" for name in (
     "init", "config", "convoy", "task", "workflow", "engine", "witness", "session", "mayor",
     "status", "demo", "refinery", "deacon", "trust", "completion", "ui",
-    "inbox", "mcp")}
+    "inbox", "mcp", "kb")}
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

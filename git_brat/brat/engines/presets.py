@@ -25,7 +25,7 @@ UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 SESSION_DIR = r"/(?:[^/\0\n]+/)*brat/sessions/[0-9a-f]{32}"
 
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workdir}", "{session_dir}",
-                "{session_uuid}", "{resume_id}")
+                "{session_uuid}", "{resume_id}", "{brief}")
 
 
 class Preset(msgspec.Struct, kw_only=True):
@@ -68,6 +68,16 @@ class Preset(msgspec.Struct, kw_only=True):
     # Environment that turns the engine's own workspace trust off: given only with the
     # repository's settings approved (never by the preset on its own).
     trust_env: dict[str, str] = {}
+    # -- what the engine reads besides its prompt (the witness's brief: witness/brief.py) --
+    # The file in the work tree the engine loads its instructions from ("": none). The
+    # witness writes the project's instructions there, untracked, when the tree does not
+    # track that file.
+    instructions: str = ""
+    # Or: argv that makes the engine read them from a file outside the tree ({brief}).
+    instructions_args: list[str] = []
+    # The folder in the work tree the engine finds skills in (<folder>/<name>/SKILL.md);
+    # "": none, the skills' descriptions go into its instructions.
+    skills: str = ""
 
     @property
     def binary(self) -> str:
@@ -96,7 +106,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True},
         resume_id_format=UUID,
         # settings.json and settings.local.json hooks, commands, agents, skills; MCP servers
-        settings=[".claude/", ".mcp.json"], unchecked=["--dangerously-skip-permissions"]),
+        settings=[".claude/", ".mcp.json"], unchecked=["--dangerously-skip-permissions"],
+        # not AGENTS.md, even when no CLAUDE.md exists
+        instructions="CLAUDE.md", skills=".claude/skills"),
     Preset(
         name="aider", package="pypi aider-chat", scratch=[".aider*"], state=["~/.aider/"],
         # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
@@ -113,7 +125,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume_id_format=SESSION_DIR,
         # .aider.conf.yml (and .env, read from the repository's top) set test-cmd/lint-cmd,
         # which --yes-always runs
-        settings=[".aider*", ".env"], unchecked=["--yes-always"]),
+        settings=[".aider*", ".env"], unchecked=["--yes-always"],
+        # no instructions file of its own: --read, a read-only file in the chat
+        instructions_args=["--read", "{brief}"]),
     Preset(
         name="codex", package="npm @openai/codex", state=["$CODEX_HOME|~/.codex/"],
         argv=["codex", "exec", "--json", "--skip-git-repo-check",
@@ -127,7 +141,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         error_when={"type": "error"}, resume_id_format=UUID,
         # .codex/config.toml (MCP servers, notify, hooks), skills
         settings=[".codex/", ".agents/"],
-        unchecked=["--dangerously-bypass-approvals-and-sandbox"]),
+        unchecked=["--dangerously-bypass-approvals-and-sandbox"],
+        instructions="AGENTS.md", skills=".agents/skills"),
     Preset(
         name="opencode", package="npm opencode-ai",
         state=["$XDG_DATA_HOME/opencode|~/.local/share/opencode/",
@@ -142,7 +157,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume_id_format=r"ses_[A-Za-z0-9]{1,64}",
         # opencode.json(c): MCP servers, commands, permissions; .opencode/: plugins (code)
         settings=["opencode.json", "opencode.jsonc", ".opencode/", ".opencode.json",
-                  ".claude/", ".agents/"]),
+                  ".claude/", ".agents/"],
+        instructions="AGENTS.md", skills=".agents/skills"),
     Preset(
         name="gemini", package="npm @google/gemini-cli", state=["~/.gemini/"],
         # stream-json, not json: json is one pretty-printed document, unreadable line by line
@@ -158,14 +174,17 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["session_id"], message_keys=["content", "response"], error_when={},
         resume_id_format=UUID,
         # settings.json: hooks, MCP servers, tool discovery commands; extensions; commands
-        settings=[".gemini/"], unchecked=["--yolo"]),
+        settings=[".gemini/"], unchecked=["--yolo"],
+        # GEMINI.md, not AGENTS.md (unless its settings' context.fileName says so)
+        instructions="GEMINI.md", skills=".gemini/skills"),
     Preset(
         name="cn", package="npm @continuedev/cli", state=["$CONTINUE_GLOBAL_DIR|~/.continue/"],
         argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
         result="json", session_keys=[], message_keys=["response"],
         error_when={"status": "error"},
         # config.yaml, MCP servers, rules, prompts
-        settings=[".continue/", ".continuerc.json"], unchecked=["--auto"]),
+        settings=[".continue/", ".continuerc.json"], unchecked=["--auto"],
+        instructions="AGENTS.md", skills=".continue/skills"),
     Preset(
         name="copilot", package="npm @github/copilot",
         # It unpacks its bundled package under the cache directory on every start.
@@ -181,7 +200,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         # hooks, agents, skills and MCP servers of the repository
         settings=[".github/copilot*", ".github/hooks/", ".github/agents/", ".github/skills/",
                   ".copilot/", ".vscode/mcp.json", ".mcp.json", ".claude/", ".agents/"],
-        unchecked=["--allow-all-tools"]),
+        unchecked=["--allow-all-tools"], instructions="AGENTS.md", skills=".agents/skills"),
     # Any command: [engines.shell] command = [...] in .brat/config.toml.
     Preset(name="shell", argv=[], version_args=[]),
     # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.

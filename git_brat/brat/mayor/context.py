@@ -6,6 +6,7 @@ from collections import Counter
 
 from git_brat.brat import board as model
 from git_brat.clikit import printable
+from git_brat.brat import kb
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
 from git_brat.brat.witness.prompt import tracked_text
@@ -16,6 +17,7 @@ from git_brat.grite.model.state import Entity, State
 BOARD_LINES = 120          # open convoys and tasks listed in the context
 SYMBOL_LINES = 40          # definitions of names the request mentions (grite's context index)
 GIT_TIMEOUT = 60
+KB_BUDGET = 8 << 10        # characters of knowledge notes in the mayor's context
 EXCHANGE = "x:"            # field prefix: one field per exchange, so concurrent ones all stay
 
 
@@ -168,6 +170,9 @@ def prompt(g: Grite, cfg: Config, conv: Entity | None, question: str, resumed: b
     symbols = symbol_lines(g, question)
     if symbols:
         parts.append("## Where the names in the request are defined\n" + "\n".join(symbols))
+    knowledge = kb.section(kb.relevant(kb.notes(g), [], question, KB_BUDGET, every=True), planning=True)
+    if knowledge:
+        parts.append(knowledge)
     state = g.state()
     parts.append("## Open convoys and tasks (already planned: do not plan them again)\n"
                  + "\n".join(board_lines(state)))

@@ -18,7 +18,7 @@ _MODULES = {"repo": ("init", "log", "export", "import", "doctor", "rebuild", "sn
             "issue": ("issue", "dep", "ready"), "actor": ("actor",),
             "sync": ("sync", "remote", "uninstall", "deepen", "fetch-cold", "hook"),
             "lock": ("lock",), "trust": ("trust",), "completion": ("completion",),
-            "context": ("context",)}
+            "context": ("context",), "agents": ("agents-md", "skill")}
 COMMANDS = {name: f"git_brat.grite.cli.{module}" for module, names in _MODULES.items()
             for name in names}
 

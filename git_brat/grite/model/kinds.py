@@ -33,6 +33,7 @@ ISSUE, ACTOR = "issue", "actor"
 PROJECT = "project"
 # brat's (grite stores them; the harness gives them meaning)
 CONVOY, TASK, SESSION, MERGE, MAYOR, DEACON = "convoy", "task", "session", "merge", "mayor", "deacon"
+NOTE = "note"   # a knowledge note (`git brat kb`): what the next agent should know
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(ISSUE, "state", ("closed",)),            # exactly what `issue list` leaves out
@@ -55,6 +56,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(MAYOR, "status", ("closed",)),           # a mayor conversation
     Kind(DEACON),                                 # one record per deacon run that acted
     Kind(PROJECT),                                # the project context: never cold
+    # a knowledge note: kept until forgotten (never cold while kept: every prompt may need it)
+    Kind(NOTE, "status", ("forgotten",)),
 )}
 
 # status_of and group_of try these fields in this order, whatever the entity's kind: the cache

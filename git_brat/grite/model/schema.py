@@ -235,6 +235,9 @@ FIELDS: dict[str, Check] = {
     "replica": pattern(REPLICA_ID, "a replica id"),
     # attribution: the session whose agent caused a move or a comment ("" for the actor's own)
     "via": _ref,
+    # knowledge notes (`git brat kb`): their kind and tags (paths are a task's "paths")
+    "note_kind": pattern(WORD, "a note kind (a lowercase word)"),
+    "tags": list_of(name(256), 64),
 }
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 
