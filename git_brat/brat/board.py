@@ -6,6 +6,7 @@ from datetime import datetime
 
 import msgspec
 
+from git_brat.brat import spend
 from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
@@ -88,6 +89,7 @@ class TaskDetail(TaskView):
     comments: list[CommentView] = []
     history: list[Transition] = []
     approved_head: str = ""    # the commit a human approved to land ("" if none)
+    spent: spend.Spent | None = None   # tokens and cost over its sessions
 
 
 class ConvoyView(msgspec.Struct):
@@ -107,6 +109,7 @@ class ConvoyDetail(ConvoyView):
     body: str = ""
     vars: dict[str, str] = {}
     tasks: list[TaskView] = []
+    spent: spend.Spent | None = None   # tokens and cost over its tasks' sessions
 
 
 class SessionView(msgspec.Struct):
@@ -289,7 +292,9 @@ class Board:
         v = self.convoy_view(c)
         return ConvoyDetail(**msgspec.structs.asdict(v), body=c.get("body", ""),
                             vars=dict(c.get("vars", {})),
-                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)])
+                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)],
+                            spent=spend.view(spend.convoy_sessions(
+                                self.state, self.convoy_tasks(c.id))))
 
     def task_detail(self, t: Entity, history: list[Transition] = ()) -> TaskDetail:
         v = self.task_view(t)
@@ -299,7 +304,8 @@ class Board:
         return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
                           dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
                           comments=comments, history=list(history),
-                          approved_head=str(t.get("approved_head", "") or ""))
+                          approved_head=str(t.get("approved_head", "") or ""),
+                          spent=spend.view(spend.task_sessions(self.state, t.id)))
 
     def dependents(self, tid: str) -> list[str]:
         """Tasks that wait for tid (found through the dep_sources index, cold ones included)."""

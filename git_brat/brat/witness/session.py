@@ -23,7 +23,7 @@ from git_brat.brat import sessions as ss
 from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
-from git_brat.brat.engines import Invocation, Preset, runner, sandbox
+from git_brat.brat.engines import Invocation, Preset, runner, sandbox, usage
 from git_brat.brat.witness import confine, gate, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
@@ -75,6 +75,9 @@ class LiveSession:
     plan: sandbox.Plan | None = None
     confinement: str = "none"  # what its sandbox actually confines (sandbox.describe)
     gate: gate.Gate | None = None
+    started_wall: float = field(default_factory=time.time)   # side channels written since
+    resume_id: str = ""        # the conversation it continues ("": a new one)
+    budget_reason: str = ""    # why the witness stopped it at its budget
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -202,6 +205,7 @@ class Leftovers(NamedTuple):
     tail: str                    # the log's tail, secrets redacted (it syncs to every clone)
     engine_session: str          # what the next attempt resumes
     error: str | None            # the engine's own error, redacted
+    usage: usage.Usage           # what the engine reported spending (reported=False: nothing)
 
 
 def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
@@ -224,8 +228,27 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
         # An engine that resumes from its files (aider's chat history), not by an id.
         engine_session = layout.session_dir(store, live.sid)
     error = redact.text(result.message) if result is not None and result.is_error else None
+    spent = spent_so_far(live, preset, output, engine_session) if engine_ran else usage.Usage()
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
-                     engine_session, error)
+                     engine_session, error, spent)
+
+
+def spent_so_far(live: LiveSession, preset: Preset, output: str | None = None,
+                 engine_session: str = "") -> usage.Usage:
+    """What the engine of a session reported spending up to now (its output, or its side
+    channel), as it reported it (a cumulative engine: its conversation's totals)."""
+    if preset.usage is None or live.phase != "engine":
+        return usage.Usage()
+    if output is None and not preset.usage.file:
+        output = runner.read_from(live.log, live.engine_offset)
+    env = {**live.env, **(live.inv.env if live.inv else {})}
+    return usage.measure(preset, output or "", env=env, workdir=live.worktree,
+                         engine_session=engine_session or live.session_uuid or
+                         _resumed_id(live), since=live.started_wall)
+
+
+def _resumed_id(live: LiveSession) -> str:
+    return live.resume_id
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
@@ -354,6 +377,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
         f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
+    live.resume_id = resume_id
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
                                   live.session_uuid, trusted=True)
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
@@ -498,4 +522,4 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
            "publish_log", "stop_strays", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of", "confine_session",
-           "confined", "unconfine"]
+           "confined", "unconfine", "spent_so_far"]
