@@ -225,7 +225,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         # config.yaml, MCP servers, rules, prompts
         settings=[".continue/", ".continuerc.json"], unchecked=["--auto"],
         # Its output has no usage: its session file does (one per run, it cannot resume).
-        usage=Meter(file="$CONTINUE_GLOBAL_DIR|~/.continue/sessions/*.json",
+        usage=Meter(file="$CONTINUE_GLOBAL_DIR/sessions/*.json|~/.continue/sessions/*.json",
                     file_when={"workspaceDirectory": "{workdir}"},
                     input=["usage.promptTokens"], output=["usage.completionTokens"],
                     cache_read=["usage.promptTokensDetails.cachedTokens"],
@@ -249,7 +249,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         unchecked=["--allow-all-tools"],
         # Its output has no tokens: its conversation's event file does, one record a model
         # call, every run of the conversation in it.
-        usage=Meter(file="$COPILOT_HOME|~/.copilot/session-state/{engine_session}/events.jsonl",
+        usage=Meter(file="$COPILOT_HOME/session-state/{engine_session}/events.jsonl|"
+                         "~/.copilot/session-state/{engine_session}/events.jsonl",
                     when={"type": "session.usage_record"}, each=True, cumulative=True,
                     input=["data.usage.inputTokens"], output=["data.usage.outputTokens"],
                     cache_read=["data.usage.cacheReadTokens"],
