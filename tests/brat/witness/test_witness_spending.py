@@ -89,3 +89,27 @@ def test_a_spent_convoy_budget_blocks_its_other_tasks_unstarted(bench):
     assert task["status"] == "blocked" and "convoy's budget is spent: $0.02 of $0.01" in \
         task["reason"], task
     assert bench.sessions(second) == []
+
+
+def test_the_crash_report_says_what_a_crashed_session_had_spent(bench):
+    import os
+    import signal
+    from witnesskit import kill_group
+    bench.config(witness__engine="opencode", engines__opencode__command=bench.brat(
+        "config", "get", "engines.fake.command").out.strip(),
+        engines__opencode__state=bench.state, witness__sandbox="none")
+    t = bench.task(bench.convoy(), "Crash", "write a.txt a", "print " + json.dumps(STEP),
+                   "hang-once")
+    w = bench.start_witness("--once", "--lease-ttl", "60")
+    try:
+        bench.wait_for(lambda: len(bench.agent_pids()) >= 2 or w.poll() is not None, 60)
+        os.kill(w.pid, signal.SIGKILL)          # the witness dies mid-session
+        w.wait(timeout=10)
+    finally:
+        kill_group(w)
+    summary = json.loads(bench.brat("witness", "run", "--once", "--json", check=False).out)
+    [rec] = summary["recovered"]
+    assert rec["status"] == "crashed" and rec["spent"].startswith("151k tokens (150k in, 1k out)")
+    crashed = bench.session(rec["session"])
+    assert crashed["spent"]["input"] == 150000 and crashed["spent"]["cost"] == "unknown"
+    assert bench.show(t)["spent"]["sessions"] >= 1
