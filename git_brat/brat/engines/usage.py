@@ -145,6 +145,29 @@ def _from_objects(m: Meter, objs: Iterable[dict]) -> Usage:
     return last.usage() if last is not None else Usage()
 
 
+def _literal_lead(pattern: str) -> str:
+    """The fixed text a "^..." pattern starts with ("" when it has none)."""
+    if not pattern.startswith("^"):
+        return ""
+    lead = re.match(r"[A-Za-z0-9 :,]*", pattern[1:]).group(0)
+    return lead
+
+
+def _reports(m: Meter, output: str) -> list[dict]:
+    """The JSON objects of an output that may be reports: lines naming every `when` value are
+    decoded, the rest (tool output, most of a long session) skipped unread."""
+    from git_brat.brat.engines.invoke import json_objects
+    marks = [msgspec.json.encode(v).decode() for v in m.when.values()
+             if isinstance(v, (str, int)) and not isinstance(v, bool)]
+    if not marks or output.lstrip().startswith("{\n"):
+        return json_objects(output)
+    out = []
+    for line in output.splitlines():
+        if all(mark in line for mark in marks):
+            out.extend(json_objects(line))
+    return out
+
+
 def _tokens(text: str | None) -> float | None:
     if not text:
         return None
@@ -155,8 +178,14 @@ def _tokens(text: str | None) -> float | None:
 
 def _from_lines(m: Meter, output: str) -> Usage:
     tally = None
-    rx = re.compile(m.line, re.M)
-    for match in rx.finditer(output):
+    rx = re.compile(m.line)
+    lead = _literal_lead(m.line)
+    for text in output.splitlines():
+        if lead and not text.startswith(lead):
+            continue       # the line's fixed start, checked before the regex (long outputs)
+        match = rx.match(text)
+        if match is None:
+            continue
         groups = match.groupdict()
         try:
             counts = {k: _tokens(groups.get(k)) for k in COUNTS}
@@ -226,8 +255,7 @@ def measure(p: Preset, output: str, *, env: Mapping[str, str] | None = None,
             return Usage()
     if m.line:
         return _from_lines(m, output)
-    from git_brat.brat.engines.invoke import json_objects
-    return _from_objects(m, json_objects(output))
+    return _from_objects(m, _reports(m, output))
 
 
 # -- prices ----------------------------------------------------------------------------------
