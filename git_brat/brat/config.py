@@ -12,6 +12,7 @@ import msgspec
 from msgspec import Meta
 
 from git_brat.brat.engines.presets import PRESET_NAMES
+from git_brat.brat.engines.usage import spending_problem
 from git_brat.errors import NotFound, UsageError
 
 CONFIG_PATH = os.path.join(".brat", "config.toml")
@@ -79,7 +80,6 @@ class Witness(_Section):
                     "has a route out, else open.")] = "auto"
     sandbox_hide: _d(list[str], "Paths a sandboxed session cannot read (\"~/\" is HOME), "
                                 "besides ~/.ssh and ~/.gnupg, which are always hidden.") = []
-    # tokens and cost (git_brat/brat/engines/usage.py)
     budget_task: _d(str, "Most one task may spend over all its sessions: tokens (\"200k "
                          "tokens\", \"1.5M tokens\") or dollars (\"$2.00\"); a session is "
                          "stopped at it and the task blocked for you; empty: no limit.") = ""
@@ -356,7 +356,8 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         raise ConfigError(f"{where}: witness.heartbeat ({show_value(w.heartbeat)}) must be less than "
                           f"witness.lease_ttl ({show_value(w.lease_ttl)}), or leases expire while "
                           f"sessions are alive")
-    _check_spending(w, where)
+    if problem := spending_problem(w.budget_task, w.budget_convoy, w.prices):
+        raise ConfigError(f"{where}: {problem}")
     if w.backoff_max < w.backoff:
         raise ConfigError(f"{where}: witness.backoff_max ({show_value(w.backoff_max)}) must not be "
                           f"less than witness.backoff ({show_value(w.backoff)})")
@@ -378,20 +379,6 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         raise ConfigError(f"{where}: refinery.target_branch = {show_value(branch)} is not allowed: "
                           f"expected a valid branch name")
     return cfg
-
-
-def _check_spending(w: Witness, where: str) -> None:
-    from git_brat.brat.engines.usage import parse_budget
-    for key in ("budget_task", "budget_convoy"):
-        try:
-            parse_budget(getattr(w, key))
-        except ValueError as exc:
-            raise ConfigError(f"{where}: witness.{key}: {exc}") from None
-    for name, entry in w.prices.items():
-        if not 2 <= len(entry) <= 4:
-            raise ConfigError(f"{where}: witness.prices.{name} = {show_value(entry)} is not "
-                              f"allowed: expected [input, output] or [input, output, cache "
-                              f"read, cache write], USD per million tokens")
 
 
 def parse_data(text: str, where: str = CONFIG_PATH) -> dict:

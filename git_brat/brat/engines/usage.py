@@ -315,6 +315,22 @@ def parse_budget(text: str) -> Budget | None:
     return Budget(int(round(float(m["n"]) * mult)), "tokens")
 
 
+def spending_problem(budget_task: str, budget_convoy: str,
+                     prices: Mapping[str, list[float]]) -> str | None:
+    """What is wrong with the witness's budget and price keys, or None."""
+    for key, value in (("budget_task", budget_task), ("budget_convoy", budget_convoy)):
+        try:
+            parse_budget(value)
+        except ValueError as exc:
+            return f"witness.{key}: {exc}"
+    for name, entry in prices.items():
+        if not 2 <= len(entry) <= 4:
+            return (f"witness.prices.{name} = {list(entry)} is not allowed: expected [input, "
+                    f"output] or [input, output, cache read, cache write], USD per million "
+                    f"tokens")
+    return None
+
+
 # -- words -------------------------------------------------------------------------------------
 
 def tokens_text(n: int) -> str:
