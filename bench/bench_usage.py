@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=20)
     a = ap.parse_args()
-    print(f"usage parse per session end ({a.calls} model calls, median of {a.rounds}):")
+    print(f"usage parse per session end ({a.calls} model calls, {a.rounds} rounds):")
     with tempfile.TemporaryDirectory() as tmp:
         for name, p in PRESETS.items():
             if p.usage is None:
@@ -83,7 +83,8 @@ def main() -> None:
                 times.append((time.perf_counter() - t0) * 1000)
             assert u.reported, name
             size = len(text) if text else os.path.getsize(target)
-            print(f"  {name:<9} {statistics.median(times):6.2f} ms  ({size / 1024:.0f} KB, "
+            print(f"  {name:<9} median {statistics.median(times):6.2f} ms, best {min(times):5.2f} ms  "
+                  f"({size / 1024:.0f} KB, "
                   f"{usage.summary(u)})")
 
 

@@ -7,6 +7,7 @@ tokens (an engine that prices an unknown model at nothing): never shown as $0.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -80,11 +81,28 @@ def _values(obj: Any, parts: list[str]) -> Iterable[Any]:
         yield from _values(obj[head], rest)
 
 
+@functools.lru_cache(maxsize=256)
+def _split(keys: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(k.split(".")) for k in keys)
+
+
+def _at(obj: Any, parts: tuple[str, ...]) -> Iterable[Any]:
+    """The values at a split key: a plain path walked in a loop (the common case), one with a
+    "*" step through every entry of its map."""
+    if "*" in parts:
+        return _values(obj, list(parts))
+    for part in parts:
+        if type(obj) is not dict or part not in obj:
+            return ()
+        obj = obj[part]
+    return (obj,)
+
+
 def _number(obj: dict, keys: list[str]) -> float | None:
     """The sum of the numbers at `keys` (None: none found). A bool is not a number."""
     total, found = 0.0, False
-    for key in keys:
-        for v in _values(obj, key.split(".")):
+    for parts in _split(tuple(keys)):
+        for v in _at(obj, parts):
             if type(v) in (int, float) and v == v and 0 <= v < 1e15:
                 total, found = total + v, True
     return total if found else None
@@ -92,7 +110,7 @@ def _number(obj: dict, keys: list[str]) -> float | None:
 
 def _matches(obj: dict, when: Mapping[str, Any]) -> bool:
     for key, want in when.items():
-        got = next(iter(_values(obj, key.split("."))), None)
+        got = next(iter(_at(obj, _split((key,))[0])), None)
         if got != want:
             return False
     return True
@@ -127,10 +145,11 @@ class _Tally:
 
 def _from_objects(m: Meter, objs: Iterable[dict]) -> Usage:
     tally = last = None
+    fields = [(k, getattr(m, k)) for k in COUNTS if getattr(m, k)]
     for obj in objs:
         if not _matches(obj, m.when):
             continue
-        counts = {k: _number(obj, getattr(m, k)) for k in COUNTS}
+        counts = {k: _number(obj, keys) for k, keys in fields}
         if all(v is None for v in counts.values()):
             continue
         model = ""
@@ -140,7 +159,7 @@ def _from_objects(m: Meter, objs: Iterable[dict]) -> Usage:
                 model = next((k for k in found if isinstance(k, str)), "")
         if tally is None or not m.each:
             tally = _Tally()
-        tally.add(counts, _number(obj, m.cost), model)
+        tally.add(counts, _number(obj, m.cost) if m.cost else None, model)
         last = tally
     return last.usage() if last is not None else Usage()
 
@@ -233,13 +252,26 @@ def _side_file(m: Meter, env: Mapping[str, str], workdir: str, engine_session: s
 
 
 def _read(path: str) -> str:
+    """A side file's text (its last MAX_FILE bytes). The agent may write the engine's state
+    directory: a symlink, a FIFO or a device there is never followed, waited on or read."""
+    import stat
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - MAX_FILE))
-            return f.read().decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        os.lseek(fd, max(0, st.st_size - MAX_FILE), os.SEEK_SET)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(MAX_FILE).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def measure(p: Preset, output: str, *, env: Mapping[str, str] | None = None,
