@@ -20,6 +20,7 @@ from git_brat.brat.engines.presets import Meter, Preset
 COUNTS = ("input", "output", "cache_read", "cache_write", "reasoning")
 MICROS = 1_000_000
 MAX_FILE = 16 << 20        # a side channel read at most (its tail)
+MAX_COUNT = 1 << 50        # a count or cost kept (the log's numbers stay exact under 2^53)
 
 
 class Usage(msgspec.Struct, kw_only=True):
@@ -133,13 +134,14 @@ class _Tally:
         self.reports += 1
 
     def usage(self) -> Usage:
-        counts = {k: int(round(v)) for k, v in self.counts.items()}
+        counts = {k: min(int(round(v)), MAX_COUNT) for k, v in self.counts.items()}
         tokens = counts["input"] + counts["output"]
         cost = self.cost
         if cost is not None and cost <= 0 and tokens:
             cost = None    # an unknown model priced at nothing
         return Usage(**counts, model=self.model, reported=self.reports > 0,
-                     cost_micros=None if cost is None else int(round(cost * MICROS)),
+                     cost_micros=None if cost is None else min(int(round(cost * MICROS)),
+                                                               MAX_COUNT),
                      cost_source="" if cost is None else "engine")
 
 
@@ -190,9 +192,8 @@ def _reports(m: Meter, output: str) -> list[dict]:
 def _tokens(text: str | None) -> float | None:
     if not text:
         return None
-    if text.endswith("k"):
-        return float(text[:-1]) * 1000
-    return float(text)
+    value = float(text[:-1]) * 1000 if text.endswith("k") else float(text)
+    return value if 0 <= value < 1e15 else None
 
 
 def _from_lines(m: Meter, output: str) -> Usage:
@@ -209,6 +210,7 @@ def _from_lines(m: Meter, output: str) -> Usage:
         try:
             counts = {k: _tokens(groups.get(k)) for k in COUNTS}
             cost = float(groups["cost"]) if groups.get("cost") else None
+            cost = cost if cost is None or 0 <= cost < 1e9 else None
         except ValueError:
             continue
         if tally is None or not m.each:
@@ -305,7 +307,7 @@ def price(u: Usage, prices: Mapping[str, list[float]], *names: str) -> Usage:
     fresh = max(u.input - u.cache_read - u.cache_write, 0)
     dollars = (fresh * p_in + u.output * p_out + u.cache_read * p_read
                + u.cache_write * p_write) / 1_000_000
-    return msgspec.structs.replace(u, cost_micros=int(round(dollars * MICROS)),
+    return msgspec.structs.replace(u, cost_micros=min(int(round(dollars * MICROS)), MAX_COUNT),
                                    cost_source="prices")
 
 
