@@ -58,14 +58,17 @@ def view(sessions: Iterable[Entity]) -> Spent:
                  money(u.cost_micros) if counted else "unknown", counted, unpriced)
 
 
-def text(s: Spent) -> str:
-    """One line: "1.2k tokens (1k in, 200 out), $0.0032 over 2 sessions"."""
+def text(s: Spent, short: bool = False) -> str:
+    """One line: "1.2k tokens (1k in, 200 out), $0.0032 over 2 session(s)"; short: "1.2k
+    tokens, $0.0032"."""
     from git_brat.brat.engines.usage import tokens_text
     if not s.sessions:
         return "nothing recorded"
     cost = s.cost if s.cost_usd is not None else "cost unknown"
     if s.unpriced and s.cost_usd is None and s.unpriced < s.sessions:
         cost += f" ({s.unpriced} of {s.sessions} sessions unpriced)"
+    if short:
+        return f"{tokens_text(s.tokens)} tokens, {cost}"
     return (f"{tokens_text(s.tokens)} tokens ({tokens_text(s.input)} in, "
             f"{tokens_text(s.output)} out), {cost} over {s.sessions} session(s)")
 

@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import spend
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import by_hand
 from git_brat.brat.board import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
@@ -114,6 +115,7 @@ class Status(msgspec.Struct):
     confinement: str = ""      # what a new session's sandbox confines here, in a few words
     review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
+    spent: dict[str, spend.Spent] = {}   # convoy -> what its sessions spent (unlanded ones)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -313,7 +315,20 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   [t for t in unreached if tasks is None or t in tasks],
                   sandbox.effective(cfg.witness.sandbox),
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
-                                           short=True), waiting, rv.mode(cfg))
+                                           short=True), waiting, rv.mode(cfg),
+                  _spent(board, convoys))
+
+
+def _spent(board: Board, convoys: list[ConvoyView]) -> dict[str, spend.Spent]:
+    """What each listed convoy still at work spent (a landed one's spending is in `convoy
+    show`: status stays cheap however much history there is)."""
+    out = {}
+    for c in convoys:
+        if c.status != "landed":
+            view = spend.view(spend.convoy_sessions(board.state, board.convoy_tasks(c.id)))
+            if view.sessions:
+                out[c.id] = view
+    return out
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

@@ -9,6 +9,7 @@ import time
 
 import click
 
+from git_brat.brat import spend
 from git_brat.brat import status as st
 from git_brat.brat.cli.common import board, open_grite, shorts
 from git_brat.brat.board import STATES
@@ -70,6 +71,8 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
         for c in s.convoys:
             counts = "".join(f" {c.counts.get(x, 0):>4}" for x in STATES)
             lines.append(f"{sid(c.id):<7}  {c.status:<7}{counts}  {cut(c.title, WIDTH - fixed)}")
+            if c.id in s.spent:
+                lines.append(cut(f"{'':<9}spent {spend.text(s.spent[c.id], short=True)}", WIDTH))
     else:
         lines.append("CONVOYS  none (start one: git brat workflow run feature --var feature=...)")
     lines.append("")

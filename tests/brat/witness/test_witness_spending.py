@@ -34,6 +34,10 @@ def test_a_task_shows_tokens_and_the_engines_cost_or_unknown_never_zero(bench):
     convoy = bench.json("convoy", "show", c)["spent"]
     assert convoy["tokens"] == 4300 and convoy["cost"] == "unknown" and convoy["unpriced"] == 1
     assert "4.3k tokens" in bench.brat("convoy", "show", c).out
+    status = bench.json("status")["spent"][c]
+    assert status["tokens"] == 4300 and status["cost"] == "unknown"
+    assert "spent 4.3k tokens, cost unknown (1 of 2 sessions unpriced)" in \
+        bench.brat("status").out
     # A price table names the model: every session is priced from it, over the engine's figure.
     bench.config(witness__prices='{"claude-x" = [10.0, 50.0]}')
     t = bench.task(c, "Priced by table", "write c.txt c", "commit c",
