@@ -51,6 +51,15 @@ def total(sessions: Iterable[Entity], extra: Usage | None = None) -> tuple[Usage
     return out, counted, unpriced
 
 
+def counted(sessions: Iterable[Entity], extra: Usage | None = None) -> Usage:
+    """The sum a budget counts: every token, and the costs that are known (a money budget
+    cannot wait for a price no one has)."""
+    parts = [u for u in [*(of_session(s) for s in sessions), extra] if u is not None]
+    out = Usage(**{k: sum(getattr(u, k) for u in parts) for k in usage.COUNTS})
+    known = [u.cost_micros for u in parts if u.cost_micros is not None]
+    return msgspec.structs.replace(out, cost_micros=sum(known) if known else None)
+
+
 def view(sessions: Iterable[Entity]) -> Spent:
     u, counted, unpriced = total(sessions)
     return Spent(u.tokens, u.input, u.output, u.cache_read, u.cache_write,
@@ -131,14 +140,14 @@ def over_budget(board, limits: Limits, tid: str, running: Usage | None = None,
     state = board.state
     mine = [s for s in task_sessions(state, tid) if s.id != running_sid]
     if limits.task is not None:
-        u, _n, unpriced = total(mine, running)
+        u = counted(mine, running)
         if limits.task.reached(u):
             return _said("task", limits.task, u)
     cid = task.get("convoy", "")
     if limits.convoy is not None and cid:
         sessions = [s for s in convoy_sessions(state, board.convoy_tasks(cid))
                     if s.id != running_sid]
-        u, _n, _unpriced = total(sessions, running)
+        u = counted(sessions, running)
         if limits.convoy.reached(u):
             return _said("convoy", limits.convoy, u)
     return ""

@@ -104,3 +104,35 @@ def test_a_side_file_the_agent_made_a_fifo_or_a_symlink_is_not_read(tmp_path):
 def test_a_forged_usage_record_is_rejected_at_replay(bad):
     e = ev.make_event(TASK, ALICE, 1, 1, ev.SetFields({"usage": bad}))
     assert "usage" in (ev.event_problem(e) or "")
+
+
+def _session(sid: str, spent: usage.Usage, engine_session: str = "", cumulative=None):
+    from git_brat.grite.model.state import Entity
+    fields = {"usage": (usage.to_fields(spent, cumulative), 1, ALICE, "e" * 32),
+              "engine_session": (engine_session, 1, ALICE, "e" * 32)}
+    return Entity(sid, "session", True, fields=fields)
+
+
+def test_a_money_budget_counts_the_costs_that_are_known_and_the_view_says_unknown():
+    from git_brat.brat import spend
+    priced = _session("1" * 32, usage.Usage(input=100, output=10, cost_micros=30_000,
+                                             cost_source="engine", reported=True))
+    unpriced = _session("2" * 32, usage.Usage(input=900, output=90, reported=True))
+    budget = usage.parse_budget("$0.02")
+    assert budget.reached(spend.counted([priced, unpriced]))   # $0.03 known is over $0.02
+    view = spend.view([priced, unpriced])
+    assert view.tokens == 1100 and view.cost == "unknown" and view.unpriced == 1
+
+
+def test_a_resumed_session_records_only_its_own_spending_against_the_one_it_resumed():
+    from git_brat.brat import spend
+    codex = PRESETS["codex"]
+    first_totals = usage.measure(codex, codex_turn(400, 80))
+    first = _session("1" * 32, first_totals, "thread-1", cumulative=first_totals)
+    now = usage.measure(codex, codex_turn(1000, 200))
+    field = spend.record(now, codex, [first], "thread-1", {"codex": [1.0, 2.0]})
+    assert (field["input"], field["output"]) == (600, 120)
+    assert field["reported"]["input"] == 1000          # the next resume starts from here
+    assert field["cost_micros"] == 840 and field["cost_source"] == "prices"   # 600*1 + 120*2
+    # a fresh conversation (not resumed) is all its own
+    assert spend.record(now, codex, [first], "", {})["input"] == 1000

@@ -36,6 +36,7 @@ from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
 
 TAIL_LINES = 30
+END_READ = 64 << 20    # bytes of a session's output read for what it spent, at its end
 Phase = Literal["setup", "engine"]
 
 
@@ -228,7 +229,10 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
         # An engine that resumes from its files (aider's chat history), not by an id.
         engine_session = layout.session_dir(store, live.sid)
     error = redact.text(result.message) if result is not None and result.is_error else None
-    spent = spent_so_far(live, preset, output, engine_session) if engine_ran else usage.Usage()
+    # The whole output (up to END_READ): an engine that reports every step has its first
+    # reports at the top of a long log.
+    spent = spent_so_far(live, preset, runner.read_from(live.log, live.engine_offset, END_READ),
+                         engine_session) if engine_ran else usage.Usage()
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
                      engine_session, error, spent)
 
