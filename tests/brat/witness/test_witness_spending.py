@@ -74,6 +74,8 @@ def test_a_budget_stops_a_running_session_and_blocks_its_task(bench):
     sess = bench.session(s["id"])
     assert sess["status"] == "stopped" and sess["spent"]["input"] == 150000
     assert not any(alive(p) for p in bench.agent_pids())
+    [todo] = [i for i in bench.json("status")["interventions"] if i["task"] == t]
+    assert todo["kind"] == "needs-human" and "witness.budget_task" in todo["detail"]
     # The next run starts nothing for it: it is the human's now.
     bench.brat("witness", "run", "--once", check=False)
     assert len(bench.sessions(t)) == 1
