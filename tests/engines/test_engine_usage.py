@@ -10,13 +10,14 @@ what is read, and checked against itself.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
 import pytest
 
 from enginekit import ENGINES
-from test_real_engines import drive, worktree
+from test_real_engines import SANDBOXES, drive, witness_repo, worktree
 from git_brat.brat.engines import usage
 
 IN, OUT = 1234, 56
@@ -74,3 +75,28 @@ def test_the_tokens_recorded_are_what_the_model_server_reported(name, sandbox_fo
         # the second session's own is exactly what the server answered it.
         assert (mine.input, mine.output) == served(run2, name), (u, u2, served(run2, name))
         assert p.usage.cumulative == ((u2.input, u2.output) != served(run2, name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("name", ["opencode", "copilot"])   # the two that report as they go
+def test_the_witness_stops_a_real_engine_at_its_budget_and_blocks_the_task(
+        name, sandbox, sandbox_for, tmp_path):
+    """The model answers the read with 150k tokens, then never answers again: the witness,
+    reading the engine's reports as they come, stops it at the task's 100k-token budget long
+    before its timeout, and the task waits for a human."""
+    box = sandbox_for(name)
+    repo, tid, brat, env = witness_repo(
+        box, tmp_path, "FAKE-EDIT: greeting.txt: never\nFAKE-USAGE: 150000 10\nFAKE-HANG\n",
+        witness__max_retries="0", witness__sandbox=sandbox,
+        witness__budget_task="100k tokens")
+    run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
+                   "--timeout", "100", "--json"], repo, env=env, timeout=130)
+    assert run.seconds < 80, run.show()
+    task = json.loads(brat("task", "show", tid, "--json").out)
+    assert task["status"] == "blocked", (task, run.show())
+    assert "budget is spent" in task["reason"] and "witness.budget_task" in task["reason"]
+    assert task["spent"]["input"] >= 150000, task["spent"]
+    [s] = [s for s in json.loads(brat("session", "list", "--all", "--json").out)
+           if s["task"] == tid]
+    assert s["status"] == "stopped", (s, run.show())
