@@ -79,6 +79,8 @@ class LiveSession:
     started_wall: float = field(default_factory=time.time)   # side channels written since
     resume_id: str = ""        # the conversation it continues ("": a new one)
     budget_reason: str = ""    # why the witness stopped it at its budget
+    meter_offset: int = 0      # how far its log was read for what it spent while it runs
+    meter: usage.Usage = field(default_factory=usage.Usage)   # what that reading found
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -239,16 +241,40 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
 
 def spent_so_far(live: LiveSession, preset: Preset, output: str | None = None,
                  engine_session: str = "") -> usage.Usage:
-    """What the engine of a session reported spending up to now (its output, or its side
-    channel), as it reported it (a cumulative engine: its conversation's totals)."""
+    """What the engine of a session reported spending up to now, as it reported it (a
+    cumulative engine: its conversation's totals): from `output` (its whole output, at its
+    end), else what its log holds, read on from where the last look stopped; or from its side
+    channel."""
     if preset.usage is None or live.phase != "engine":
         return usage.Usage()
-    if output is None and not preset.usage.file:
-        output = runner.read_from(live.log, live.engine_offset)
     env = {**live.env, **(live.inv.env if live.inv else {})}
-    return usage.measure(preset, output or "", env=env, workdir=live.worktree,
-                         engine_session=engine_session or live.session_uuid or
-                         _resumed_id(live), since=live.started_wall)
+
+    def measure(text: str) -> usage.Usage:
+        return usage.measure(preset, text, env=env, workdir=live.worktree,
+                             engine_session=engine_session or live.session_uuid or
+                             _resumed_id(live), since=live.started_wall)
+    if output is not None or preset.usage.file:
+        return measure(output or "")
+    live.meter_offset = max(live.meter_offset, live.engine_offset)
+    text, live.meter_offset = _new_lines(live.log, live.meter_offset)
+    part = measure(text)
+    if part.reported:
+        each = preset.usage.each
+        live.meter = live.meter.plus(part) if each and live.meter.reported else part
+    return live.meter
+
+
+def _new_lines(path: str, offset: int, limit: int = 4 << 20) -> tuple[str, int]:
+    """The whole lines a log gained since byte `offset` (at most `limit` bytes of them), and
+    the offset after them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return "", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode("utf-8", "replace"), offset + end
 
 
 def _resumed_id(live: LiveSession) -> str:

@@ -12,6 +12,8 @@ STEP = {"type": "step_finish", "part": {"tokens": {"input": 150000, "output": 10
                                                    "cache": {"read": 0, "write": 0}},
                                         "cost": 0}}
 
+HALF = {"type": "step_finish", "part": {"tokens": {"input": 75000, "output": 500}, "cost": 0}}
+
 
 def claude_result(n_in: int, n_out: int, cost: float) -> str:
     return json.dumps({"type": "result", "is_error": False, "result": "ok", "modelUsage": {
@@ -62,8 +64,9 @@ def test_a_budget_stops_a_running_session_and_blocks_its_task(bench):
         "config", "get", "engines.fake.command").out.strip(),
         engines__opencode__state=bench.state, witness__budget_task="100k tokens",
         witness__timeout="120")
-    t = bench.task(bench.convoy(), "Expensive", "write a.txt a", "print " + json.dumps(STEP),
-                   "sleep 60")
+    # Two steps, looked at apart: what the second adds to the first reaches the budget.
+    t = bench.task(bench.convoy(), "Expensive", "write a.txt a", "print " + json.dumps(HALF),
+                   "sleep 2.5", "print " + json.dumps(HALF), "sleep 60")
     started = time.monotonic()
     bench.brat("witness", "run", "--once", check=False)
     assert time.monotonic() - started < 40
@@ -73,6 +76,7 @@ def test_a_budget_stops_a_running_session_and_blocks_its_task(bench):
     [s] = bench.sessions(t)
     sess = bench.session(s["id"])
     assert sess["status"] == "stopped" and sess["spent"]["input"] == 150000
+    assert "stopped at its budget" in sess["reason"]
     assert not any(alive(p) for p in bench.agent_pids())
     [todo] = [i for i in bench.json("status")["interventions"] if i["task"] == t]
     assert todo["kind"] == "needs-human" and "witness.budget_task" in todo["detail"]
