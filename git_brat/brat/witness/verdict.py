@@ -94,12 +94,15 @@ def decide(f: Facts, policy: Policy) -> Verdict:
         by = f.stop_requested_by or "a user"
         return Verdict("stopped", f"stopped by {by}", "blocked",
                        f"session {f.session[:7]} was stopped by {by}")
-    if f.stop_reason == "budget" or (f.over_budget and not f.commits and not f.done):
+    # Stopped at its budget, unless it had finished by itself as it was stopped (exit 0: its
+    # last report, claude's result, comes as it exits): then its end is judged as any other.
+    stopped = f.stop_reason == "budget" and f.exit_code != 0
+    if stopped or (f.over_budget and not f.commits and not f.done):
         # Spent: never retried on its own, a human decides (raise the budget, or drop it).
-        reason = f"stopped at its budget: {f.over_budget}" if f.stop_reason == "budget" else \
+        reason = f"stopped at its budget: {f.over_budget}" if stopped else \
             f"{why or 'it ended without a commit'}; {f.over_budget}"
-        return Verdict("stopped" if f.stop_reason == "budget" else "failed", reason, "blocked",
-                       reason, {"needs_human": f.over_budget})
+        return Verdict("stopped" if stopped else "failed", reason, "blocked", reason,
+                       {"needs_human": f.over_budget})
     if why and not (f.done and f.commits):
         to, reason, fields = retry(f, policy, why)
         return Verdict("timed-out" if f.stop_reason == "timeout" else "failed", why, to, reason,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from witnesskit import alive
 
 STEP = {"type": "step_finish", "part": {"tokens": {"input": 150000, "output": 1000,
@@ -86,13 +88,13 @@ def test_a_budget_stops_a_running_session_and_blocks_its_task(bench):
 
 
 def test_a_spent_convoy_budget_blocks_its_other_tasks_unstarted(bench):
-    bench.config(witness__engine="claude", witness__budget_convoy="$0.01",
-                 witness__concurrency="1")
+    bench.config(witness__engine="claude", witness__concurrency="1")
     c = bench.convoy("Small wallet")
     first = bench.task(c, "First", "write a.txt a", "commit a",
                        "print " + claude_result(1000, 200, 0.02))
     bench.brat("witness", "run", "--once", check=False)
-    assert bench.show(first)["status"] == "needs-review"     # finished work still goes on
+    assert bench.show(first)["status"] == "needs-review"
+    bench.config(witness__budget_convoy="$0.01")             # less than it already spent
     second = bench.task(c, "Second", "write b.txt b", "commit b")
     bench.brat("witness", "run", "--once", check=False)
     task = bench.show(second)
@@ -123,3 +125,20 @@ def test_the_crash_report_says_what_a_crashed_session_had_spent(bench):
     crashed = bench.session(rec["session"])
     assert crashed["spent"]["input"] == 150000 and crashed["spent"]["cost"] == "unknown"
     assert bench.show(t)["spent"]["sessions"] >= 1
+
+
+@pytest.mark.parametrize("exit_code, task_to", [(-15, "blocked"), (143, "blocked"),
+                                                (0, "needs-review")])
+def test_a_session_stopped_at_its_budget_goes_to_a_human_unless_it_had_finished(exit_code,
+                                                                                task_to):
+    """claude reports what it spent as it exits: a stop that met a finished run (exit 0) takes
+    its work to review; one that cut it short puts the task in front of a human."""
+    from git_brat.brat.config import Witness
+    from git_brat.brat.witness import verdict
+    sid = "1" * 32
+    v = verdict.decide(verdict.Facts(session=sid, branch="brat/t", stop_reason="budget",
+                                     exit_code=exit_code, commits=1, task_session=sid,
+                                     over_budget="the task's budget is spent"), Witness())
+    assert v.task_to == task_to
+    if task_to == "blocked":
+        assert v.status == "stopped" and v.task_fields["needs_human"]
