@@ -48,6 +48,7 @@ class CrashedSession(msgspec.Struct):
     reason: str = ""
     lost: list[str] = []       # what is gone, said plainly
     merged: bool = False       # its task has been merged since
+    spent: spend.Spent | None = None   # what it had spent (None: nothing recorded)
 
 
 class SurvivedBranch(msgspec.Struct):
@@ -253,7 +254,8 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
                           iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
                           conversation, log if log and os.path.exists(log) else "", e.get("reason", ""),
-                          [] if merged else lost, merged)
+                          [] if merged else lost, merged,
+                          spend.view([e]) if spend.of_session(e) is not None else None)
 
 
 def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:

@@ -156,6 +156,8 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False) -> list[str]:
             out.append(cut(f"  branch:       {c.branch}", WIDTH - 2))
         if c.salvaged:
             out.append(f"  uncommitted work it left was committed as {c.salvaged[:10]}")
+        if c.spent is not None:
+            out.append(cut(f"  it had spent: {spend.text(c.spent, short=True)}", WIDTH - 2))
         if c.conversation:
             out.append(cut(f"  conversation: {c.conversation} (the next session resumes it)",
                            WIDTH - 2))

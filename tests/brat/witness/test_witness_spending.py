@@ -125,6 +125,9 @@ def test_the_crash_report_says_what_a_crashed_session_had_spent(bench):
     crashed = bench.session(rec["session"])
     assert crashed["spent"]["input"] == 150000 and crashed["spent"]["cost"] == "unknown"
     assert bench.show(t)["spent"]["sessions"] >= 1
+    [c] = bench.json("status")["recovery"]["crashed_sessions"]
+    assert c["session"] == rec["session"] and c["spent"]["tokens"] == 151000
+    assert "it had spent: 151k tokens, cost unknown" in bench.brat("status").out
 
 
 @pytest.mark.parametrize("exit_code, task_to", [(-15, "blocked"), (143, "blocked"),
