@@ -59,6 +59,7 @@ def test_an_engine_that_reports_nothing_has_no_spending_recorded(bench):
     assert bench.session(s["id"])["spent"] is None
 
 
+@pytest.mark.slow
 def test_a_budget_stops_a_running_session_and_blocks_its_task(bench):
     """An engine that reports as it goes (opencode's step_finish) is stopped at the limit, long
     before its timeout; the task waits for a human with the reason, and is not retried."""
@@ -103,6 +104,7 @@ def test_a_spent_convoy_budget_blocks_its_other_tasks_unstarted(bench):
     assert bench.sessions(second) == []
 
 
+@pytest.mark.slow
 def test_the_crash_report_says_what_a_crashed_session_had_spent(bench):
     import os
     import signal
