@@ -6,6 +6,7 @@ from datetime import datetime
 
 import msgspec
 
+from git_brat.brat import spend
 from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
@@ -92,6 +93,7 @@ class TaskDetail(TaskView):
     comments: list[CommentView] = []
     history: list[Transition] = []
     approved_head: str = ""    # the commit a human approved to land ("" if none)
+    spent: spend.Spent | None = None   # tokens and cost over its sessions
 
 
 class ConvoyView(msgspec.Struct):
@@ -111,6 +113,7 @@ class ConvoyDetail(ConvoyView):
     body: str = ""
     vars: dict[str, str] = {}
     tasks: list[TaskView] = []
+    spent: spend.Spent | None = None   # tokens and cost over its tasks' sessions
 
 
 class SessionView(msgspec.Struct):
@@ -293,7 +296,9 @@ class Board:
         v = self.convoy_view(c)
         return ConvoyDetail(**msgspec.structs.asdict(v), body=c.get("body", ""),
                             vars=dict(c.get("vars", {})),
-                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)])
+                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)],
+                            spent=spend.view(spend.convoy_sessions(
+                                self.state, self.convoy_tasks(c.id))))
 
     def task_detail(self, t: Entity, history: list[Transition] = ()) -> TaskDetail:
         v = self.task_view(t)
@@ -303,7 +308,8 @@ class Board:
         return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
                           dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
                           comments=comments, history=list(history),
-                          approved_head=str(t.get("approved_head", "") or ""))
+                          approved_head=str(t.get("approved_head", "") or ""),
+                          spent=spend.view(spend.task_sessions(self.state, t.id)))
 
     def _comment_view(self, t: Entity, eid: str, actor: str, ts: int, body: str) -> CommentView:
         who, via, engine = credit(self.state, self.names, actor, t.vias.get(eid, ""))

@@ -12,6 +12,7 @@ import msgspec
 from msgspec import Meta
 
 from git_brat.brat.engines.presets import PRESET_NAMES
+from git_brat.brat.engines.usage import spending_problem
 from git_brat.errors import NotFound, UsageError
 
 CONFIG_PATH = os.path.join(".brat", "config.toml")
@@ -79,6 +80,15 @@ class Witness(_Section):
                     "has a route out, else open.")] = "auto"
     sandbox_hide: _d(list[str], "Paths a sandboxed session cannot read (\"~/\" is HOME), "
                                 "besides ~/.ssh and ~/.gnupg, which are always hidden.") = []
+    budget_task: _d(str, "Most one task may spend over all its sessions: tokens (\"200k "
+                         "tokens\", \"1.5M tokens\") or dollars (\"$2.00\"); a session is "
+                         "stopped at it and the task blocked for you; empty: no limit.") = ""
+    budget_convoy: _d(str, "Most the tasks of one convoy may spend together, as "
+                           "witness.budget_task; empty: no limit.") = ""
+    prices: _d(dict[str, list[Annotated[float, Meta(ge=0)]]],
+               "USD per million tokens by model or engine name: [input, output] or [input, "
+               "output, cache read, cache write]; it prices a session over the engine's own "
+               "figure. Without either, a session's cost is unknown.") = {}
 
 
 class Refinery(_Section):
@@ -358,6 +368,8 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         raise ConfigError(f"{where}: witness.heartbeat ({show_value(w.heartbeat)}) must be less than "
                           f"witness.lease_ttl ({show_value(w.lease_ttl)}), or leases expire while "
                           f"sessions are alive")
+    if problem := spending_problem(w.budget_task, w.budget_convoy, w.prices):
+        raise ConfigError(f"{where}: {problem}")
     if w.backoff_max < w.backoff:
         raise ConfigError(f"{where}: witness.backoff_max ({show_value(w.backoff_max)}) must not be "
                           f"less than witness.backoff ({show_value(w.backoff)})")

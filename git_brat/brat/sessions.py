@@ -12,6 +12,7 @@ from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import review
+from git_brat.brat import spend
 from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
@@ -91,6 +92,7 @@ class SessionDetail(msgspec.Struct):
     kept: list[str] = []       # refs its commits that no branch held were kept on
     sandbox: str = ""          # what it ran in: bwrap or none ("" before sandboxes existed)
     confinement: str = ""      # what its sandbox confined: capabilities, namespaces, network
+    spent: spend.Spent | None = None   # what it reported spending (None: nothing recorded)
 
 
 def detail(g: Grite, e: Entity) -> SessionDetail:
@@ -105,7 +107,8 @@ def detail(g: Grite, e: Entity) -> SessionDetail:
         [k for k in (e.get("kept") if isinstance(e.get("kept"), list) else [])
          if isinstance(k, str)],
         e.get("sandbox") if e.get("sandbox") in ("bwrap", "none") else "",
-        _confinement(e.get("confinement")))
+        _confinement(e.get("confinement")),
+        spend.view([e]) if spend.of_session(e) is not None else None)
 
 
 def _confinement(value) -> str:

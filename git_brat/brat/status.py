@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import spend
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import by_hand
 from git_brat.brat.board import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
@@ -49,6 +50,7 @@ class CrashedSession(msgspec.Struct):
     reason: str = ""
     lost: list[str] = []       # what is gone, said plainly
     merged: bool = False       # its task has been merged since
+    spent: spend.Spent | None = None   # what it had spent (None: nothing recorded)
 
 
 class SurvivedBranch(msgspec.Struct):
@@ -117,6 +119,7 @@ class Status(msgspec.Struct):
     review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
     tasks: list[TaskView] = []  # every task (of the --convoy), asked for with --tasks
+    spent: dict[str, spend.Spent] = {}   # convoy -> what its sessions spent (unlanded ones)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -264,7 +267,8 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
                           iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
                           conversation, log if log and os.path.exists(log) else "", e.get("reason", ""),
-                          [] if merged else lost, merged)
+                          [] if merged else lost, merged,
+                          spend.view([e]) if spend.of_session(e) is not None else None)
 
 
 def _commits_made(g: Grite, e: Entity, tip: bytes | None) -> int:
@@ -340,7 +344,20 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   sandbox.effective(cfg.witness.sandbox),
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
                                            short=True), waiting, rv.mode(cfg),
-                  board.task_list(cid) if every_task else [])
+                  board.task_list(cid) if every_task else [],
+                  _spent(board, convoys))
+
+
+def _spent(board: Board, convoys: list[ConvoyView]) -> dict[str, spend.Spent]:
+    """What each listed convoy still at work spent (a landed one's spending is in `convoy
+    show`: status stays cheap however much history there is)."""
+    out = {}
+    for c in convoys:
+        if c.status != "landed":
+            view = spend.view(spend.convoy_sessions(board.state, board.convoy_tasks(c.id)))
+            if view.sessions:
+                out[c.id] = view
+    return out
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

@@ -9,6 +9,7 @@ import time
 
 import click
 
+from git_brat.brat import spend
 from git_brat.brat import status as st
 from git_brat.brat.cli.common import board, open_grite, shorts
 from git_brat.brat.board import STATES
@@ -146,6 +147,8 @@ def _summary(s: st.Status, sid, view: View) -> list[str]:
         counts_row = "".join(f" {c.counts.get(x, 0):>4}" for x in STATES)
         lines.append(f"{sid(c.id):<7}  {c.status:<7}{counts_row}  "
                      f"{cut(c.title, max(10, view.width - fixed))}")
+        if c.id in s.spent:
+            lines.append(cut(f"{'':<9}spent {spend.text(s.spent[c.id], short=True)}", view.width))
     if more:
         lines.append(f"  … {more} more: git brat status --all (or --convoy ID)")
     return lines + [""]
@@ -255,6 +258,8 @@ def _crash_details(c: st.CrashedSession, sid, width: int) -> list[str]:
         out.append(cut(f"  branch:       {c.branch}", width))
     if c.salvaged:
         out.append(f"  uncommitted work it left was committed as {c.salvaged[:10]}")
+    if c.spent is not None:
+        out.append(cut(f"  it had spent: {spend.text(c.spent, short=True)}", width))
     if c.conversation:
         out.append(cut(f"  conversation: {c.conversation} (the next session resumes it)", width))
     if c.log:

@@ -13,6 +13,7 @@ from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import mayor as m
 from git_brat.brat import sessions as ss
+from git_brat.brat import spend
 from git_brat.brat import status as st
 from git_brat.brat import tasks
 from git_brat.brat import trust
@@ -220,6 +221,7 @@ class Card(msgspec.Struct):
     engine: str                # the engine of its latest session ("" if none ran)
     labels: list[str]
     needs: list[str]
+    spent: spend.Spent | None = None   # tokens and cost over its sessions (None: none ran)
 
 
 class BoardPage(msgspec.Struct):
@@ -255,7 +257,7 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
             continue
         cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
                             model.priority_of(t), b.is_ready(t.id), eng, tl,
-                            sorted(b.prereqs(t.id))))
+                            sorted(b.prereqs(t.id)), _spent(b, t.id)))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
     limit = CARDS_FILTERED if (cid or state or engine or label) else CARDS_SHOWN
@@ -268,6 +270,11 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
     return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
                      {"convoy": cid or "", "state": state, "engine": engine, "label": label},
                      hidden)
+
+
+def _spent(b: model.Board, tid: str) -> spend.Spent | None:
+    sessions = spend.task_sessions(b.state, tid)
+    return spend.view(sessions) if sessions else None
 
 
 def urgency(priority: Any) -> tuple:

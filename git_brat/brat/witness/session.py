@@ -24,7 +24,7 @@ from git_brat.brat import sessions as ss
 from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
-from git_brat.brat.engines import Invocation, Preset, runner, sandbox
+from git_brat.brat.engines import Invocation, Preset, runner, sandbox, usage
 from git_brat.brat.witness import brief, confine, gate, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
@@ -37,6 +37,7 @@ from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
 
 TAIL_LINES = 30
+END_READ = 64 << 20    # bytes of a session's output read for what it spent, at its end
 Phase = Literal["setup", "engine"]
 
 
@@ -77,6 +78,11 @@ class LiveSession:
     confinement: str = "none"  # what its sandbox actually confines (sandbox.describe)
     gate: gate.Gate | None = None
     brief: brief.Brief | None = None   # what the engine reads besides its prompt, written
+    started_wall: float = field(default_factory=time.time)   # side channels written since
+    resume_id: str = ""        # the conversation it continues ("": a new one)
+    budget_reason: str = ""    # why the witness stopped it at its budget
+    meter_offset: int = 0      # how far its log was read for what it spent while it runs
+    meter: usage.Usage = field(default_factory=usage.Usage)   # what that reading found
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -204,6 +210,7 @@ class Leftovers(NamedTuple):
     tail: str                    # the log's tail, secrets redacted (it syncs to every clone)
     engine_session: str          # what the next attempt resumes
     error: str | None            # the engine's own error, redacted
+    usage: usage.Usage           # what the engine reported spending (reported=False: nothing)
 
 
 def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
@@ -227,8 +234,54 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
         # An engine that resumes from its files (aider's chat history), not by an id.
         engine_session = layout.session_dir(store, live.sid)
     error = redact.text(result.message) if result is not None and result.is_error else None
+    # The whole output (up to END_READ): an engine that reports every step has its first
+    # reports at the top of a long log.
+    spent = spent_so_far(live, preset, runner.read_from(live.log, live.engine_offset, END_READ),
+                         engine_session) if engine_ran else usage.Usage()
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
-                     engine_session, error)
+                     engine_session, error, spent)
+
+
+def spent_so_far(live: LiveSession, preset: Preset, output: str | None = None,
+                 engine_session: str = "") -> usage.Usage:
+    """What the engine of a session reported spending up to now, as it reported it (a
+    cumulative engine: its conversation's totals): from `output` (its whole output, at its
+    end), else what its log holds, read on from where the last look stopped; or from its side
+    channel."""
+    if preset.usage is None or live.phase != "engine":
+        return usage.Usage()
+    env = {**live.env, **(live.inv.env if live.inv else {})}
+
+    def measure(text: str) -> usage.Usage:
+        return usage.measure(preset, text, env=env, workdir=live.worktree,
+                             engine_session=engine_session or live.session_uuid or
+                             _resumed_id(live), since=live.started_wall)
+    if output is not None or preset.usage.file:
+        return measure(output or "")
+    live.meter_offset = max(live.meter_offset, live.engine_offset)
+    text, live.meter_offset = _new_lines(live.log, live.meter_offset)
+    part = measure(text)
+    if part.reported:
+        each = preset.usage.each
+        live.meter = live.meter.plus(part) if each and live.meter.reported else part
+    return live.meter
+
+
+def _new_lines(path: str, offset: int, limit: int = 4 << 20) -> tuple[str, int]:
+    """The whole lines a log gained since byte `offset` (at most `limit` bytes of them), and
+    the offset after them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return "", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode("utf-8", "replace"), offset + end
+
+
+def _resumed_id(live: LiveSession) -> str:
+    return live.resume_id
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
@@ -360,6 +413,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
         f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
+    live.resume_id = resume_id
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
                                   live.session_uuid, trusted=True,
                                   brief=live.brief.brief_file if live.brief else "")
@@ -535,4 +589,4 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
            "publish_log", "stop_strays", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of", "confine_session",
-           "confined", "unconfine"]
+           "confined", "unconfine", "spent_so_far"]

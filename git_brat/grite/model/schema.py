@@ -239,6 +239,13 @@ FIELDS: dict[str, Check] = {
     "note_kind": pattern(WORD, "a note kind (a lowercase word)"),
     "tags": list_of(name(256), 64),
 }
+# what a session spent (brat/engines/usage.py): token counts, micro-dollars (null: unknown);
+# `reported`, a cumulative engine's totals so far, the next resumed session's starting point
+_tokens = integer(0, CLOCK_MAX)
+_spent = {"input": _tokens, "output": _tokens, "cache_read": _tokens, "cache_write": _tokens,
+          "reasoning": _tokens, "cost_micros": integer(0, CLOCK_MAX, null=True)}
+FIELDS["usage"] = record({**_spent, "cost_source": _name, "model": _name,
+                          "reported": record(_spent)})
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 
 # Fields named by a prefix, one per record: a mayor's exchanges (x:<id>), a deacon run's actions.

@@ -3,7 +3,8 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-kb KIND PATH TEXT, exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json [MSG]. With $FAKE_PLAN
+kb KIND PATH TEXT, exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child),
+error-json [MSG], print LINE. With $FAKE_PLAN
 set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
@@ -122,6 +123,8 @@ for line in prompt.splitlines():
         sys.stdout.flush()
         while True:
             time.sleep(1)
+    elif action == "print":   # a line of output as an engine prints it (its usage reports)
+        print(rest, flush=True)
     elif action == "error-json":
         # The message may be given (backslash escapes decoded: an engine's output is anyone's).
         message = rest.encode().decode("unicode_escape") if rest else "model overloaded"
