@@ -88,6 +88,7 @@ class TaskDetail(TaskView):
     comments: list[CommentView] = []
     history: list[Transition] = []
     approved_head: str = ""    # the commit a human approved to land ("" if none)
+    check: dict | None = None  # its last failed check (refinery/report.check_report; `task show`)
 
 
 class ConvoyView(msgspec.Struct):

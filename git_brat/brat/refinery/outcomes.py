@@ -12,6 +12,7 @@ from git_brat.brat import layout
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.queue import Move, Request
+from git_brat.brat.refinery.report import Failure
 from git_brat.errors import Conflict, GriteError
 
 BACKOFF, BACKOFF_MAX = 10.0, 600.0   # seconds after an attempt that hit an error
@@ -25,6 +26,14 @@ class Outcome(msgspec.Struct):
     detail: str = ""
     commit: str = ""
     log: str = ""            # the check's whole output: a local file (0600), never synced
+
+
+def check_fields(output: str) -> dict:
+    """What a merge entity records of a failed check run (report.check_report reads them)."""
+    if not isinstance(output, Failure):
+        return {}
+    return {"exit_code": output.exit, "failing_tests": list(output.tests),
+            "checked_commit": output.commit}
 
 
 def backoff(attempts: int) -> float:
@@ -105,7 +114,8 @@ class Outcomes:
 
     def failed(self, r: Request, output: str, started: int) -> None:
         # It syncs: an excerpt, redacted; the whole output stays in the merge's local log (0600).
-        output = redact.text(output)
+        run = check_fields(output)
+        output = redact.text(str(output))
         log = layout.merge_log(self.g.store, r.merge)
         log = log if os.path.exists(log) else ""
         if output.startswith("conflict:"):
@@ -113,7 +123,9 @@ class Outcomes:
             return
         give_up = self.rc.on_fail == "fail" or self._failures(r) + 1 >= self.rc.max_attempts
         head = output.splitlines()[0] if output else "check failed"
-        mf = {"status": "failed", "result": head, **self._times(started)}
+        mf = {"status": "failed", "result": head, **self._times(started), **run}
+        if run:
+            mf["output_tail"] = output.partition("\n")[2]
         if give_up:
             why = head if self.rc.on_fail == "fail" else \
                 f"{head} (attempt {self._failures(r) + 1} of {self.rc.max_attempts})"

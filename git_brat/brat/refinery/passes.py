@@ -11,7 +11,7 @@ import msgspec
 from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import layout
-from git_brat.brat.refinery import plan
+from git_brat.brat.refinery import plan, report
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import Updated
@@ -458,8 +458,10 @@ class Refinery(Outcomes):
                 f.write(header.encode() + output + footer)
         if code == 0:
             return True, ""
-        why = "timed out" if code == "timeout" else f"exit {code}"
-        return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{excerpt(output)}"
+        tail, exit_code = excerpt(output), None if code == "timeout" else code
+        tests = report.names(output)
+        head = report.headline(self.rc.check, exit_code, tip, tests, tail)
+        return False, report.Failure.of(f"{head}\n{tail}", exit_code, tests, tip)
 
     def _branches_and_tags(self) -> dict[bytes, bytes]:
         out = self.store.refs.under(b"refs/heads/")

@@ -14,6 +14,7 @@ from git_brat import process
 from git_brat.brat import daemon, layout
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
+from git_brat.brat.refinery import report
 from git_brat.brat.config import Config
 from git_brat.brat.refinery.passes import PassReport, Refinery, Stopped, merge_log
 from git_brat.errors import Conflict
@@ -243,6 +244,7 @@ class Result(msgspec.Struct):
     duration: float
     finished_at: datetime
     commit: str
+    check: dict | None = None  # a failed check's report (refinery/report.check_report)
 
 
 class RefineryStatus(msgspec.Struct):
@@ -299,7 +301,8 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
     results = [Result(m.id, m.get("task", ""),
                       board.tasks[m.get("task")].get("title", "") if m.get("task") in board.tasks
                       else "", m.get("status"), m.get("result", ""), float(m.get("duration", 0)),
-                      iso(m.get("finished_at")), m.get("merged_commit", ""))
+                      iso(m.get("finished_at")), m.get("merged_commit", ""),
+                      report.merge_report(g, m))
                for m in done[:recent]]
     lease = None
     try:
