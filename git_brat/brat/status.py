@@ -114,6 +114,7 @@ class Status(msgspec.Struct):
     confinement: str = ""      # what a new session's sandbox confines here, in a few words
     review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
+    red_target: Any = None     # the target failing its own check (refinery.red.RedTarget)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -294,6 +295,7 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
     from git_brat.brat.deacon import last_run
+    from git_brat.brat.refinery import red
     from git_brat.grite.sync.install import hooks_warning
     warnings = [w for w in (hooks_warning(g.store),) if w]
     from git_brat.brat.engines import sandbox
@@ -313,7 +315,8 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   [t for t in unreached if tasks is None or t in tasks],
                   sandbox.effective(cfg.witness.sandbox),
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
-                                           short=True), waiting, rv.mode(cfg))
+                                           short=True), waiting, rv.mode(cfg),
+                  red.red_target(board, cfg.refinery.target_branch))
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import signal
 import sys
+import textwrap
 import time
 
 import click
@@ -101,10 +102,17 @@ def _render(s: st.Status, short: dict[str, str], names: dict[str, str] | None = 
           else f"since {when(l.expires_at)}"] for l in s.leases], [None, 14, 7, 22]))
     lines.append("")
     body = []
+    if s.red_target:   # named once, above the tasks: none of them is to blame
+        r = s.red_target
+        body.append(cut(f"{'red':<11}  {r.target} is red at {r.commit[:12]} — {r.result}",
+                        WIDTH - 2))
+        body += [f"{'':<13}{ln}" for ln in textwrap.wrap(r.advice, WIDTH - 15)]
+        body.append(f"{_PASTE}{r.log_command}")
     for i in s.interventions:
         body.append(cut(f"{i.kind:<11}  {sid(i.task)}  {i.title} — {i.detail}", WIDTH - 2))
         body.append(f"{_PASTE}{i.command}")   # never cut: it is meant to be pasted
-    lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS", body)
+    count = len(s.interventions) + (1 if s.red_target else 0)
+    lines += _section(f"INTERVENTIONS ({count})" if body else "INTERVENTIONS", body)
     lines.append("")
     crashed = []
     for d in s.dead_sessions:   # the log still says running: the next witness or deacon run fixes it

@@ -10,6 +10,7 @@ from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat.refinery import queue as rq
+from git_brat.brat.refinery import red
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.queue import Move, Request
 from git_brat.brat.refinery.report import Failure
@@ -22,6 +23,7 @@ class Outcome(msgspec.Struct):
     task: str
     merge: str
     result: str              # merged / failed / requeued / conflict / blocked / waiting / error
+                             # / held (the target fails its check on its own)
                              # / left-out (its task was moved by hand during its check)
     detail: str = ""
     commit: str = ""
@@ -67,6 +69,18 @@ class Outcomes:
                         for r in good if r.task in tasks], "merged")
         for r in good:
             self._done(r, "merged", detail, tip)
+        self.target_passed(tip)
+
+    def held(self, reqs: list[Request], base: str, why: str, started: int) -> None:
+        """The target is red at base: the requests go back to the queue held on it, their
+        attempt not counted and no failure recorded (their work was never the question)."""
+        text = f"held: {self.target} is red ({why}); checked again once it passes"
+        self.write([Move(r.task, "needs-review", r.merge, merge_fields={
+            "status": "held", "held_on": base, "attempts": r.attempts, "result": text,
+            **self._times(started)}, reason=f"held: {self.target} is red",
+            skip_if_not=("merging",)) for r in reqs], "held")
+        for r in reqs:
+            self._done(r, "held", text)
 
     def overtaken(self, state) -> list[Move]:
         """Tasks whose change landed while a move from another clone overtook them.
@@ -123,6 +137,10 @@ class Outcomes:
             return
         give_up = self.rc.on_fail == "fail" or self._failures(r) + 1 >= self.rc.max_attempts
         head = output.splitlines()[0] if output else "check failed"
+        if run and self.round_base and red.verdict(self.store, self.round_base,
+                                                   self.rc.check) is True:
+            output += (f"\n({self.target} passes this check on its own at "
+                       f"{self.round_base[:12]}: the failure comes with this work)")
         mf = {"status": "failed", "result": head, **self._times(started), **run}
         if run:
             mf["output_tail"] = output.partition("\n")[2]

@@ -11,7 +11,7 @@ import msgspec
 from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import layout
-from git_brat.brat.refinery import plan, report
+from git_brat.brat.refinery import plan, red, report
 from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import Updated
@@ -48,6 +48,10 @@ def subject_title(title: str) -> str:
 
 class Stopped(Exception):
     """SIGTERM (refinery stop) while a pass was under way."""
+
+
+class TargetRed(Exception):
+    """The target fails the check on its own: the batch waits, none of its requests blamed."""
 
 
 class PassReport(msgspec.Struct):
@@ -92,6 +96,8 @@ class Refinery(Outcomes):
         self._check: subprocess.Popen | None = None
         self.wait_pids: list[int] = []   # git commands to let finish before touching a checkout
         self.requeued: set[str] = set()  # merges left out because their branch moved
+        self.red_at: str | None = None   # the target commit found red (its requests wait)
+        self.round_base: str | None = None   # the target commit this round stacks onto
 
     # -- the lease -------------------------------------------------------------------
 
@@ -155,7 +161,7 @@ class Refinery(Outcomes):
                                 f"brat: refinery.request {len(fresh)} merge request(s)",
                                 holder_id=self.holder)
         merges = {e.id: e for e in self.g.state(refresh=True).of_kind(model.MERGE)}
-        return plan.due(reqs, merges, process.now_ms())
+        return plan.due(reqs, merges, process.now_ms(), self.red_at)
 
     def recover(self) -> None:
         """Merges a refinery left half done (it was killed): back to the queue, or failed
@@ -183,6 +189,7 @@ class Refinery(Outcomes):
         self.report = PassReport(self.target)
         self.recover()
         self.fetch_task_branches()
+        self.look_at_red()
         tried: set[str] = set()
         for _ in range(1000):   # bounded: every batch removes its requests from the queue
             batch = plan.next_batch(self.queue(), tried, self.rc.batch)
@@ -252,7 +259,12 @@ class Refinery(Outcomes):
                     live = self.stack_all(live, started)
                     if not live:
                         return
-                    tip, good, bad = self.bisect(base, live, built=self.first_tip())
+                    self.round_base = base
+                    try:
+                        tip, good, bad = self.bisect(base, live, built=self.first_tip())
+                    except TargetRed as exc:
+                        self.held(live, base, str(exc), started)
+                        return
                     for r, out in bad:
                         self.failed(r, out, started)
                     if not good:
@@ -412,6 +424,10 @@ class Refinery(Outcomes):
             passed, out = self.check(tip, reqs)
             if passed:
                 return tip, reqs, []
+            why = self.target_red(base) if base == self.round_base else None
+            if why is not None:
+                self.red_at = base
+                raise TargetRed(why)
         if len(reqs) == 1:
             return base, [], [(reqs[0], out)]
         left, right = plan.halves(reqs)
@@ -429,39 +445,102 @@ class Refinery(Outcomes):
         """Run refinery.check in the worktree at tip: (passed, the output's tail)."""
         if not self.rc.check.strip():
             return True, ""
+        logs = [merge_log(self.g, r.merge) for r in reqs]
+        self.write([Move(r.task, None, r.merge, merge_fields={
+            "status": "checking", "check_started_at": process.now_ms(), "checked_commit": tip})
+            for r in reqs], "check")
+        code, output, run = self._checked(tip, logs[0], ", ".join(r.task[:7] for r in reqs))
+        for other in logs[1:]:
+            with open_private(other) as f:
+                f.write(run)
+        return self._verdict(tip, code, output)
+
+    def _checked(self, tip: str, log: str, what: str) -> tuple[int | str, bytes, bytes]:
+        """The check run at tip, its output appended to log (0600): (exit code or "timeout",
+        its output, the whole run as logged)."""
         if worktree.head(worktree_path(self.g)) != tip:
             worktree.reset(worktree_path(self.g), tip)
         self.report.check_runs += 1
-        logs = [merge_log(self.g, r.merge) for r in reqs]
-        private_dir(os.path.dirname(logs[0]))   # check output may hold secrets: 0600 in 0700
+        private_dir(os.path.dirname(log))   # check output may hold secrets: 0600 in 0700
         t0 = process.now_ms()
-        self.write([Move(r.task, None, r.merge, merge_fields={
-            "status": "checking", "check_started_at": t0, "checked_commit": tip})
-            for r in reqs], "check")
-        header = (f"== check `{self.rc.check}` on {tip[:12]} for "
-                  f"{', '.join(r.task[:7] for r in reqs)} at {time.strftime('%H:%M:%S')} ==\n")
+        header = (f"== check `{self.rc.check}` on {tip[:12]} for {what} at "
+                  f"{time.strftime('%H:%M:%S')} ==\n").encode()
         before = self._branches_and_tags()
-        with open_private(logs[0]) as f:
-            f.write(header.encode())
+        with open_private(log) as f:
+            f.write(header)
             f.flush()
             start_at = f.tell()
             code = self._run_check(f)
         self._drop_check_refs(before, tip)
-        with open(logs[0], "rb") as f:
+        with open(log, "rb") as f:
             f.seek(start_at)
             output = f.read()
         footer = f"== exit {code} after {(process.now_ms() - t0) / 1000:.1f}s ==\n".encode()
-        with open_private(logs[0]) as f:
+        with open_private(log) as f:
             f.write(footer)
-        for other in logs[1:]:
-            with open_private(other) as f:
-                f.write(header.encode() + output + footer)
+        return code, output, header + output + footer
+
+    def _verdict(self, tip: str, code: int | str, output: bytes) -> tuple[bool, str]:
         if code == 0:
             return True, ""
         tail, exit_code = excerpt(output), None if code == "timeout" else code
         tests = report.names(output)
         head = report.headline(self.rc.check, exit_code, tip, tests, tail)
         return False, report.Failure.of(f"{head}\n{tail}", exit_code, tests, tip)
+
+    # -- the target on its own -------------------------------------------------------------
+
+    def target_red(self, base: str) -> str | None:
+        """The target's own failure at base (checked alone, once per commit and check), or
+        None when it passes: then the requests' work is what fails."""
+        check = self.rc.check
+        known = red.verdict(self.store, base, check)
+        if known is None:
+            code, output, _run = self._checked(base, red.log_path(self.store, base),
+                                               f"{self.target} alone")
+            passed, failure = self._verdict(base, code, output)
+            red.remember(self.store, base, check, passed)
+            if passed:
+                return None
+            failure = redact.text(str(failure))
+            self.write([], "red", extra=red.found_drafts(
+                model.board(self.g, refresh=True), self.target, base, check, {
+                    "result": failure.partition("\n")[0], "output_tail":
+                    failure.partition("\n")[2], "failing_tests": report.names(output),
+                    "exit_code": None if code == "timeout" else code}))
+        elif known:
+            return None
+        found = red.red_target(model.board(self.g, refresh=True), self.target)
+        return found.result if found is not None and found.commit == base else \
+            f"{self.target} fails `{check}` on its own at {base[:12]}"
+
+    def target_passed(self, tip: str) -> None:
+        """The target passes its check at tip (it did alone, or work landed on it through the
+        check): a red record of it is closed."""
+        if not self.rc.check.strip():
+            return
+        red.remember(self.store, tip, self.rc.check, True)
+        drafts = red.passed_drafts(model.board(self.g, refresh=True), self.target, tip)
+        if drafts:
+            self.write([], "green", extra=drafts)
+
+    def look_at_red(self) -> None:
+        """At a pass's start, a target named red is looked at again when it moved or the
+        check changed: passing, its record closes and the held requests are due again."""
+        self.red_at = None
+        found = red.red_target(model.board(self.g, refresh=True), self.target)
+        local = self.store.objects.rev(f"refs/heads/{self.target}")
+        if found is None or local is None or not self.rc.check.strip():
+            return
+        base = self.base_tip(local)
+        if found.commit == base and found.check == self.rc.check:
+            self.red_at = base
+            return
+        self.reset(base)
+        if self.target_red(base) is None:
+            self.target_passed(base)
+        else:
+            self.red_at = base
 
     def _branches_and_tags(self) -> dict[bytes, bytes]:
         out = self.store.refs.under(b"refs/heads/")

@@ -31,6 +31,7 @@ class Kind(NamedTuple):
 ISSUE, ACTOR = "issue", "actor"
 # brat's (grite stores them; the harness gives them meaning)
 CONVOY, TASK, SESSION, MERGE, MAYOR, DEACON = "convoy", "task", "session", "merge", "mayor", "deacon"
+RED_TARGET = "red-target"
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(ISSUE, "state", ("closed",)),            # exactly what `issue list` leaves out
@@ -52,6 +53,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
                            "superseded"), group=TASK),
     Kind(MAYOR, "status", ("closed",)),           # a mayor conversation
     Kind(DEACON),                                 # one record per deacon run that acted
+    # the target branch failing its check on its own, from when the refinery found it to when
+    # it passed again (brat/refinery/red.py)
+    Kind(RED_TARGET, "status", ("green",)),
 )}
 
 # status_of and group_of try these fields in this order, whatever the entity's kind: the cache

@@ -1,0 +1,78 @@
+"""Issue 35, item 3: a red target is named, not blamed. With a test already failing on main,
+the refinery checks main alone (once per commit and check), names it once, fails and retries
+no task, and lands the held work once main is fixed."""
+
+from __future__ import annotations
+
+import sys
+
+from bratkit import status_of
+from helpers import brat, brat_json, git
+from refinerykit import (check_runs, commit_on, configure, field, outcomes, processed, refine,
+                         request)
+
+CALC = "def add(a, b):\n    return a + b\n"
+BROKEN = """from calc import add
+
+
+def test_adds():
+    assert add(2, 2) == 4
+
+
+def test_negative():
+    assert add(-1, -1) == -3
+"""
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+
+
+def _red_main(queue):
+    repo, cid = queue
+    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN}, "calc, a test wrong")
+    configure(repo, check=PYTEST, max_attempts=2)
+    return repo, cid
+
+
+def test_a_red_main_fails_no_task_is_named_once_and_the_queue_resumes_when_main_is_fixed(queue):
+    repo, cid = _red_main(queue)
+    first = request(repo, cid, "Docs", {"README.md": "calc\n"})
+    report = refine(repo)
+    assert outcomes(report) == {first: "held"}
+    assert check_runs(report) == 2          # the task's check, then main's alone
+    assert status_of(repo, first) == "needs-review"
+    assert not field(repo, first, "merge_failures") and not field(repo, first, "failures")
+    red = brat_json(repo, "status")["red_target"]
+    assert red["target"] == "main" and red["failing_tests"] == ["test_calc.py::test_negative"]
+    assert red["commit"] == git(repo, "rev-parse", "main") and red["held"] == [first]
+    assert "no task is blamed" in red["advice"]
+    # More work arrives while main is red: main is not checked again, the held one not re-run.
+    second = request(repo, cid, "More docs", {"NOTES.md": "notes\n"})
+    for _ in range(2):
+        report = refine(repo)
+        assert processed(report) in ([second], [])
+    assert outcomes(refine(repo)) == {} and status_of(repo, second) == "needs-review"
+    status = brat_json(repo, "status")
+    assert status["red_target"]["id"] == red["id"] and len(status["red_target"]["held"]) == 2
+    text = brat(repo, "status").out
+    assert text.count("main is red") == 1 and "test_negative" in text
+    assert brat_json(repo, "task", "show", first)["status"] == "needs-review"
+    # Someone fixes main: the queue resumes, both land, nothing counted against them.
+    commit_on(repo, "main", {"test_calc.py": BROKEN.replace("-3", "-2")}, "fix the test")
+    report = refine(repo)
+    assert outcomes(report) == {first: "merged", second: "merged"}
+    assert brat_json(repo, "status")["red_target"] is None
+    assert "main is red" not in brat(repo, "status").out
+    assert not field(repo, first, "merge_failures")
+
+
+def test_work_that_fails_on_a_green_main_is_told_main_passes_without_it(queue):
+    repo, cid = queue
+    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
+              "calc")
+    configure(repo, check=PYTEST)
+    tid = request(repo, cid, "Wrong", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    report = refine(repo)
+    assert outcomes(report) == {tid: "requeued"} and check_runs(report) == 2
+    failure = field(repo, tid, "last_failure")
+    assert "test_calc.py::test_adds failed" in failure
+    assert "main passes this check on its own" in failure
+    assert brat_json(repo, "status")["red_target"] is None
