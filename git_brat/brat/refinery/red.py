@@ -118,7 +118,7 @@ def log_path(store: Store, commit: str) -> str:
     """The whole output of the target's own check at commit (local, 0600)."""
     if COMMIT_ID.match(commit) is None or not commit:
         raise ValueError(f"not a commit id: {commit!r}")
-    return os.path.join(layout.root(store), "merges", f"target-{commit}.log")
+    return os.path.join(layout.root(store), "target-checks", f"{commit}.log")
 
 
 # -- what the refinery records --------------------------------------------------------------
