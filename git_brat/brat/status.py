@@ -306,6 +306,9 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
         warnings.append(net)
     if (gate := rv.mode_warning(cfg)):
         warnings.append(gate)
+    from git_brat.brat.refinery import hub
+    if (unchecked := hub.problem(g, cfg)):
+        warnings.append(unchecked)
     if ready and (engine := pick.engine_problem(cfg)):
         warnings.append(f"witness.engine: {engine}: `git brat witness run` cannot work on the "
                         f"ready tasks")

@@ -40,6 +40,13 @@ def status_(as_json):
         lines = [f"refinery: {'running' + (f' (pid {s.pid})' if s.pid else '') if s.running else 'not running'}"
                  f"; target {s.target}, policy {s.policy}, batch {s.batch}, "
                  f"check {s.check or '(none)'}"]
+        if s.held:
+            lines.append(f"LANDS NOTHING: {s.held}")
+        if s.red_target:
+            r = s.red_target
+            lines.append(f"{r.target.upper()} IS RED at {r.commit[:12]}: {r.result}")
+            lines += [f"  {ln}" for ln in r.tail[-5:]]
+            lines.append(f"  {r.advice}; whole output: {r.log_command}")
         lines.append("\nMERGING")
         lines += [f"  {c.task[:7]}  {c.status}  {c.elapsed:.0f}s  {c.title}"
                   + (f"\n           log {c.log} ({c.log_bytes} bytes): {c.last_line}"

@@ -14,7 +14,7 @@ from git_brat import process
 from git_brat.brat import daemon, layout
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
-from git_brat.brat.refinery import report
+from git_brat.brat.refinery import hub, red, report
 from git_brat.brat.config import Config
 from git_brat.brat.refinery.passes import PassReport, Refinery, Stopped, merge_log
 from git_brat.errors import Conflict
@@ -259,6 +259,8 @@ class RefineryStatus(msgspec.Struct):
     current: list[Current]
     recent: list[Result]
     unreachable: dict[str, str] = {}   # needs-review task -> why no refinery here can merge it
+    held: str = ""             # why nothing lands (a hub without a check), "" when work lands
+    red_target: red.RedTarget | None = None   # the target failing its own check, if it does
 
 
 def _last_line(path: str) -> tuple[int, str]:
@@ -314,7 +316,8 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
     pid = running_pid(g)
     return RefineryStatus(rc.target_branch, rc.merge_policy, rc.batch, rc.check,
                           pid is not None or (lease is not None and lease.state == "held"), pid,
-                          lease, queue, current, results, rq.unreachable(g, board))
+                          lease, queue, current, results, rq.unreachable(g, board),
+                          hub.problem(g, cfg) or "", red.red_target(board, rc.target_branch))
 
 
 __all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport", "Standby",
