@@ -124,6 +124,7 @@ def test_hub_mode_merges_branches_pushed_by_two_clones_over_git_daemon(tmp_path,
     hub = seeded_hub(srv)
     init = brat_json(hub, "init", "--hub")
     assert [h["hook"] for h in init["hooks"]] == ["post-receive"]
+    brat(hub, "config", "set", "hub.land_unchecked", "true")   # (its admin's choice: no check)
     refineries.append(hub)
     daemon = Daemon(srv).start()
     try:
