@@ -73,13 +73,18 @@ def status_(as_json):
 
 
 @refinery.command("log")
-@click.argument("task_id")
+@click.argument("task_id", required=False)
+@click.option("--target", "of_target", is_flag=True,
+              help="The red target's own check instead (the target branch checked alone).")
 @json_option
-def log_(task_id, as_json):
+def log_(task_id, of_target, as_json):
     """The whole output of TASK's last check (a local file: on the machine that ran it)."""
+    if bool(task_id) == of_target:
+        raise UsageError("give a TASK, or --target for the target branch's own check")
     g = model.open_grite()
     b = model.board(g)
-    out = report.whole_log(g, b, g.resolve(task_id, model.TASK).id)
+    out = report.target_log(g, b, load_config(g).refinery.target_branch) if of_target else \
+        report.whole_log(g, b, g.resolve(task_id, model.TASK).id)
     emit(as_json, out, lambda: out["text"].rstrip("\n") + (
         f"\n(the last {report.MAX_LOG >> 20} MiB of {out['log']})" if out["truncated"] else ""))
 

@@ -96,15 +96,10 @@ def whole_log(g, board: Board, tid: str) -> dict:
                     key=model.age_key)
     for m in reversed(merges):
         path = layout.merge_log(g.store, m.id)
-        try:
-            size = os.path.getsize(path)
-            with open(path, "rb") as f:
-                f.seek(max(0, size - MAX_LOG))
-                data = f.read()
-        except OSError:
-            continue
-        return {"task": tid, "merge": m.id, "log": path,
-                "text": data.decode("utf-8", "replace"), "truncated": size > MAX_LOG}
+        data, truncated = _read_end(path)
+        if data is not None:
+            return {"task": tid, "merge": m.id, "log": path, "text": data,
+                    "truncated": truncated}
     last = check_report(g, board, tid)
     if last is None:
         raise NotFound(f"task {tid[:7]} has no check output: the refinery has not checked it"
@@ -112,6 +107,35 @@ def whole_log(g, board: Board, tid: str) -> dict:
     raise NotFound(f"the whole output of task {tid[:7]}'s check is on the machine whose "
                    f"refinery ran it (not this clone); what the log holds of it: "
                    f"`git brat task show {tid[:7]}`")
+
+
+def target_log(g, board: Board, target: str) -> dict:
+    """The whole output of the red target's own check run here: {"target", "commit", "log",
+    "text", "truncated"} (NotFound when the target is not red, or ran on another machine)."""
+    from git_brat.brat.refinery import red
+    found = red.red_target(board, target)
+    if found is None:
+        raise NotFound(f"{target} is not red: no check of it alone has failed since it last "
+                       f"passed")
+    path = red.log_path(g.store, found.commit)
+    data, truncated = _read_end(path)
+    if data is None:
+        raise NotFound(f"the whole output of {target}'s check at {found.commit[:12]} is on the "
+                       f"machine whose refinery ran it; what the log holds of it: `git brat "
+                       f"status`")
+    return {"target": target, "commit": found.commit, "log": path, "text": data,
+            "truncated": truncated}
+
+
+def _read_end(path: str) -> tuple[str | None, bool]:
+    """The last MAX_LOG bytes of a local log as text, and whether it was longer."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            f.seek(max(0, size - MAX_LOG))
+            return f.read().decode("utf-8", "replace"), size > MAX_LOG
+    except OSError:
+        return None, False
 
 
 def lines(report: dict, tail: int = 8) -> list[str]:
@@ -127,4 +151,4 @@ def lines(report: dict, tail: int = 8) -> list[str]:
     return out
 
 
-__all__ = ["check_report", "merge_report", "whole_log", "Failure", "headline", "names", "lines", "TAIL"]
+__all__ = ["check_report", "merge_report", "whole_log", "target_log", "Failure", "headline", "names", "lines", "TAIL"]

@@ -94,3 +94,15 @@ def test_a_hub_without_a_check_lands_nothing_and_says_why_until_its_admin_choose
     brat(hub, "refinery", "run", "--once")
     assert status_of(hub, tid) == "merged"
     assert brat_json(hub, "refinery", "status")["held"] == ""
+
+
+def test_a_clone_approved_before_hub_land_unchecked_existed_stays_approved(brepo):
+    import json
+    record = brepo / ".git" / "brat" / "trust.json"
+    data = json.loads(record.read_text())
+    data["values"]["hub"] = {"run_checks": False}      # as the version before this key wrote it
+    from git_brat.approvals import approved_files, fingerprint
+    data["fingerprint"] = fingerprint(data["values"], approved_files(data))
+    record.write_text(json.dumps(data))
+    assert brat_json(brepo, "config", "get", "refinery.check")["approved"] is True
+    assert brat_json(brepo, "trust", "--show")["changes"] == []

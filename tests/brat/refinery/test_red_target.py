@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from bratkit import status_of
+from bratkit import fail, status_of
 from helpers import brat, brat_json, git
 from refinerykit import (check_runs, commit_on, configure, field, outcomes, processed, refine,
                          request)
@@ -44,6 +44,8 @@ def test_a_red_main_fails_no_task_is_named_once_and_the_queue_resumes_when_main_
     assert red["target"] == "main" and red["failing_tests"] == ["test_calc.py::test_negative"]
     assert red["commit"] == git(repo, "rev-parse", "main") and red["held"] == [first]
     assert "no task is blamed" in red["advice"]
+    whole = brat_json(repo, "refinery", "log", "--target")
+    assert whole["commit"] == red["commit"] and "def test_negative" in whole["text"]
     # More work arrives while main is red: main is not checked again, the held one not re-run.
     second = request(repo, cid, "More docs", {"NOTES.md": "notes\n"})
     for _ in range(2):
@@ -61,6 +63,7 @@ def test_a_red_main_fails_no_task_is_named_once_and_the_queue_resumes_when_main_
     assert outcomes(report) == {first: "merged", second: "merged"}
     assert brat_json(repo, "status")["red_target"] is None
     assert "main is red" not in brat(repo, "status").out
+    assert "main is not red" in fail(repo, "refinery", "log", "--target")[1]
     assert not field(repo, first, "merge_failures")
 
 
