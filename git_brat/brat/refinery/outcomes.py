@@ -135,7 +135,10 @@ class Outcomes:
         if output.startswith("conflict:"):
             self.conflict(r, output[len("conflict:"):].split(", "), started)
             return
-        give_up = self.rc.on_fail == "fail" or self._failures(r) + 1 >= self.rc.max_attempts
+        tree = self._tree(run.get("checked_commit", ""))
+        again = bool(tree) and self._task_field(r, "failed_tree") == tree
+        count = self._failures(r) + (0 if again else 1)   # the same commits again: no attempt
+        give_up = self.rc.on_fail == "fail" or count >= self.rc.max_attempts
         head = output.splitlines()[0] if output else "check failed"
         if run and self.round_base and red.verdict(self.store, self.round_base,
                                                    self.rc.check) is True:
@@ -144,17 +147,20 @@ class Outcomes:
         mf = {"status": "failed", "result": head, **self._times(started), **run}
         if run:
             mf["output_tail"] = output.partition("\n")[2]
+        counted = (lambda _b, _m: {}) if again else rq.failures_plus_one
+        task_fields = {"last_failure": output, **({"failed_tree": tree} if tree else {})}
         if give_up:
             why = head if self.rc.on_fail == "fail" else \
-                f"{head} (attempt {self._failures(r) + 1} of {self.rc.max_attempts})"
-            self.write([Move(r.task, "failed", r.merge, {"last_failure": output}, mf, reason=why)],
-                       "failed", fields_at_tip=rq.failures_plus_one)
+                f"{head} (attempt {count} of {self.rc.max_attempts})"
+            self.write([Move(r.task, "failed", r.merge, task_fields, mf, reason=why)],
+                       "failed", fields_at_tip=counted)
             self._done(r, "failed", why, log=log)
         else:
             mf["status"] = "requeued"
-            self.write([Move(r.task, "queued", r.merge, {"last_failure": output}, mf,
-                             reason="check failed; requeued with its output")],
-                       "requeue", fields_at_tip=rq.failures_plus_one)
+            why = "check failed; requeued with its output" + (
+                " (the same commits as its last failed check: not a new attempt)" if again else "")
+            self.write([Move(r.task, "queued", r.merge, task_fields, mf, reason=why)],
+                       "requeue", fields_at_tip=counted)
             self._done(r, "requeued", head, log=log)
 
     def conflict(self, r: Request, files: list[str], started: int) -> None:
@@ -248,8 +254,19 @@ class Outcomes:
             pass
 
     def _failures(self, r: Request) -> int:
+        return int(self._task_field(r, "merge_failures") or 0)
+
+    def _task_field(self, r: Request, name: str):
         t = model.board(self.g).tasks.get(r.task)
-        return int(t.get("merge_failures", 0) or 0) if t is not None else 0
+        return t.get(name) if t is not None else None
+
+    def _tree(self, commit: str) -> str:
+        """The tree a checked commit holds ("" when unknown): the same commits build the same
+        tree, and a check of it again tells nothing new."""
+        try:
+            return self.store.objects.read_commit(commit.encode()).tree.decode() if commit else ""
+        except GriteError:
+            return ""
 
 
 __all__ = ["Outcomes", "Outcome", "backoff"]

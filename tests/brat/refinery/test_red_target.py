@@ -8,8 +8,8 @@ import sys
 
 from bratkit import fail, status_of
 from helpers import brat, brat_json, git
-from refinerykit import (check_runs, commit_on, configure, field, outcomes, processed, refine,
-                         request)
+from refinerykit import (check_runs, commit_on, configure, field, move, outcomes, processed,
+                         refine, request)
 
 CALC = "def add(a, b):\n    return a + b\n"
 BROKEN = """from calc import add
@@ -79,3 +79,26 @@ def test_work_that_fails_on_a_green_main_is_told_main_passes_without_it(queue):
     assert "test_calc.py::test_adds failed" in failure
     assert "main passes this check on its own" in failure
     assert brat_json(repo, "status")["red_target"] is None
+
+
+def test_a_check_run_again_on_the_same_commits_is_not_a_new_attempt(queue):
+    repo, cid = queue
+    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
+              "calc")
+    configure(repo, check=PYTEST, max_attempts=2)
+    tid = request(repo, cid, "Wrong", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    assert outcomes(refine(repo)) == {tid: "requeued"}
+    assert field(repo, tid, "merge_failures") == 1
+    # The agent's next session changes nothing and hands the same commit in: checked again,
+    # it fails the same way, and that is not attempt 2 of 2.
+    move(repo, tid, "running", "needs-review")
+    brat(repo, "task", "approve", tid)
+    assert outcomes(refine(repo)) == {tid: "requeued"}
+    assert field(repo, tid, "merge_failures") == 1 and status_of(repo, tid) == "queued"
+    # New work that still fails is the second attempt.
+    move(repo, tid, "running")
+    commit_on(repo, f"brat/{tid}", {"NOTES.md": "tried\n"}, "Try again")
+    move(repo, tid, "needs-review")
+    brat(repo, "task", "approve", tid)
+    assert outcomes(refine(repo)) == {tid: "failed"}
+    assert "attempt 2 of 2" in brat_json(repo, "task", "show", tid)["reason"]

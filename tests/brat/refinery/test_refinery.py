@@ -85,8 +85,11 @@ def test_max_attempts_fails_a_task_that_keeps_failing(queue):
     configure(repo, check="test ! -e f.txt", max_attempts=2)
     tid = request(repo, cid, "Flaky", {"f.txt": "f\n"})
     assert outcomes(refine(repo)) == {tid: "requeued"}
-    # The agent tries again; handing its work in resets the witness's own count, as it does.
-    move(repo, tid, "running", "needs-review")
+    # The agent tries again (a new commit); handing its work in resets the witness's own count.
+    move(repo, tid, "running")
+    commit_on(repo, f"brat/{tid}", {"f2.txt": "f\n"}, "Try again")
+    move(repo, tid, "needs-review")
+    brat(repo, "task", "approve", tid)
     from git_brat.brat import board as model
     from git_brat.grite.model import events as ev
     from git_brat.grite.log.wal import Draft
