@@ -21,6 +21,7 @@ _FORMS = [
     re.compile(r"^\s*● (\S.*? › .*\S)\s*$"),                            # jest
     re.compile(r"^\s*(?:FAIL|×|✗) +(\S+ > .*\S)\s*$"),                  # vitest
 ]
+_MARKS = ("FAIL", "ERROR", "●", "×", "✗")   # every form above holds one of these
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")   # runners colour their summaries
 
 
@@ -28,7 +29,9 @@ def failing_tests(output: str) -> list[str]:
     """The names of the failing tests the output's summary lines give, in order, each once."""
     seen: dict[str, None] = {}
     for raw in output.splitlines():
-        line = _ESCAPE.sub("", raw).rstrip()
+        if not any(mark in raw for mark in _MARKS):
+            continue   # (most lines: a few substring searches instead of six patterns)
+        line = (_ESCAPE.sub("", raw) if "\x1b" in raw else raw).rstrip()
         if not line or len(line) > 4 * MAX_NAME:
             continue
         for form in _FORMS:
