@@ -74,13 +74,14 @@ class Outcomes:
     def held(self, reqs: list[Request], base: str, why: str, started: int) -> None:
         """The target is red at base: the requests go back to the queue held on it, their
         attempt not counted and no failure recorded (their work was never the question)."""
-        text = f"held: {self.target} is red ({why}); checked again once it passes"
+        said = f"{self.target} is red ({why}); checked again once it passes"
+        text = f"held: {said}"
         self.write([Move(r.task, "needs-review", r.merge, merge_fields={
             "status": "held", "held_on": base, "attempts": r.attempts, "result": text,
             **self._times(started)}, reason=f"held: {self.target} is red",
             skip_if_not=("merging",)) for r in reqs], "held")
         for r in reqs:
-            self._done(r, "held", text)
+            self._done(r, "held", said)
 
     def overtaken(self, state) -> list[Move]:
         """Tasks whose change landed while a move from another clone overtook them.
