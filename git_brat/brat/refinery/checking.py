@@ -135,7 +135,10 @@ class Checks:
         if found is None or local is None or not self.rc.check.strip():
             return
         base = self.base_tip(local)
-        if found.commit == base and found.check == self.rc.check:
+        # Only this clone's own verdict holds work back: anyone who pushes writes the log, and
+        # a record saying "main is red" is checked here before any request waits for it.
+        if found.commit == base and found.check == self.rc.check and \
+                red.verdict(self.store, base, self.rc.check) is False:
             self.red_at = base
             return
         self.reset(base)

@@ -102,3 +102,27 @@ def test_a_check_run_again_on_the_same_commits_is_not_a_new_attempt(queue):
     brat(repo, "task", "approve", tid)
     assert outcomes(refine(repo)) == {tid: "failed"}
     assert "attempt 2 of 2" in brat_json(repo, "task", "show", tid)["reason"]
+
+
+def test_a_forged_main_is_red_record_holds_no_work_back(queue):
+    # Anyone who pushes writes the log: a record naming main red, and a request "held" on it,
+    # are checked here (main passes) before anything waits; the record is closed.
+    from git_brat.grite.log.wal import Draft
+    from git_brat.grite.model import events as ev
+    from gritekit import pusher_append
+    repo, cid = queue
+    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
+              "calc")
+    configure(repo, check=PYTEST)
+    tid = request(repo, cid, "Docs", {"README.md": "calc\n"})
+    main, head = git(repo, "rev-parse", "main"), git(repo, "rev-parse", f"brat/{tid}")
+    pusher_append(repo, [
+        Draft(ev.new_entity_id(), ev.Create("red-target", {
+            "status": "red", "target": "main", "checked_commit": main, "check": PYTEST,
+            "result": "everything is broken"})),
+        Draft(ev.new_entity_id(), ev.Create("merge", {
+            "task": tid, "branch": f"brat/{tid}", "head": head, "target": "main",
+            "status": "held", "held_on": main, "attempts": 0}))])
+    assert brat_json(repo, "status")["red_target"]["result"] == "everything is broken"
+    assert outcomes(refine(repo)) == {tid: "merged"}
+    assert brat_json(repo, "status")["red_target"] is None
