@@ -25,6 +25,18 @@ def test_negative():
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
 
 
+WRONG = {"calc.py": "def add(a, b):\n    return a - b\n"}
+
+
+def _green_main(queue, **config):
+    """main with calc and its passing tests, checked by pytest."""
+    repo, cid = queue
+    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
+              "calc")
+    configure(repo, check=PYTEST, **config)
+    return repo, cid
+
+
 def _red_main(queue):
     repo, cid = queue
     commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN}, "calc, a test wrong")
@@ -68,11 +80,8 @@ def test_a_red_main_fails_no_task_is_named_once_and_the_queue_resumes_when_main_
 
 
 def test_work_that_fails_on_a_green_main_is_told_main_passes_without_it(queue):
-    repo, cid = queue
-    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
-              "calc")
-    configure(repo, check=PYTEST)
-    tid = request(repo, cid, "Wrong", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    repo, cid = _green_main(queue)
+    tid = request(repo, cid, "Wrong", WRONG)
     report = refine(repo)
     assert outcomes(report) == {tid: "requeued"} and check_runs(report) == 2
     failure = field(repo, tid, "last_failure")
@@ -82,11 +91,8 @@ def test_work_that_fails_on_a_green_main_is_told_main_passes_without_it(queue):
 
 
 def test_a_check_run_again_on_the_same_commits_is_not_a_new_attempt(queue):
-    repo, cid = queue
-    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
-              "calc")
-    configure(repo, check=PYTEST, max_attempts=2)
-    tid = request(repo, cid, "Wrong", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    repo, cid = _green_main(queue, max_attempts=2)
+    tid = request(repo, cid, "Wrong", WRONG)
     assert outcomes(refine(repo)) == {tid: "requeued"}
     assert field(repo, tid, "merge_failures") == 1
     # The agent's next session changes nothing and hands the same commit in: checked again,
@@ -110,10 +116,7 @@ def test_a_forged_main_is_red_record_holds_no_work_back(queue):
     from git_brat.grite.log.wal import Draft
     from git_brat.grite.model import events as ev
     from gritekit import pusher_append
-    repo, cid = queue
-    commit_on(repo, "main", {"calc.py": CALC, "test_calc.py": BROKEN.replace("-3", "-2")},
-              "calc")
-    configure(repo, check=PYTEST)
+    repo, cid = _green_main(queue)
     tid = request(repo, cid, "Docs", {"README.md": "calc\n"})
     main, head = git(repo, "rev-parse", "main"), git(repo, "rev-parse", f"brat/{tid}")
     pusher_append(repo, [
