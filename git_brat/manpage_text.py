@@ -66,7 +66,13 @@ hook runs the refinery on pushed
 .B brat/*
 branches; settings in
 .B brat/config.toml
-inside the git directory.
+inside the git directory. It takes the project's committed
+.B refinery.check
+from the target branch when it has none (with
+.BR hub.run_checks );
+without a check it lands nothing until one is set or
+.B hub.land_unchecked = true
+is chosen.
 """,
         "convoy list": r"""
 A convoy's status (active, landed, failed, stalled) is derived from its tasks. Convoys whose
@@ -166,7 +172,19 @@ extra. In an agent's session it writes only to that session's task.
 The merge queue: stacks requests onto the target branch in its own worktree, runs the check,
 bisects failing batches, advances the target by compare-and-swap (pushing when a remote is
 configured). Failures and conflicts re-queue the task for its agent, fail it, or block it for a
-human, per config.
+human, per config. A failed check checks the target alone: a target red on its own holds the
+requests (no attempt counted) and is named once in
+.BR status ;
+the queue resumes once it passes.
+""",
+        "refinery log": r"""
+The whole output of a task's last check (or, with
+.BR \-\-target ,
+of the red target's own): a local file, on the machine whose refinery ran it. Its failing tests
+and last lines, redacted, are in
+.B task show
+and
+.BR "refinery status" .
 """,
     },
     "sections": [

@@ -94,6 +94,7 @@ class TaskDetail(TaskView):
     history: list[Transition] = []
     approved_head: str = ""    # the commit a human approved to land ("" if none)
     spent: spend.Spent | None = None   # tokens and cost over its sessions
+    check: dict | None = None  # its last failed check (refinery/report.check_report; `task show`)
 
 
 class ConvoyView(msgspec.Struct):

@@ -175,6 +175,9 @@ class Hub(_Section):
     run_checks: _d(bool, "Run refinery.check on pushed branches here: pushers' code then runs "
                          "on the hub's machine. false: with a check configured the hub lands "
                          "nothing and says why.") = False
+    land_unchecked: _d(bool, "With no refinery.check, land pushed work unchecked anyway. false: "
+                             "such a hub lands nothing and says why (`git brat init --hub` "
+                             "takes the project's committed check when there is one).") = False
 
 
 class Inbox(_Section):

@@ -120,6 +120,7 @@ class Status(msgspec.Struct):
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
     tasks: list[TaskView] = []  # every task (of the --convoy), asked for with --tasks
     spent: dict[str, spend.Spent] = {}   # convoy -> what its sessions spent (unlanded ones)
+    red_target: Any = None     # the target failing its own check (refinery.red.RedTarget)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -324,6 +325,7 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
     todo = [i for i in interventions(board, cfg, lease_list, now_ms)
             if related is None or i.task in related]
     from git_brat.brat.deacon import last_run
+    from git_brat.brat.refinery import red
     from git_brat.grite.sync.install import hooks_warning
     warnings = [w for w in (hooks_warning(g.store),) if w]
     from git_brat.brat.engines import sandbox
@@ -334,6 +336,9 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
         warnings.append(net)
     if (gate := rv.mode_warning(cfg)):
         warnings.append(gate)
+    from git_brat.brat.refinery import hub
+    if (unchecked := hub.problem(g, cfg)):
+        warnings.append(unchecked)
     if ready and (engine := pick.engine_problem(cfg)):
         warnings.append(f"witness.engine: {engine}: `git brat witness run` cannot work on the "
                         f"ready tasks")
@@ -345,7 +350,7 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
                                            short=True), waiting, rv.mode(cfg),
                   board.task_list(cid) if every_task else [],
-                  _spent(board, convoys))
+                  _spent(board, convoys), red.red_target(board, cfg.refinery.target_branch))
 
 
 def _spent(board: Board, convoys: list[ConvoyView]) -> dict[str, spend.Spent]:

@@ -144,9 +144,16 @@ def _record(store: Store) -> dict:
 
 
 def approved_values(store: Store) -> dict[str, Any]:
-    """What this user approved, key by key; the defaults (which run nothing) for the rest."""
+    """What this user approved, key by key; the defaults (which run nothing) for the rest. A
+    guarded section approved before it gained a key has that key's default: an upgrade that
+    adds a setting does not unapprove every clone's file."""
     values = _record(store).get("values", {})
-    return {k: values.get(k, DEFAULTS[k]) for k in GUARDED}
+    out = {k: values.get(k, DEFAULTS[k]) for k in GUARDED}
+    for k, default in DEFAULTS.items():
+        if "." not in k and k != "engines" and isinstance(default, dict) and \
+                isinstance(out[k], dict):
+            out[k] = {**default, **out[k]}
+    return out
 
 
 # -- loading ------------------------------------------------------------------------------

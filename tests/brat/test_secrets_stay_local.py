@@ -50,7 +50,7 @@ def test_an_engine_echoing_its_keys_leaves_them_in_its_local_log_not_in_the_sync
 
 
 def test_a_check_dumping_its_environment_leaves_the_keys_in_the_merge_log_only(brepo):
-    configure(brepo, check="env | grep -i -e api_key -e token; exit 1", max_attempts=1)
+    configure(brepo, check="env | grep -i -e api_key -e token; test ! -e a.txt", max_attempts=1)
     tid = request(brepo, convoy(brepo), "Change", {"a.txt": "a\n"})
     refine(brepo, env={"ANTHROPIC_API_KEY": ENV_KEY, "GITHUB_TOKEN": GH_TOKEN})
     failure = field(brepo, tid, "last_failure")

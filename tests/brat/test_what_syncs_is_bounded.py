@@ -9,7 +9,7 @@ import stat
 import sys
 
 from git_brat import process
-from git_brat.brat.refinery.passes import TAIL_CHARS, TAIL_LINES, excerpt
+from git_brat.brat.refinery.checking import TAIL_CHARS, TAIL_LINES, excerpt
 from helpers import brat, git
 from secret_shapes import PEM, PEM_BODY
 

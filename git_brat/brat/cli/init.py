@@ -29,9 +29,13 @@ def init(hub, hook_trigger, agents_md, as_json):
     g = Grite.open(require_init=False)
     if hub:
         res = setup.hub(g)
+        took = (f"\nrefinery.check = {config.show_value(res.check)}, taken from {res.check_from}"
+                f" (the hub's own copy now: a later push does not change it)"
+                if res.check_from else "")
         emit(as_json, res, lambda: f"hub ready: post-receive runs the refinery on pushed brat/* "
                                    f"branches; config {res.config}"
-                                   + ("" if res.config_created else " (kept)"))
+                                   + ("" if res.config_created else " (kept)")
+                                   + took + f"\n{res.lands}")
         return
     out = setup.init(g, hook_trigger)
     result = out.grite

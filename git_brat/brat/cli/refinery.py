@@ -1,4 +1,4 @@
-"""`git brat refinery status|run|stop|retry`: the merge queue's commands (logic in refinery*.py)."""
+"""`git brat refinery status|run|stop|retry|log`: the merge queue's commands (logic in refinery*.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import msgspec
 
 from git_brat.brat import config, trust
 from git_brat.brat import board as model
+from git_brat.brat.refinery import report
 from git_brat.brat.refinery import run as rr
 from git_brat.brat.refinery.hub import refuse_unless_checks_allowed as hub_check
 from git_brat.brat.refinery.passes import retry as retry_task
@@ -39,6 +40,13 @@ def status_(as_json):
         lines = [f"refinery: {'running' + (f' (pid {s.pid})' if s.pid else '') if s.running else 'not running'}"
                  f"; target {s.target}, policy {s.policy}, batch {s.batch}, "
                  f"check {s.check or '(none)'}"]
+        if s.held:
+            lines.append(f"LANDS NOTHING: {s.held}")
+        if s.red_target:
+            r = s.red_target
+            lines.append(f"{r.target.upper()} IS RED at {r.commit[:12]}: {r.result}")
+            lines += [f"  {ln}" for ln in r.tail[-5:]]
+            lines.append(f"  {r.advice}; whole output: {r.log_command}")
         lines.append("\nMERGING")
         lines += [f"  {c.task[:7]}  {c.status}  {c.elapsed:.0f}s  {c.title}"
                   + (f"\n           log {c.log} ({c.log_bytes} bytes): {c.last_line}"
@@ -53,12 +61,32 @@ def status_(as_json):
             lines.append("\nUNREACHABLE (needs review, but no branch here to merge)")
             lines += [f"  {tid[:7]}  {why}" for tid, why in s.unreachable.items()]
         lines.append("\nRECENT")
-        rows = [[r.task[:7], r.status, f"{r.duration:.1f}s", when(r.finished_at), r.result]
-                for r in s.recent]
-        lines += ["  " + ln for ln in table(rows, [7, 9, 7, 16, None]).splitlines()] \
-            if rows else ["  (none)"]
+        for r in s.recent:
+            row = [[r.task[:7], r.status, f"{r.duration:.1f}s", when(r.finished_at), r.result]]
+            lines.append("  " + table(row, [7, 9, 7, 16, None]))
+            if r.check:   # the failing tests and the output's last lines, and where the rest is
+                lines += [f"           {ln}" for ln in report.lines(r.check)[1:]]
+        if not s.recent:
+            lines.append("  (none)")
         return "\n".join(lines)
     emit(as_json, s, human)
+
+
+@refinery.command("log")
+@click.argument("task_id", required=False)
+@click.option("--target", "of_target", is_flag=True,
+              help="The red target's own check instead (the target branch checked alone).")
+@json_option
+def log_(task_id, of_target, as_json):
+    """The whole output of TASK's last check (a local file: on the machine that ran it)."""
+    if bool(task_id) == of_target:
+        raise UsageError("give a TASK, or --target for the target branch's own check")
+    g = model.open_grite()
+    b = model.board(g)
+    out = report.target_log(g, b, load_config(g).refinery.target_branch) if of_target else \
+        report.whole_log(g, b, g.resolve(task_id, model.TASK).id)
+    emit(as_json, out, lambda: out["text"].rstrip("\n") + (
+        f"\n(the last {report.MAX_LOG >> 20} MiB of {out['log']})" if out["truncated"] else ""))
 
 
 @refinery.command()

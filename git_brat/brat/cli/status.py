@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import signal
 import sys
+import textwrap
 import time
 
 import click
@@ -111,12 +112,17 @@ def _attention(s: st.Status, sid, view: View) -> list[str]:
         lines.append("")
     shown, more = view.take(s.interventions, LIMIT)
     body = []
+    if s.red_target:   # named once, above the tasks: none of them is to blame
+        r = s.red_target
+        body.append(cut(f"{'red':<11}  {r.target} is red at {r.commit[:12]} — {r.result}", w))
+        body += _wrapped(r.advice, max(20, view.width - 15), " " * 13)
+        body.append(f"{_PASTE}{r.log_command}")
     for i in shown:
         said = f"{i.by}: {i.detail}" if i.by else i.detail
         body.append(cut(f"{i.kind:<11}  {sid(i.task)}  {i.title} — {said}", w))
         body.append(f"{_PASTE}{i.command}")   # never cut: it is meant to be pasted
-    lines += _section(f"INTERVENTIONS ({len(s.interventions)})" if body else "INTERVENTIONS",
-                      body, more)
+    count = len(s.interventions) + (1 if s.red_target else 0)
+    lines += _section(f"INTERVENTIONS ({count})" if body else "INTERVENTIONS", body, more)
     lines.append("")
     crashed = []
     for d in s.dead_sessions:   # the log still says running: the next witness or deacon run fixes it

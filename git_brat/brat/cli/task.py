@@ -13,6 +13,7 @@ from git_brat.brat import board as model
 from git_brat.brat import tasks
 from git_brat.brat.cli.common import board, needs_text, open_grite, shorts, task_rows
 from git_brat.brat.cli.common import state as cli_state
+from git_brat.brat.refinery import report
 from git_brat.brat.witness import gate
 from git_brat.brat import spend
 from git_brat.clikit import emit, json_option, table, when
@@ -47,6 +48,8 @@ def _detail_text(g, d: model.TaskDetail, b=None) -> str:
         lines.append(f"approved:  {d.approved_head[:12]} (lands once the merge check passes)")
     if d.spent is not None and d.spent.sessions:
         lines.append(f"spent:     {spend.text(d.spent)}")
+    if d.check:
+        lines += ["", "last check:"] + [f"  {ln}" for ln in report.lines(d.check)]
 
     if d.body:
         lines += ["", d.body.rstrip()]
@@ -166,7 +169,7 @@ def show(task_id, as_json):
     g = open_grite()
     tid, _sess = _here(g, task_id)
     b = board(g)
-    d = _detail(g, tid, b)
+    d = msgspec.structs.replace(_detail(g, tid, b), check=report.check_report(g, b, tid))
     emit(as_json, d, lambda: _detail_text(g, d, b))
 
 

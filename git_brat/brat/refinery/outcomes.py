@@ -10,8 +10,10 @@ from git_brat import process, redact
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat.refinery import queue as rq
+from git_brat.brat.refinery import red
 from git_brat.brat.board import Board
 from git_brat.brat.refinery.queue import Move, Request
+from git_brat.brat.refinery.report import Failure
 from git_brat.errors import Conflict, GriteError
 
 BACKOFF, BACKOFF_MAX = 10.0, 600.0   # seconds after an attempt that hit an error
@@ -21,10 +23,19 @@ class Outcome(msgspec.Struct):
     task: str
     merge: str
     result: str              # merged / failed / requeued / conflict / blocked / waiting / error
+                             # / held (the target fails its check on its own)
                              # / left-out (its task was moved by hand during its check)
     detail: str = ""
     commit: str = ""
     log: str = ""            # the check's whole output: a local file (0600), never synced
+
+
+def check_fields(output: str) -> dict:
+    """What a merge entity records of a failed check run (report.check_report reads them)."""
+    if not isinstance(output, Failure):
+        return {}
+    return {"exit_code": output.exit, "failing_tests": list(output.tests),
+            "checked_commit": output.commit}
 
 
 def backoff(attempts: int) -> float:
@@ -58,6 +69,19 @@ class Outcomes:
                         for r in good if r.task in tasks], "merged")
         for r in good:
             self._done(r, "merged", detail, tip)
+        self.target_passed(tip)
+
+    def held(self, reqs: list[Request], base: str, why: str, started: int) -> None:
+        """The target is red at base: the requests go back to the queue held on it, their
+        attempt not counted and no failure recorded (their work was never the question)."""
+        said = f"{self.target} is red ({why}); checked again once it passes"
+        text = f"held: {said}"
+        self.write([Move(r.task, "needs-review", r.merge, merge_fields={
+            "status": "held", "held_on": base, "attempts": r.attempts, "result": text,
+            **self._times(started)}, reason=f"held: {self.target} is red",
+            skip_if_not=("merging",)) for r in reqs], "held")
+        for r in reqs:
+            self._done(r, "held", said)
 
     def overtaken(self, state) -> list[Move]:
         """Tasks whose change landed while a move from another clone overtook them.
@@ -105,26 +129,39 @@ class Outcomes:
 
     def failed(self, r: Request, output: str, started: int) -> None:
         # It syncs: an excerpt, redacted; the whole output stays in the merge's local log (0600).
-        output = redact.text(output)
+        run = check_fields(output)
+        output = redact.text(str(output))
         log = layout.merge_log(self.g.store, r.merge)
         log = log if os.path.exists(log) else ""
         if output.startswith("conflict:"):
             self.conflict(r, output[len("conflict:"):].split(", "), started)
             return
-        give_up = self.rc.on_fail == "fail" or self._failures(r) + 1 >= self.rc.max_attempts
+        tree = self._tree(run.get("checked_commit", ""))
+        again = bool(tree) and self._task_field(r, "failed_tree") == tree
+        count = self._failures(r) + (0 if again else 1)   # the same commits again: no attempt
+        give_up = self.rc.on_fail == "fail" or count >= self.rc.max_attempts
         head = output.splitlines()[0] if output else "check failed"
-        mf = {"status": "failed", "result": head, **self._times(started)}
+        if run and self.round_base and red.verdict(self.store, self.round_base,
+                                                   self.rc.check) is True:
+            output += (f"\n({self.target} passes this check on its own at "
+                       f"{self.round_base[:12]}: the failure comes with this work)")
+        mf = {"status": "failed", "result": head, **self._times(started), **run}
+        if run:
+            mf["output_tail"] = output.partition("\n")[2]
+        counted = (lambda _b, _m: {}) if again else rq.failures_plus_one
+        task_fields = {"last_failure": output, **({"failed_tree": tree} if tree else {})}
         if give_up:
             why = head if self.rc.on_fail == "fail" else \
-                f"{head} (attempt {self._failures(r) + 1} of {self.rc.max_attempts})"
-            self.write([Move(r.task, "failed", r.merge, {"last_failure": output}, mf, reason=why)],
-                       "failed", fields_at_tip=rq.failures_plus_one)
+                f"{head} (attempt {count} of {self.rc.max_attempts})"
+            self.write([Move(r.task, "failed", r.merge, task_fields, mf, reason=why)],
+                       "failed", fields_at_tip=counted)
             self._done(r, "failed", why, log=log)
         else:
             mf["status"] = "requeued"
-            self.write([Move(r.task, "queued", r.merge, {"last_failure": output}, mf,
-                             reason="check failed; requeued with its output")],
-                       "requeue", fields_at_tip=rq.failures_plus_one)
+            why = "check failed; requeued with its output" + (
+                " (the same commits as its last failed check: not a new attempt)" if again else "")
+            self.write([Move(r.task, "queued", r.merge, task_fields, mf, reason=why)],
+                       "requeue", fields_at_tip=counted)
             self._done(r, "requeued", head, log=log)
 
     def conflict(self, r: Request, files: list[str], started: int) -> None:
@@ -218,8 +255,19 @@ class Outcomes:
             pass
 
     def _failures(self, r: Request) -> int:
+        return int(self._task_field(r, "merge_failures") or 0)
+
+    def _task_field(self, r: Request, name: str):
         t = model.board(self.g).tasks.get(r.task)
-        return int(t.get("merge_failures", 0) or 0) if t is not None else 0
+        return t.get(name) if t is not None else None
+
+    def _tree(self, commit: str) -> str:
+        """The tree a checked commit holds ("" when unknown): the same commits build the same
+        tree, and a check of it again tells nothing new."""
+        try:
+            return self.store.objects.read_commit(commit.encode()).tree.decode() if commit else ""
+        except GriteError:
+            return ""
 
 
 __all__ = ["Outcomes", "Outcome", "backoff"]

@@ -8,7 +8,7 @@ import time
 
 import msgspec
 
-from git_brat import process, redact
+from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat.refinery import plan
@@ -16,7 +16,8 @@ from git_brat.brat.refinery import queue as rq
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import Updated
 from git_brat.brat.board import Board
-from git_brat.brat.refinery.check import check_plan, kill, run_check
+from git_brat.brat.refinery.check import kill
+from git_brat.brat.refinery.checking import Checks, merge_log, worktree_path
 from git_brat.brat.refinery.outcomes import Outcome, Outcomes
 from git_brat.brat.refinery.queue import Move, Request
 from git_brat.grite.model import events as ev
@@ -25,12 +26,9 @@ from git_brat.git.objects import safe_subject
 from git_brat.git.run import environment
 from git_brat.grite import locks
 from git_brat.errors import Conflict, GriteError
-from git_brat.files import open_private, private_dir
 from git_brat.grite.repo import Grite
 
 MAX_REDO = 5                 # target moved under us this many times in one pass: try later
-TAIL_LINES, TAIL_CHARS = 40, 4000   # of a failed check's output, recorded in the log
-EXCERPT_WINDOW = 8                   # times TAIL_CHARS of the output end redacted for it
 LEASE_TTL = 120.0
 # Who commits a merge when git has no identity of its own (a hub run by a daemon).
 REFINERY_IDENT = ("git-brat refinery", "refinery@git-brat.invalid")
@@ -50,6 +48,10 @@ class Stopped(Exception):
     """SIGTERM (refinery stop) while a pass was under way."""
 
 
+class TargetRed(Exception):
+    """The target fails the check on its own: the batch waits, none of its requests blamed."""
+
+
 class PassReport(msgspec.Struct):
     target: str
     outcomes: list[Outcome] = []
@@ -59,25 +61,7 @@ class PassReport(msgspec.Struct):
     note: str = ""
 
 
-def worktree_path(g: Grite) -> str:
-    return layout.refinery_worktree(g.store)
-
-
-def excerpt(output: bytes) -> str:
-    """What the log records of a failed check's output (it syncs to every clone): its last
-    TAIL_LINES lines, at most TAIL_CHARS, credentials redacted. Redacted before the cut (a cut
-    can split a key so that its shape no longer shows), over a window some times the excerpt
-    (not all of a check's output, which may be megabytes). The whole output stays in the
-    merge's local log, 0600."""
-    text = redact.text(output[-TAIL_CHARS * EXCERPT_WINDOW:].decode("utf-8", "replace"))
-    return "\n".join(text.splitlines()[-TAIL_LINES:])[-TAIL_CHARS:]
-
-
-def merge_log(g: Grite, mid: str) -> str:
-    return layout.merge_log(g.store, mid)
-
-
-class Refinery(Outcomes):
+class Refinery(Outcomes, Checks):
     """One pass at a time over the queue, under the `refinery:<repo>` lease."""
 
     def __init__(self, g: Grite, cfg: Config):
@@ -92,6 +76,8 @@ class Refinery(Outcomes):
         self._check: subprocess.Popen | None = None
         self.wait_pids: list[int] = []   # git commands to let finish before touching a checkout
         self.requeued: set[str] = set()  # merges left out because their branch moved
+        self.red_at: str | None = None   # the target commit found red (its requests wait)
+        self.round_base: str | None = None   # the target commit this round stacks onto
 
     # -- the lease -------------------------------------------------------------------
 
@@ -155,7 +141,7 @@ class Refinery(Outcomes):
                                 f"brat: refinery.request {len(fresh)} merge request(s)",
                                 holder_id=self.holder)
         merges = {e.id: e for e in self.g.state(refresh=True).of_kind(model.MERGE)}
-        return plan.due(reqs, merges, process.now_ms())
+        return plan.due(reqs, merges, process.now_ms(), self.red_at)
 
     def recover(self) -> None:
         """Merges a refinery left half done (it was killed): back to the queue, or failed
@@ -183,6 +169,7 @@ class Refinery(Outcomes):
         self.report = PassReport(self.target)
         self.recover()
         self.fetch_task_branches()
+        self.look_at_red()
         tried: set[str] = set()
         for _ in range(1000):   # bounded: every batch removes its requests from the queue
             batch = plan.next_batch(self.queue(), tried, self.rc.batch)
@@ -252,7 +239,12 @@ class Refinery(Outcomes):
                     live = self.stack_all(live, started)
                     if not live:
                         return
-                    tip, good, bad = self.bisect(base, live, built=self.first_tip())
+                    self.round_base = base
+                    try:
+                        tip, good, bad = self.bisect(base, live, built=self.first_tip())
+                    except TargetRed as exc:
+                        self.held(live, base, str(exc), started)
+                        return
                     for r, out in bad:
                         self.failed(r, out, started)
                     if not good:
@@ -412,6 +404,10 @@ class Refinery(Outcomes):
             passed, out = self.check(tip, reqs)
             if passed:
                 return tip, reqs, []
+            why = self.target_red(base) if base == self.round_base else None
+            if why is not None:
+                self.red_at = base
+                raise TargetRed(why)
         if len(reqs) == 1:
             return base, [], [(reqs[0], out)]
         left, right = plan.halves(reqs)
@@ -422,79 +418,6 @@ class Refinery(Outcomes):
 
     def first_tip(self) -> str:
         return worktree.head(worktree_path(self.g))
-
-    # -- the check ----------------------------------------------------------------------
-
-    def check(self, tip: str, reqs: list[Request]) -> tuple[bool, str]:
-        """Run refinery.check in the worktree at tip: (passed, the output's tail)."""
-        if not self.rc.check.strip():
-            return True, ""
-        if worktree.head(worktree_path(self.g)) != tip:
-            worktree.reset(worktree_path(self.g), tip)
-        self.report.check_runs += 1
-        logs = [merge_log(self.g, r.merge) for r in reqs]
-        private_dir(os.path.dirname(logs[0]))   # check output may hold secrets: 0600 in 0700
-        t0 = process.now_ms()
-        self.write([Move(r.task, None, r.merge, merge_fields={
-            "status": "checking", "check_started_at": t0, "checked_commit": tip})
-            for r in reqs], "check")
-        header = (f"== check `{self.rc.check}` on {tip[:12]} for "
-                  f"{', '.join(r.task[:7] for r in reqs)} at {time.strftime('%H:%M:%S')} ==\n")
-        before = self._branches_and_tags()
-        with open_private(logs[0]) as f:
-            f.write(header.encode())
-            f.flush()
-            start_at = f.tell()
-            code = self._run_check(f)
-        self._drop_check_refs(before, tip)
-        with open(logs[0], "rb") as f:
-            f.seek(start_at)
-            output = f.read()
-        footer = f"== exit {code} after {(process.now_ms() - t0) / 1000:.1f}s ==\n".encode()
-        with open_private(logs[0]) as f:
-            f.write(footer)
-        for other in logs[1:]:
-            with open_private(other) as f:
-                f.write(header.encode() + output + footer)
-        if code == 0:
-            return True, ""
-        why = "timed out" if code == "timeout" else f"exit {code}"
-        return False, f"check `{self.rc.check}` failed ({why}) on {tip[:12]}:\n{excerpt(output)}"
-
-    def _branches_and_tags(self) -> dict[bytes, bytes]:
-        out = self.store.refs.under(b"refs/heads/")
-        out.update(self.store.refs.under(b"refs/tags/"))
-        return out
-
-    def _drop_check_refs(self, before: dict[bytes, bytes], tip: str) -> None:
-        """The check runs in the refinery's work tree, which shares the user's refs: a branch
-        or tag it made there (one holding the commit it checked, which exists nowhere else
-        yet) is removed, and a branch it checked out is let go (the tree is detached again)."""
-        path = worktree_path(self.g)
-        here = next((wt for wt in worktree.listing(self.store.common_dir)
-                     if os.path.realpath(wt.get("worktree", "")) == os.path.realpath(path)), {})
-        held = here.get("branch")
-        if held:
-            worktree.reset(path, tip)
-        target = self.store.objects.rev(f"refs/heads/{self.target}")
-        checked_is_new = target is None or not self.store.objects.is_ancestor(tip, target)
-        for name, sha in self._branches_and_tags().items():
-            if name in before or name.startswith(b"refs/heads/" + rq.BRANCH_PREFIX.encode()):
-                continue   # (a task branch made meanwhile is a witness's)
-            made_here = held is not None and name == held.encode()
-            if made_here or (checked_is_new and self.store.objects.is_ancestor(tip, sha.decode())):
-                self.store.refs.delete_if(name, sha)
-
-    def _run_check(self, log) -> int | str:
-        def started(proc) -> None:
-            self._check = proc
-        try:
-            tree = worktree_path(self.g)
-            return run_check(self.rc.check, tree, self.rc.check_timeout, log,
-                             self.check_pid_path(), started, self.renew,
-                             check_plan(self.store, self.cfg, tree))
-        finally:
-            self._check = None
 
     # -- landing ------------------------------------------------------------------------
 

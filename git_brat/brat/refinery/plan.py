@@ -10,13 +10,18 @@ from git_brat.brat.refinery.queue import Request
 R = TypeVar("R")
 
 
-def due(reqs: list[Request], merges: Mapping[str, Mapping[str, Any]], now: int) -> list[Request]:
+def due(reqs: list[Request], merges: Mapping[str, Mapping[str, Any]], now: int,
+        red: str | None = None) -> list[Request]:
     """The requests to work on now, in the queue's order: all but a merge that errored and is
-    still backing off (its next_attempt_at is later than now)."""
+    still backing off (its next_attempt_at is later than now), and one held for the target red
+    at commit `red` (checked again once the target moved or passes)."""
     out = []
     for r in reqs:
         m = merges.get(r.merge)
         if m is not None and m.get("status") == "error" and m.get("next_attempt_at", 0) > now:
+            continue
+        if red and m is not None and m.get("status") == "held" and m.get("held_on") == red \
+                and m.get("head") == r.head:
             continue
         out.append(r)
     return out

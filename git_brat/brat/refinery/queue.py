@@ -23,7 +23,7 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity
 
 # A merge entity's status: open ones are still the refinery's business.
-OPEN = ("queued", "merging", "checking", "waiting", "error")
+OPEN = ("queued", "merging", "checking", "waiting", "error", "held")   # held: for a red target
 DONE = tuple(s for s in model.MERGE_DONE if s != "superseded")   # settled, but not a result
 BRANCH_PREFIX = "brat/"
 

@@ -14,6 +14,7 @@ from git_brat import process
 from git_brat.brat import daemon, layout
 from git_brat.brat import board as model
 from git_brat.brat.refinery import queue as rq
+from git_brat.brat.refinery import hub, red, report
 from git_brat.brat.config import Config
 from git_brat.brat.refinery.passes import PassReport, Refinery, Stopped, merge_log
 from git_brat.errors import Conflict
@@ -243,6 +244,7 @@ class Result(msgspec.Struct):
     duration: float
     finished_at: datetime
     commit: str
+    check: dict | None = None  # a failed check's report (refinery/report.check_report)
 
 
 class RefineryStatus(msgspec.Struct):
@@ -257,6 +259,8 @@ class RefineryStatus(msgspec.Struct):
     current: list[Current]
     recent: list[Result]
     unreachable: dict[str, str] = {}   # needs-review task -> why no refinery here can merge it
+    held: str = ""             # why nothing lands (a hub without a check), "" when work lands
+    red_target: red.RedTarget | None = None   # the target failing its own check, if it does
 
 
 def _last_line(path: str) -> tuple[int, str]:
@@ -299,7 +303,8 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
     results = [Result(m.id, m.get("task", ""),
                       board.tasks[m.get("task")].get("title", "") if m.get("task") in board.tasks
                       else "", m.get("status"), m.get("result", ""), float(m.get("duration", 0)),
-                      iso(m.get("finished_at")), m.get("merged_commit", ""))
+                      iso(m.get("finished_at")), m.get("merged_commit", ""),
+                      report.merge_report(g, m))
                for m in done[:recent]]
     lease = None
     try:
@@ -311,7 +316,8 @@ def status(g: Grite, cfg: Config, recent: int = 10) -> RefineryStatus:
     pid = running_pid(g)
     return RefineryStatus(rc.target_branch, rc.merge_policy, rc.batch, rc.check,
                           pid is not None or (lease is not None and lease.state == "held"), pid,
-                          lease, queue, current, results, rq.unreachable(g, board))
+                          lease, queue, current, results, rq.unreachable(g, board),
+                          hub.problem(g, cfg) or "", red.red_target(board, rc.target_branch))
 
 
 __all__ = ["run", "detach", "kick", "stop", "status", "RefineryStatus", "RunReport", "Standby",

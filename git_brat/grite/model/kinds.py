@@ -34,6 +34,7 @@ PROJECT = "project"
 # brat's (grite stores them; the harness gives them meaning)
 CONVOY, TASK, SESSION, MERGE, MAYOR, DEACON = "convoy", "task", "session", "merge", "mayor", "deacon"
 NOTE = "note"   # a knowledge note (`git brat kb`): what the next agent should know
+RED_TARGET = "red-target"
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(ISSUE, "state", ("closed",)),            # exactly what `issue list` leaves out
@@ -58,6 +59,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(PROJECT),                                # the project context: never cold
     # a knowledge note: kept until forgotten (never cold while kept: every prompt may need it)
     Kind(NOTE, "status", ("forgotten",)),
+    # the target branch failing its check on its own, from when the refinery found it to when
+    # it passed again (brat/refinery/red.py)
+    Kind(RED_TARGET, "status", ("green",)),
 )}
 
 # status_of and group_of try these fields in this order, whatever the entity's kind: the cache

@@ -227,6 +227,11 @@ FIELDS: dict[str, Check] = {
     "output_tail": _long, "resumed": _name, "stop_requested": _name,
     # merge requests
     "result": _long, "conflicts": list_of(name(4096)),
+    # a merge request's failed check (refinery/report.py): its commit and failing tests' names
+    "checked_commit": _commit, "failing_tests": list_of(name(4096)),
+    # a red target (refinery/red.py): its check, when it passed again; a request held for it;
+    # the tree a task's last failed check ran on (a re-run on the same commits is no attempt)
+    "check": _long, "passed_commit": _commit, "held_on": _commit, "failed_tree": _commit,
     # mayor conversations
     "brief": _long, "session_id": _name, "reply": _long, "reply_id": _name,
     # deacon runs

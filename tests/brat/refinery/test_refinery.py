@@ -58,7 +58,8 @@ def test_a_failing_check_requeues_with_its_output_and_leaves_the_target(queue):
     tid = request(repo, cid, "Add bad", {"bad.txt": "oops\n"})
     before = git(repo, "rev-parse", "main")
     report = refine(repo)
-    assert outcomes(report) == {tid: "requeued"} and check_runs(report) == 1
+    # (the second run: main checked alone, to tell a red main from this work's failure)
+    assert outcomes(report) == {tid: "requeued"} and check_runs(report) == 2
     assert git(repo, "rev-parse", "main") == before
     assert status_of(repo, tid) == "queued"
     failure = field(repo, tid, "last_failure")
@@ -71,7 +72,7 @@ def test_a_failing_check_requeues_with_its_output_and_leaves_the_target(queue):
 
 def test_on_fail_fail_marks_the_task_failed(queue):
     repo, cid = queue
-    configure(repo, check="exit 1", on_fail="fail")
+    configure(repo, check="test ! -e d.txt", on_fail="fail")
     tid = request(repo, cid, "Doomed", {"d.txt": "d\n"})
     assert outcomes(refine(repo)) == {tid: "failed"}
     assert status_of(repo, tid) == "failed"
@@ -81,11 +82,14 @@ def test_on_fail_fail_marks_the_task_failed(queue):
 
 def test_max_attempts_fails_a_task_that_keeps_failing(queue):
     repo, cid = queue
-    configure(repo, check="exit 1", max_attempts=2)
+    configure(repo, check="test ! -e f.txt", max_attempts=2)
     tid = request(repo, cid, "Flaky", {"f.txt": "f\n"})
     assert outcomes(refine(repo)) == {tid: "requeued"}
-    # The agent tries again; handing its work in resets the witness's own count, as it does.
-    move(repo, tid, "running", "needs-review")
+    # The agent tries again (a new commit); handing its work in resets the witness's own count.
+    move(repo, tid, "running")
+    commit_on(repo, f"brat/{tid}", {"f2.txt": "f\n"}, "Try again")
+    move(repo, tid, "needs-review")
+    brat(repo, "task", "approve", tid)
     from git_brat.brat import board as model
     from git_brat.grite.model import events as ev
     from git_brat.grite.log.wal import Draft
@@ -97,7 +101,7 @@ def test_max_attempts_fails_a_task_that_keeps_failing(queue):
 
 def test_a_check_that_runs_too_long_is_stopped_and_fails(queue):
     repo, cid = queue
-    configure(repo, check="sleep 30", check_timeout=0.5)
+    configure(repo, check="test ! -e s.txt || sleep 30", check_timeout=1)
     tid = request(repo, cid, "Slow", {"s.txt": "s\n"})
     report = refine(repo, timeout=60)
     assert outcomes(report) == {tid: "requeued"}

@@ -25,6 +25,7 @@ def _push_locks_remote(hub, tmp_path):
 def test_a_hub_decides_leases_by_its_own_settings_never_by_the_pushed_main(tmp_path):
     hub = seeded_hub(tmp_path)
     brat(hub, "init", "--hub")
+    brat(hub, "config", "set", "hub.land_unchecked", "true")   # (its admin's choice: no check)
     _push_locks_remote(hub, tmp_path)
     got = grite_json(hub, "lock", "acquire", "refinery:hub")
     assert got["mode"] == "local"                           # the hub is the authority itself
