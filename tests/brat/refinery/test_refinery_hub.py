@@ -188,6 +188,7 @@ def test_an_approval_synced_to_a_hub_over_a_path_remote_starts_its_refinery(tmp_
     srv.mkdir()
     hub = seeded_hub(srv)
     brat_json(hub, "init", "--hub")
+    brat(hub, "config", "set", "hub.land_unchecked", "true")   # (its admin's choice: no check)
     refineries.append(hub)
     a = clone(str(hub), tmp_path / "a", init=False)
     brat(a, "init")
