@@ -28,6 +28,27 @@ PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workdir}", "{session_d
                 "{session_uuid}", "{resume_id}")
 
 
+class Endings(msgspec.Struct, frozen=True, kw_only=True):
+    """How an engine says its run ended badly (engines/ending.py reads them): regexes, each
+    matched against its output (case-insensitive, ^ and $ at each line)."""
+    limit: list[str] = []          # a usage or rate limit: the task pauses, the engine is held
+    limit_exit: list[int] = []     # exit codes that mean a limit by themselves
+    auth: list[str] = []           # its credentials were refused: a human must act
+    transient: list[str] = []      # a passing error (overload, 5xx, a dropped connection)
+    # It waits silently on a long retry-after (codex, opencode, cn): a silence the idle
+    # watchdog (witness.idle_timeout) ends is a limit.
+    silent_on_limit: bool = False
+
+
+# What any engine's HTTP client says of a 429 or a refused key, for engines with no rules
+# of their own (a configured command); the presets name their own.
+GENERIC_ENDINGS = Endings(
+    limit=[r"\b429\b.{0,40}too many requests", r"rate[ _-]?limit(?:ed| reached| exceeded)",
+           r"usage limit", r"quota exceeded"],
+    auth=[r"\b401\b.{0,40}unauthori[sz]ed", r"invalid[ _-]api[ _-]key"],
+    transient=[r"\b(?:502|503|504|529)\b.{0,40}(?:bad gateway|unavailable|timeout|overloaded)"])
+
+
 class Preset(msgspec.Struct, kw_only=True):
     """One engine: an argv template plus how the prompt goes in and the result comes out."""
     name: str
@@ -68,6 +89,8 @@ class Preset(msgspec.Struct, kw_only=True):
     # Environment that turns the engine's own workspace trust off: given only with the
     # repository's settings approved (never by the preset on its own).
     trust_env: dict[str, str] = {}
+    # How it reports a usage limit, refused credentials, a passing error (engines/ending.py).
+    endings: Endings = GENERIC_ENDINGS
 
     @property
     def binary(self) -> str:
@@ -190,6 +213,50 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                                                   os.path.abspath(__file__))), "demo", "agent.py"), "{prompt}"],
            version_args=[]),
 )}
+
+# -- how each engine reports a limit (measured against the fake model server answering 429:
+# /work/shared/engines-real-world.md §2c). JSON engines: their own event keys.
+ENDINGS: dict[str, Endings] = {
+    "claude": Endings(
+        limit=[r'"api_error_status":\s*429', r'"error":\s*"rate_limit"',
+               r'"type":\s*"rate_limit_event".*"status":\s*"rejected"',
+               r'"terminal_reason":\s*"blocking_limit"', r"^Claude AI usage limit reached\|",
+               r"You've hit your [\w' -]{0,40}limit"],
+        auth=[r'"api_error_status":\s*40[13]', r"Invalid API key"],
+        transient=[r'"api_error_status":\s*(?:5\d\d)', r"overloaded_error"]),
+    "codex": Endings(
+        limit=[r"You[\u2019']ve hit your usage limit", r"usage_limit_reached",
+               r"last status: 429", r"^Reconnecting\.\.\. \d+/\d+ .*429"],
+        auth=[r"last status: 401", r"invalid_api_key"],
+        transient=[r"last status: 5\d\d", r"stream disconnected"], silent_on_limit=True),
+    "gemini": Endings(
+        limit=[r'^\{.*"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
+               r"^Attempt \d+ failed: Resource has been exhausted"],
+        limit_exit=[173],
+        auth=[r'^\{.*"code":\s*40[13]\b', r"API key not valid"],
+        transient=[r'^\{.*"code":\s*5\d\d\b']),
+    "opencode": Endings(
+        limit=[r"Quota exceeded\. Check your plan", r"insufficient_quota",
+               r'"statusCode":\s*429', r"\bAPICallError\b.*\b429\b"],
+        auth=[r'"statusCode":\s*40[13]'], transient=[r'"statusCode":\s*5\d\d'],
+        silent_on_limit=True),
+    "cn": Endings(
+        limit=[r"^Error: 429\b", r"\b429 (?:Too Many Requests|status code)", r"rate limit"],
+        auth=[r"\b401\b.{0,40}(?:unauthori[sz]ed|status code)"],
+        transient=[r"\b5\d\d status code"], silent_on_limit=True),
+    "copilot": Endings(
+        limit=[r'"errorType":\s*"rate_limit"', r'"errorType":\s*"quota',
+               r'"type":\s*"session\.error".*"statusCode":\s*429'],
+        auth=[r'"type":\s*"session\.error".*"statusCode":\s*40[13]'],
+        transient=[r'"type":\s*"session\.error".*"statusCode":\s*5\d\d']),
+    "aider": Endings(
+        limit=[r"^litellm\.RateLimitError", r"^The API provider has rate limited you"],
+        auth=[r"^litellm\.AuthenticationError"],
+        transient=[r"^litellm\.(?:ServiceUnavailableError|InternalServerError|APIConnectionError)"]),
+    "demo": Endings(),
+}
+for _name, _endings in ENDINGS.items():
+    PRESETS[_name] = msgspec.structs.replace(PRESETS[_name], endings=_endings)
 PRESET_NAMES = tuple(PRESETS)
 
 

@@ -106,6 +106,7 @@ class Witness:
         self.answering_since = float("-inf")   # the lock remote answers again (-inf: no outage)
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
+        self._hold_said = 0        # the engine hold last announced (until, ms)
         self.preset = engines.resolve(opts.engine, cfg.engines)
         pick.require_engine(self.preset, cfg, opts.engine)
         # Never a local lease while the lock remote is down (every clone would run every task):
@@ -203,7 +204,7 @@ class Witness:
             self._wait_jobs()
             self.pool.shutdown(wait=True)
             restore()
-        failed = _failed_tasks(self.ended)
+        failed = verdict.failed_tasks(self.ended)
         return Summary(self.started, self.ended, self.recovered, failed, bool(self.stopping))
 
     def _trap_signals(self) -> Callable[[], None]:
@@ -239,6 +240,9 @@ class Witness:
         board = model.board(self.g, refresh=True)
         cid = self.g.resolve(self.opts.convoy, model.CONVOY).id if self.opts.convoy else None
         now = process.now_ms()
+        if (hold := ss.engine_hold(board, self.preset.name, now)) is not None:
+            self._hold_said = pick.say_held(self.say, self.preset.name, hold, now, self._hold_said)
+            return 0   # a usage limit: nothing starts before its reset
         busy = {s.tid for s in self.live.values()}
         n = 0
         for t in board.ready(cid):
@@ -425,6 +429,8 @@ class Witness:
                 continue
             if not live.stop_reason and now >= live.deadline:
                 self._stop(live, "timeout")
+            if not live.stop_reason and session.silent(live, now, self.cfg.witness.idle_timeout):
+                self._stop(live, "idle")
             if live.term_at and now >= live.term_at and not live.kill_at:
                 self._term(live)
             if live.kill_at and now >= live.kill_at:
@@ -511,7 +517,7 @@ class Witness:
         """(worker) Record how the session ended, move its task, let its lease go; True."""
         store = self.g.store
         seconds = round(time.monotonic() - live.started, 3)
-        left = session.wind_up(store, live, self.preset)
+        left = session.wind_up(store, live, self.preset, rc)
         head = store.refs.branch_tip(live.branch) or ""
         moved = guard.moved_by_session(self.g, live.target, live.target_tip, live.base, head,
                                        live.worktree) if head else None   # an agent moved it?
@@ -519,7 +525,8 @@ class Witness:
                                       moved else live.base or live.target, head) if head else 0
         facts = dict(session=live.sid, branch=live.branch, setup_failed=live.setup_failed,
                      exit_code=rc, engine_error=left.error, timeout=live.deadline - live.started,
-                     commits=commits, tail=left.tail, head=head)
+                     commits=commits, tail=left.tail, head=head, engine=self.preset.name,
+                     **verdict.ending_facts(left.ending, self.cfg.witness))
         res = ss.resource(live.tid)
         outcome: dict = {}
 
@@ -534,12 +541,14 @@ class Witness:
                 done=task.get("done_by") == live.sid, task_reason=model.reason_of(task),
                 failures=task.get("failures", 0), reply_head=str(task.get("reply_head", "")),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
+                **verdict.task_facts(task),
                 witness_stopping=self.stopping, now=process.now_ms()), self.cfg.witness)
             v = guard.intervention(v, moved, live.tid) if moved is not None else v
             outcome.update(status=v.status, reason=v.reason, task=v.task_to or status_of(task))
             end = {"status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
                    "exit_code": rc, "head": head, "commits": commits, "salvaged": left.salvaged,
-                   "engine_session": left.engine_session, "output_tail": left.tail[-4000:]}
+                   "engine_session": left.engine_session, "output_tail": left.tail[-4000:],
+                   **v.session_fields}
             if left.kept:
                 end["kept"] = [k.ref for k in left.kept]
             out = [Draft(live.sid, ev.SetFields(end))]
@@ -587,13 +596,5 @@ class Witness:
             locks.release(self.g, res, self.st, holder, unused=unused)
         except GriteError:
             pass   # lost or unreachable: it expires by itself
-
-
-def _failed_tasks(ended: list[SessionEnd]) -> int:
-    last: dict[str, SessionEnd] = {}
-    for e in ended:
-        last[e.task] = e
-    return sum(1 for e in last.values() if e.status in ss.FAILED or e.task_status == "failed")
-
 
 __all__ = ["Witness", "Options", "Summary", "SessionEnd", "LiveRow", "options"]

@@ -23,7 +23,7 @@ from git_brat.brat import sessions as ss
 from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
-from git_brat.brat.engines import Invocation, Preset, runner, sandbox
+from git_brat.brat.engines import Invocation, Preset, ending, runner, sandbox
 from git_brat.brat.witness import confine, gate, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
@@ -75,6 +75,10 @@ class LiveSession:
     plan: sandbox.Plan | None = None
     confinement: str = "none"  # what its sandbox actually confines (sandbox.describe)
     gate: gate.Gate | None = None
+    # The idle watchdog: the log's size when last looked at, and when it last grew.
+    output_size: int = 0
+    output_at: float = 0.0
+    output_checked: float = 0.0
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -166,6 +170,25 @@ def stop_strays(sid: str) -> list[int]:
     return out
 
 
+def silent(live: LiveSession, now: float, idle: float) -> bool:
+    """The idle watchdog: whether the engine has printed nothing for `idle` seconds (engines
+    that wait on a long retry-after say nothing). Its log's size, about once a second."""
+    if not idle or live.phase != "engine" or now < live.output_checked + min(1.0, idle / 4):
+        return False
+    live.output_checked = now
+    try:
+        size = os.path.getsize(live.log)
+    except OSError:
+        return False
+    if size != live.output_size or not live.output_at:
+        live.output_size, live.output_at = size, now
+        return False
+    if now - live.output_at < idle:
+        return False
+    log_line(live.log, f"silent for {idle:g}s: stopped (witness.idle_timeout)")
+    return True
+
+
 def log_line(path: str, text: str) -> None:
     with open_private(path) as f:
         f.write(f"[brat] {text}\n".encode("utf-8", "replace"))
@@ -202,9 +225,10 @@ class Leftovers(NamedTuple):
     tail: str                    # the log's tail, secrets redacted (it syncs to every clone)
     engine_session: str          # what the next attempt resumes
     error: str | None            # the engine's own error, redacted
+    ending: ending.Ending        # how its output says it ended (a limit pauses the task)
 
 
-def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
+def wind_up(store, live: LiveSession, preset: Preset, rc: int | None = None) -> Leftovers:
     """(worker) A session's end: stop what the agent left running (in its group and out of
     it), read the engine's result, and save its work before its tree goes."""
     if live.popen is not None and process.group_alive(live.popen.pid):
@@ -224,8 +248,12 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
         # An engine that resumes from its files (aider's chat history), not by an id.
         engine_session = layout.session_dir(store, live.sid)
     error = redact.text(result.message) if result is not None and result.is_error else None
+    end = ending.classify(preset, output, rc, idle=live.stop_reason == "idle") if engine_ran \
+        else ending.Ending("failure")
+    if end.why:
+        end = msgspec.structs.replace(end, why=redact.text(end.why))
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
-                     engine_session, error)
+                     engine_session, error, end)
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
@@ -498,4 +526,4 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
            "publish_log", "stop_strays", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of", "confine_session",
-           "confined", "unconfine"]
+           "confined", "unconfine", "silent"]

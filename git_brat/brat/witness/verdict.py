@@ -3,15 +3,18 @@ whether its branch goes to the merge queue."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
 
 from git_brat.brat.config import Witness as Policy
+from git_brat.brat.sessions import FAILED
+from git_brat.brat.engines.resets import local_zone
 
 # Why the witness stopped a session ("" when the agent exited by itself).
 StopReason = Literal["", "timeout", "done", "blocked", "moved", "stop-requested", "lease-lost",
-                     "witness"]
+                     "witness", "idle"]
 
 
 class Facts(msgspec.Struct, kw_only=True, frozen=True):
@@ -35,6 +38,14 @@ class Facts(msgspec.Struct, kw_only=True, frozen=True):
     now: int = 0                   # ms
     head: str = ""                 # its branch's tip at the end
     reply_head: str = ""           # the head a human's reply (request changes) answered
+    # How the engine's output says it ended (engines/ending.py): a limit pauses the task
+    ending: str = "failure"        # limit, transient, auth or failure
+    ending_why: str = ""           # the line that said so
+    reset_ms: int = 0              # when the limit resets, where the engine said (epoch ms)
+    engine: str = ""
+    pauses: int = 0                # the task's pauses on a limit in a row before this one
+    no_resume: bool = False        # the task waits for a human after a limit (task update --no-resume)
+    idle: float = 0.0              # seconds of silence the watchdog allowed (for the message)
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -44,6 +55,7 @@ class Verdict(msgspec.Struct, frozen=True):
     task_reason: str = ""
     task_fields: dict[str, Any] = {}   # set with the move, in the same event
     merge: bool = False            # its branch goes to the merge queue
+    session_fields: dict[str, Any] = {}   # set on the session's end record too
 
 
 def failure(f: Facts) -> str:
@@ -52,6 +64,8 @@ def failure(f: Facts) -> str:
         return f.setup_failed
     if f.stop_reason == "timeout":
         return f"timed out after {f.timeout:g}s (its process group was stopped)"
+    if f.stop_reason == "idle":
+        return f"silent for {f.idle:g}s (witness.idle_timeout; its process group was stopped)"
     if f.exit_code is None:
         return ""
     rc = f.exit_code
@@ -76,6 +90,51 @@ def retry(f: Facts, policy: Policy, why: str) -> tuple[str, str, dict[str, Any]]
         "failures": failures, "last_failure": text, "last_failure_at": f.now}
 
 
+def ending_facts(end, policy: Policy) -> dict[str, Any]:
+    """The facts an engine's ending (engines/ending.Ending) gives."""
+    return {"ending": end.kind, "ending_why": end.why, "reset_ms": end.reset_ms,
+            "idle": policy.idle_timeout}
+
+
+def task_facts(task) -> dict[str, Any]:
+    """The facts a task's own fields give on a limit: its pauses in a row, its --no-resume."""
+    return {"pauses": task.get("limit_pauses", 0), "no_resume": task.get("no_resume") is True}
+
+
+def pause(f: Facts, policy: Policy) -> Verdict:
+    """A limit pauses, it never fails: the task is not charged an attempt; it waits for the
+    reset (plus witness.limit_margin), or a backoff doubling per pause in a row when the engine
+    did not say; then the next session resumes the conversation (unless --no-resume)."""
+    if f.reset_ms:
+        until = f.reset_ms + int(policy.limit_margin * 1000)
+    else:
+        until = f.now + int(min(policy.limit_backoff * 2 ** f.pauses, policy.limit_backoff_max)
+                            * 1000)
+    label = limit_label(f.engine, f.reset_ms, f.ending_why)
+    status = f"paused until {when(until, f.now)} ({label})"
+    fields = {"paused_until": until, "paused_why": label, "limit_pauses": f.pauses + 1}
+    session = {"paused_until": until, "paused_why": label, "limit": f.ending_why[:1000]}
+    if f.no_resume:
+        reason = f"{status}: it does not resume by itself (--no-resume); requeue it when you will"
+        return Verdict("paused", status, "blocked", reason, fields, session_fields=session)
+    return Verdict("paused", status, "queued", status, {**fields, "retry_after": until},
+                   session_fields=session)
+
+
+def limit_label(engine: str, reset_ms: int, line: str) -> str:
+    """"claude usage limit": a limit with a reset is a usage limit, one without a rate limit."""
+    kind = "usage limit" if reset_ms or "usage" in line.lower() or "quota" in line.lower() \
+        else "rate limit"
+    return f"{engine} {kind}" if engine else kind
+
+
+def when(at_ms: int, now_ms: int) -> str:
+    """A time as this machine's clock shows it: 21:00 today, Sep 18 00:04 further off."""
+    zone = local_zone()
+    at, now = (datetime.fromtimestamp(t / 1000, zone) for t in (at_ms, now_ms))
+    return at.strftime("%H:%M" if at.date() == now.date() else "%b %d %H:%M")
+
+
 def decide(f: Facts, policy: Policy) -> Verdict:
     """The session's end and its task's move, from the facts at the tip the event swaps against."""
     ours = f.task_status == "running" and f.task_session == f.session
@@ -93,7 +152,17 @@ def decide(f: Facts, policy: Policy) -> Verdict:
         by = f.stop_requested_by or "a user"
         return Verdict("stopped", f"stopped by {by}", "blocked",
                        f"session {f.session[:7]} was stopped by {by}")
+    # An engine that met a limit and got past it (gemini retries per-minute quotas) finished:
+    # only a run that ended badly, or did nothing, is judged by what its output says.
+    badly = not f.done and (f.exit_code != 0 or not f.commits or f.stop_reason == "idle")
+    if f.ending == "limit" and badly:
+        return pause(f, policy)
+    if f.ending == "auth" and badly:
+        why = f"{f.engine or 'the engine'}'s credentials were refused: {f.ending_why[:200]}"
+        return Verdict("failed", why, "blocked", why, {"needs_human": why})
     if why and not (f.done and f.commits):
+        if f.ending == "transient":
+            why = f"{why} (a passing error: {f.ending_why[:200]})"
         to, reason, fields = retry(f, policy, why)
         return Verdict("timed-out" if f.stop_reason == "timeout" else "failed", why, to, reason,
                        fields)
@@ -106,8 +175,9 @@ def decide(f: Facts, policy: Policy) -> Verdict:
                        f"(`git brat task reply`), or drop the task")
     if f.commits:
         reason = f"{f.commits} commit(s) on {f.branch}"
+        again = {"limit_pauses": 0} if f.pauses else {}
         return Verdict("done", reason, "needs-review", reason,
-                       {"failures": 0, "last_failure": ""}, merge=True)
+                       {"failures": 0, "last_failure": "", **again}, merge=True)
     if f.done:
         reason = "reported done without any commit"
         if policy.allow_empty_done:
@@ -118,4 +188,13 @@ def decide(f: Facts, policy: Policy) -> Verdict:
     return Verdict("failed", why, to, reason, fields)
 
 
-__all__ = ["Facts", "Verdict", "StopReason", "failure", "retry", "decide"]
+def failed_tasks(ended) -> int:
+    """Tasks whose last session of a witness's run failed (its SessionEnd records)."""
+    last = {}
+    for e in ended:
+        last[e.task] = e
+    return sum(1 for e in last.values() if e.status in FAILED or e.task_status == "failed")
+
+
+__all__ = ["Facts", "Verdict", "StopReason", "failure", "retry", "decide", "pause", "when",
+           "limit_label", "failed_tasks", "ending_facts", "task_facts"]

@@ -233,6 +233,9 @@ FIELDS: dict[str, Check] = {
     "duties": map_of(_name, _long), "actions": _count,
     # actors
     "replica": pattern(REPLICA_ID, "a replica id"),
+    # usage limits: a paused task and the session that met the limit (its engine is held)
+    "paused_until": _stamp, "paused_why": _line, "limit_pauses": _count, "limit": _long,
+    "no_resume": boolean,
 }
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 

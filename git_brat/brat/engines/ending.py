@@ -1,0 +1,87 @@
+"""How an engine's session ended, read from its output, exit code and silence: a usage or rate
+limit (with its reset where the engine gives one), a passing error, refused credentials, or a
+genuine failure. The patterns are each engine's data (Preset.endings); this reads them.
+
+Pure and quick (it runs at every session's end): one pass over the last lines of output.
+What a model writes reaches some engines' output too (aider prints its replies), so an agent
+could word a limit; the worst it buys is a pause of its own task and a bounded hold of its
+engine (resets past resets.MAX_AHEAD are not believed). The JSON engines' patterns name their
+own event keys, which a model's text cannot forge: inside a JSON string its quotes are escaped.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime, timezone, tzinfo
+from typing import Literal
+
+import msgspec
+
+from git_brat.brat.engines import resets
+from git_brat.brat.engines.presets import Endings, Preset
+
+Kind = Literal["limit", "transient", "auth", "failure"]
+SCAN = 64 << 10       # characters of output read from the end: the engines say it last
+
+
+class Ending(msgspec.Struct, frozen=True):
+    """How a session ended, as far as its engine's output says."""
+    kind: Kind
+    why: str = ""                  # the line that said so (or what the witness saw)
+    reset_ms: int = 0              # when the limit resets (epoch ms); 0: not said
+    silent: bool = False           # the engine went silent (the idle watchdog stopped it)
+
+    @property
+    def paused(self) -> bool:
+        return self.kind == "limit"
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(patterns: tuple[str, ...]) -> "re.Pattern[str] | None":
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.I | re.M)
+
+
+def _line_of(text: str, m: re.Match) -> str:
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    return text[start:end if end >= 0 else len(text)].strip()
+
+
+def classify(preset: Preset, output: str, exit_code: int | None, *, idle: bool = False,
+             now: datetime | None = None, zone: tzinfo | None = None) -> Ending:
+    """How the engine's run ended. `idle`: the witness stopped it after a silence (a run that
+    waits on a long retry-after says nothing); `now` and `zone` read a reset's wall clock."""
+    rules: Endings = preset.endings
+    text = output[-SCAN:]
+    now = now or datetime.now(timezone.utc)
+    found = _search(rules.limit, text)
+    if found is not None or (exit_code is not None and exit_code in rules.limit_exit):
+        line = _line_of(text, found) if found is not None else f"exit {exit_code}"
+        # The reset is on the line that spoke of the limit, or on one of the lines after it.
+        at = resets.reset_at(text[found.start():] if found is not None else "", now, zone)
+        return Ending("limit", line[:300], _ms(at), idle)
+    if idle and rules.silent_on_limit:
+        return Ending("limit", f"{preset.name} went silent (it waits quietly on a rate "
+                               f"limit's retry-after)", 0, True)
+    for kind, patterns in (("auth", rules.auth), ("transient", rules.transient)):
+        found = _search(patterns, text)
+        if found is not None:
+            return Ending(kind, _line_of(text, found)[:300], 0, idle)
+    return Ending("failure", "", 0, idle)
+
+
+def _search(patterns: list[str], text: str) -> "re.Match | None":
+    rx = _compiled(tuple(patterns))
+    if rx is None:
+        return None
+    return rx.search(text)
+
+
+def _ms(at: datetime | None) -> int:
+    return int(at.timestamp() * 1000) if at is not None else 0
+
+
+__all__ = ["Ending", "Kind", "classify"]
