@@ -137,4 +137,11 @@ def wall(year: int, month: int, day: int, hour: int, minute: int, zone: tzinfo) 
     return late
 
 
-__all__ = ["reset_at", "local_zone", "wall", "MAX_AHEAD"]
+def clock(at_ms: int, now_ms: int, zone: tzinfo | None = None) -> str:
+    """A time as this machine's clock shows it: 21:00 today, Sep 18 00:04 on another day."""
+    zone = zone or local_zone()
+    at, now = (datetime.fromtimestamp(t / 1000, zone) for t in (at_ms, now_ms))
+    return at.strftime("%H:%M" if at.date() == now.date() else "%b %d %H:%M")
+
+
+__all__ = ["reset_at", "local_zone", "wall", "clock", "MAX_AHEAD"]

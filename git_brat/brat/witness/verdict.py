@@ -3,14 +3,13 @@ whether its branch goes to the merge queue."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
 
 from git_brat.brat.config import Witness as Policy
 from git_brat.brat.sessions import FAILED
-from git_brat.brat.engines.resets import local_zone
+from git_brat.brat.engines.resets import clock
 
 # Why the witness stopped a session ("" when the agent exited by itself).
 StopReason = Literal["", "timeout", "done", "blocked", "moved", "stop-requested", "lease-lost",
@@ -128,11 +127,7 @@ def limit_label(engine: str, reset_ms: int, line: str) -> str:
     return f"{engine} {kind}" if engine else kind
 
 
-def when(at_ms: int, now_ms: int) -> str:
-    """A time as this machine's clock shows it: 21:00 today, Sep 18 00:04 further off."""
-    zone = local_zone()
-    at, now = (datetime.fromtimestamp(t / 1000, zone) for t in (at_ms, now_ms))
-    return at.strftime("%H:%M" if at.date() == now.date() else "%b %d %H:%M")
+when = clock   # a reset as this machine's clock shows it
 
 
 def decide(f: Facts, policy: Policy) -> Verdict:
