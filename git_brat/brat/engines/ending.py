@@ -45,9 +45,32 @@ def _compiled(patterns: tuple[str, ...]) -> "re.Pattern[str] | None":
 
 
 def _line_of(text: str, m: re.Match) -> str:
+    """The line a pattern matched; of a JSON event, its message."""
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.end())
-    return text[start:end if end >= 0 else len(text)].strip()
+    line = text[start:end if end >= 0 else len(text)].strip()
+    if line.startswith("{"):
+        try:
+            obj = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return line
+        for path in MESSAGES:
+            value = _dig(obj, path)
+            if isinstance(value, str) and value.strip():
+                return " ".join(value.split())
+    return line
+
+
+# Where the JSON engines put an error's words (claude's result, codex's, copilot's, gemini's).
+MESSAGES = ("result", "message", "error.message", "data.message")
+
+
+def _dig(obj, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
 
 
 def classify(preset: Preset, output: str, exit_code: int | None, *, idle: bool = False,
