@@ -70,7 +70,7 @@ def test_gemini_exit_173_alone_is_a_limit():
     assert ending.classify(PRESETS["gemini"], "", 173, now=NOW).kind == "limit"
 
 
-@pytest.mark.parametrize("engine", ["codex", "opencode", "cn"])
+@pytest.mark.parametrize("engine", ["codex", "opencode", "cn", "copilot"])
 def test_the_engines_that_wait_silently_on_a_retry_after_are_limited_when_the_watchdog_stops_them(
         engine):
     end = ending.classify(PRESETS[engine], "", -15, idle=True, now=NOW)
@@ -188,3 +188,12 @@ def test_a_pause_is_a_move_the_task_state_machine_allows():
     for kw in ({}, {"no_resume": True}, {"commits": 1}):
         assert decide(facts(ending="limit", **kw), POLICY).task_to in TRANSITIONS["running"]
 
+
+
+def test_a_silence_read_as_a_limit_too_often_in_a_row_is_a_hang_and_charged():
+    v = decide(facts(ending="limit", silent=True, stop_reason="idle", idle=600, pauses=2),
+               POLICY)
+    assert v.status == "paused"
+    v = decide(facts(ending="limit", silent=True, stop_reason="idle", idle=600, pauses=3),
+               POLICY)
+    assert v.status == "failed" and v.task_fields["failures"] == 1

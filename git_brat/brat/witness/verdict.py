@@ -45,6 +45,7 @@ class Facts(msgspec.Struct, kw_only=True, frozen=True):
     pauses: int = 0                # the task's pauses on a limit in a row before this one
     no_resume: bool = False        # the task waits for a human after a limit (task update --no-resume)
     idle: float = 0.0              # seconds of silence the watchdog allowed (for the message)
+    silent: bool = False           # the limit was read from the engine's silence alone
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -89,10 +90,13 @@ def retry(f: Facts, policy: Policy, why: str) -> tuple[str, str, dict[str, Any]]
         "failures": failures, "last_failure": text, "last_failure_at": f.now}
 
 
+SILENT_PAUSES = 3   # pauses in a row read from silence alone before a silence is a failure
+
+
 def ending_facts(end, policy: Policy) -> dict[str, Any]:
     """The facts an engine's ending (engines/ending.Ending) gives."""
     return {"ending": end.kind, "ending_why": end.why, "reset_ms": end.reset_ms,
-            "idle": policy.idle_timeout}
+            "idle": policy.idle_timeout, "silent": end.silent and end.kind == "limit"}
 
 
 def task_facts(task) -> dict[str, Any]:
@@ -150,7 +154,8 @@ def decide(f: Facts, policy: Policy) -> Verdict:
     # An engine that met a limit and got past it (gemini retries per-minute quotas) finished:
     # only a run that ended badly, or did nothing, is judged by what its output says.
     badly = not f.done and (f.exit_code != 0 or not f.commits or f.stop_reason == "idle")
-    if f.ending == "limit" and badly:
+    # A silence is a limit only so often in a row: then it is a hang, and charged like one.
+    if f.ending == "limit" and badly and not (f.silent and f.pauses >= SILENT_PAUSES):
         return pause(f, policy)
     if f.ending == "auth" and badly:
         why = f"{f.engine or 'the engine'}'s credentials were refused: {f.ending_why[:200]}"
