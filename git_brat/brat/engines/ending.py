@@ -22,7 +22,7 @@ from git_brat.brat.engines import resets
 from git_brat.brat.engines.presets import Endings, Preset
 
 Kind = Literal["limit", "transient", "auth", "failure"]
-SCAN = 64 << 10       # characters of output read from the end: the engines say it last
+SCAN = 32 << 10       # characters of output read from the end: the engines say it last
 
 
 class Ending(msgspec.Struct, frozen=True):
@@ -37,11 +37,10 @@ class Ending(msgspec.Struct, frozen=True):
         return self.kind == "limit"
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(patterns: tuple[str, ...]) -> "re.Pattern[str] | None":
-    if not patterns:
-        return None
-    return re.compile("|".join(f"(?:{p})" for p in patterns), re.I | re.M)
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> "re.Pattern[str]":
+    # One regex each, not one alternation: each keeps its literal prefix, which re scans fast.
+    return re.compile(pattern, re.M)
 
 
 def _line_of(text: str, m: re.Match) -> str:
@@ -97,10 +96,14 @@ def classify(preset: Preset, output: str, exit_code: int | None, *, idle: bool =
 
 
 def _search(patterns: list[str], text: str) -> "re.Match | None":
-    rx = _compiled(tuple(patterns))
-    if rx is None:
-        return None
-    return rx.search(text)
+    """The earliest match of any of the patterns."""
+    first = None
+    for pattern in patterns:
+        end = min(first.end() + 1000, len(text)) if first is not None else len(text)
+        m = _compiled(pattern).search(text, 0, end)
+        if m is not None and (first is None or m.start() < first.start()):
+            first = m
+    return first
 
 
 def _ms(at: datetime | None) -> int:

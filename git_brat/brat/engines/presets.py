@@ -30,7 +30,7 @@ PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workdir}", "{session_d
 
 class Endings(msgspec.Struct, frozen=True, kw_only=True):
     """How an engine says its run ended badly (engines/ending.py reads them): regexes, each
-    matched against its output (case-insensitive, ^ and $ at each line)."""
+    matched against its output (case-sensitive unless (?i:...); ^ and $ at each line)."""
     limit: list[str] = []          # a usage or rate limit: the task pauses, the engine is held
     limit_exit: list[int] = []     # exit codes that mean a limit by themselves
     auth: list[str] = []           # its credentials were refused: a human must act
@@ -43,10 +43,11 @@ class Endings(msgspec.Struct, frozen=True, kw_only=True):
 # What any engine's HTTP client says of a 429 or a refused key, for engines with no rules
 # of their own (a configured command); the presets name their own.
 GENERIC_ENDINGS = Endings(
-    limit=[r"\b429\b.{0,40}too many requests", r"rate[ _-]?limit(?:ed| reached| exceeded)",
-           r"usage limit", r"quota exceeded"],
-    auth=[r"\b401\b.{0,40}unauthori[sz]ed", r"invalid[ _-]api[ _-]key"],
-    transient=[r"\b(?:502|503|504|529)\b.{0,40}(?:bad gateway|unavailable|timeout|overloaded)"])
+    limit=[r"429 Too Many Requests", r"[Rr]ate[ _-]?limit(?:ed| reached| exceeded)",
+           r"[Uu]sage limit", r"[Qq]uota exceeded"],
+    auth=[r"401 Unauthori[sz]ed", r"[Ii]nvalid[ _-]API[ _-]key", r"invalid_api_key"],
+    transient=[r"50[234] (?:Bad Gateway|Service Unavailable|Gateway Timeout)",
+               r"529 Overloaded"])
 
 
 class Preset(msgspec.Struct, kw_only=True):
@@ -219,36 +220,36 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 ENDINGS: dict[str, Endings] = {
     "claude": Endings(
         limit=[r'"api_error_status":\s*429', r'"error":\s*"rate_limit"',
-               r'"type":\s*"rate_limit_event".*"status":\s*"rejected"',
+               r'"rate_limit_info":\s*\{[^{}]*"status":\s*"rejected"',
                r'"terminal_reason":\s*"blocking_limit"', r"^Claude AI usage limit reached\|",
                r"You've hit your [\w' -]{0,40}limit"],
         auth=[r'"api_error_status":\s*40[13]', r"Invalid API key"],
         transient=[r'"api_error_status":\s*(?:5\d\d)', r"overloaded_error"]),
     "codex": Endings(
-        limit=[r"You[\u2019']ve hit your usage limit", r"usage_limit_reached",
-               r"last status: 429", r"^Reconnecting\.\.\. \d+/\d+ .*429"],
+        limit=[r"You(?:[\u2019']|\\u2019)ve hit your usage limit", r"usage_limit_reached",
+               r"last status: 429"],
         auth=[r"last status: 401", r"invalid_api_key"],
         transient=[r"last status: 5\d\d", r"stream disconnected"], silent_on_limit=True),
     "gemini": Endings(
-        limit=[r'^\{.*"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
+        limit=[r'"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
                r"^Attempt \d+ failed: Resource has been exhausted"],
         limit_exit=[173],
-        auth=[r'^\{.*"code":\s*40[13]\b', r"API key not valid"],
-        transient=[r'^\{.*"code":\s*5\d\d\b']),
+        auth=[r'"code":\s*40[13]\b', r"API key not valid"],
+        transient=[r'"code":\s*5\d\d\b']),
     "opencode": Endings(
         limit=[r"Quota exceeded\. Check your plan", r"insufficient_quota",
-               r'"statusCode":\s*429', r"\bAPICallError\b.*\b429\b"],
+               r'"statusCode":\s*429\b', r"\bAPICallError\b[^\n]{0,200}\b429\b"],
         auth=[r'"statusCode":\s*40[13]'], transient=[r'"statusCode":\s*5\d\d'],
         silent_on_limit=True),
     "cn": Endings(
-        limit=[r"^Error: 429\b", r"\b429 (?:Too Many Requests|status code)", r"rate limit"],
-        auth=[r"\b401\b.{0,40}(?:unauthori[sz]ed|status code)"],
-        transient=[r"\b5\d\d status code"], silent_on_limit=True),
+        limit=[r"429 (?:Too Many Requests|status code)", r"[Rr]ate limit"],
+        auth=[r"401 (?:Unauthori[sz]ed|status code)"],
+        transient=[r"5\d\d status code"], silent_on_limit=True),
     "copilot": Endings(
         limit=[r'"errorType":\s*"rate_limit"', r'"errorType":\s*"quota',
-               r'"type":\s*"session\.error".*"statusCode":\s*429'],
-        auth=[r'"type":\s*"session\.error".*"statusCode":\s*40[13]'],
-        transient=[r'"type":\s*"session\.error".*"statusCode":\s*5\d\d'],
+               r'"statusCode":\s*429\b'],
+        auth=[r'"statusCode":\s*40[13]\b'],
+        transient=[r'"statusCode":\s*5\d\d\b'],
         # Out of quota (insufficient_quota) it retries quietly (measured: 5 requests in 40 s).
         silent_on_limit=True),
     "aider": Endings(
