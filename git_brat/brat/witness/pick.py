@@ -40,8 +40,8 @@ def passed_over(task: Entity, now_ms: int, *, running_here: Iterable[str] = (),
                 f"once the lease runs out)")
     retry = task.get("retry_after", 0)
     if isinstance(retry, (int, float)) and retry > now_ms and task.get("paused_until") == retry:
-        return (f"it is paused on a usage limit ({task.get('paused_why', '')}) for "
-                f"{max(1, round((retry - now_ms) / 1000))}s more; then it resumes")
+        return (f"paused until {when(retry, now_ms)} ({task.get('paused_why') or 'usage limit'})"
+                f": it resumes then")
     if isinstance(retry, (int, float)) and retry > now_ms:
         return (f"it failed and waits {max(1, round((retry - now_ms) / 1000))}s more before "
                 f"the next try (witness.backoff)")

@@ -26,7 +26,7 @@ def test_a_usage_limit_pauses_the_task_uncharged_holds_the_engine_and_resumes_th
     bench = make_bench(repo, tmp_path, engine="claude")
     bench.config(witness__limit_margin="0")
     c = bench.convoy()
-    reset = int(time.time()) + 12   # the runs below take a few seconds before it
+    reset = int(time.time()) + 20   # the runs below take a few seconds before it
     t = bench.task(c, "Greet", f"limit-first 1 {rate_limit_event(reset)}",
                    "write hello.txt hi", "commit greet")
     first = json.loads(bench.brat("witness", "run", "--once", "--json").out)
@@ -41,22 +41,24 @@ def test_a_usage_limit_pauses_the_task_uncharged_holds_the_engine_and_resumes_th
         task["reason"].endswith("(claude usage limit)")
     [row] = [r for r in bench.json("task", "list") if r["id"] == t]
     assert row["paused"] == task["paused"]
+    assert f"not started: {task['paused']}: it resumes then" in bench.brat("status").out
     [s] = bench.sessions(t)
     assert bench.session(s["id"])["status"] == "paused"
 
     # The engine (the account) is held: a second task waits too, though nothing else stops it.
-    t2 = bench.task(c, "Another", "write other.txt o", "commit other")
+    t2 = bench.task(bench.convoy("Other"), "Another", "write other.txt o", "commit other")
     runs = len(bench.runs())
     held = bench.brat("witness", "run", "--once")
     assert "engine claude paused until" in held.out + held.err
     assert bench.show(t2)["status"] == "queued" and len(bench.runs()) == runs
     # Other engines keep working.
-    other = json.loads(bench.brat("witness", "run", "--once", "--json", "--engine", "fake").out)
+    other = json.loads(bench.brat("witness", "run", "--once", "--json", "--engine", "fake",
+                                  "--convoy", bench.show(t2)["convoy"]).out)
     assert [e["task"] for e in other["ended"]] == [t2]
     assert bench.show(t2)["status"] == "needs-review"
 
     # After the reset, the next session resumes the first one's conversation and finishes.
-    bench.wait_for(lambda: time.time() * 1000 > reset * 1000 + 200, timeout=10)
+    bench.wait_for(lambda: time.time() * 1000 > reset * 1000 + 200, timeout=30)
     again = json.loads(bench.brat("witness", "run", "--once", "--json").out)
     assert [e["task_status"] for e in again["ended"]] == ["needs-review"]
     runs = [r for r in bench.runs() if r["task"] == t]
