@@ -153,7 +153,7 @@ def engine_hold(board: Board, engine: str, now_ms: int,
         until, ended = sess.get("paused_until", 0), sess.get("ended_at", 0)
         if not isinstance(until, int) or not isinstance(ended, int) or until <= now_ms:
             continue
-        until = min(until, ended + longest_ms)
+        until = min(until, ended + longest_ms, now_ms + longest_ms)
         if until > now_ms and (best is None or until > best.until):
             best = Hold(until, str(sess.get("paused_why", "") or "usage limit"), sess.id)
     return best

@@ -19,7 +19,11 @@ from enginekit import Sandbox
 from test_real_engines import _witness_available, witness_repo
 
 BACKOFF = 6          # witness.limit_backoff in these tests, seconds (time to look at it)
-IDLE = 8             # witness.idle_timeout: the silent engines are stopped after this
+# witness.idle_timeout: the silent engines are stopped after this. Not shorter: an engine
+# starting on a loaded machine is silent for seconds too (opencode: 7 s unloaded), and aider
+# sleeps up to 32 s between its own retries (its output may come only when it exits).
+IDLE = {"aider": 150}
+IDLE_DEFAULT = 25
 
 # (engine, the server's limit, what the pause waits for: "backoff", or seconds to the reset
 # the engine reports; None: it resumes in the test)
@@ -65,11 +69,11 @@ def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sand
         box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
         f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
         witness__sandbox="none", witness__limit_backoff=str(BACKOFF),
-        witness__limit_margin="0", witness__idle_timeout=str(IDLE))
-    witness = ["git", "brat", "witness", "run", "--once", "--engine", name, "--timeout", "150",
+        witness__limit_margin="0", witness__idle_timeout=str(IDLE.get(name, IDLE_DEFAULT)))
+    witness = ["git", "brat", "witness", "run", "--once", "--engine", name, "--timeout", "200",
                "--json"]
     started = int(time.time() * 1000)
-    run = box.run(witness, repo, env=env, timeout=200, limit=limit)
+    run = box.run(witness, repo, env=env, timeout=260, limit=limit)
     assert any(r.get("kind") == "limited" for r in run.requests), run.show()
     [end] = json.loads(run.out.strip().splitlines()[-1])["ended"]
     assert (end["status"], end["task_status"]) == ("paused", "queued"), (end, run.show())
@@ -92,7 +96,7 @@ def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sand
     until = task["paused_until"]
     while time.time() * 1000 < until + 200:
         time.sleep(0.2)
-    second = box.run(witness, repo, env=env, timeout=200)
+    second = box.run(witness, repo, env=env, timeout=260)
     assert not any(r.get("kind") == "limited" for r in second.requests)
     task = task_of(brat, tid)
     assert task["status"] == "needs-review", (task, second.show())
