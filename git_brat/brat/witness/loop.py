@@ -106,7 +106,7 @@ class Witness:
         self.answering_since = float("-inf")   # the lock remote answers again (-inf: no outage)
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
-        self._hold_said = 0        # the engine hold last announced (until, ms)
+        self._hold_said = ""       # the engine hold last announced (its paused session)
         self.preset = engines.resolve(opts.engine, cfg.engines)
         pick.require_engine(self.preset, cfg, opts.engine)
         # Never a local lease while the lock remote is down (every clone would run every task):

@@ -48,13 +48,13 @@ def passed_over(task: Entity, now_ms: int, *, running_here: Iterable[str] = (),
     return ""
 
 
-def say_held(say, engine: str, hold: ss.Hold, now_ms: int, said: int) -> int:
-    """Say once per hold that this witness's engine is held on a usage limit (other engines'
-    witnesses keep working); the hold said."""
-    if hold.until != said:
+def say_held(say, engine: str, hold: ss.Hold, now_ms: int, said: str) -> str:
+    """Say once per hold (the paused session's) that this witness's engine is held on a usage
+    limit (other engines' witnesses keep working); the hold said."""
+    if hold.session != said:
         say(f"engine {engine} paused until {when(hold.until, now_ms)} ({hold.why}): no "
             f"session starts before then")
-    return hold.until
+    return hold.session
 
 
 def engine_problem(cfg: Config, engine: str | None = None) -> str:
