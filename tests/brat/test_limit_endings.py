@@ -197,3 +197,13 @@ def test_a_silence_read_as_a_limit_too_often_in_a_row_is_a_hang_and_charged():
     v = decide(facts(ending="limit", silent=True, stop_reason="idle", idle=600, pauses=3),
                POLICY)
     assert v.status == "failed" and v.task_fields["failures"] == 1
+
+
+def test_a_conversation_gone_after_a_limit_restarts_afresh_uncharged():
+    # gemini saves no session when its first request met the limit: resuming it exits 42.
+    out = "Error resuming session: No previous sessions found for this project.\n"
+    end = ending.classify(PRESETS["gemini"], out, 42, now=NOW)
+    assert end.kind == "lost"
+    v = decide(facts(ending="lost", ending_why=end.why, failures=0), POLICY)
+    assert v.task_to == "queued" and "failures" not in v.task_fields
+    assert v.task_fields["retry_after"] == NOW_MS

@@ -21,7 +21,7 @@ import msgspec
 from git_brat.brat.engines import resets
 from git_brat.brat.engines.presets import Endings, Preset
 
-Kind = Literal["limit", "transient", "auth", "failure"]
+Kind = Literal["limit", "transient", "auth", "lost", "failure"]
 SCAN = 32 << 10       # characters of output read from the end: the engines say it last
 
 
@@ -88,7 +88,8 @@ def classify(preset: Preset, output: str, exit_code: int | None, *, idle: bool =
     if idle and rules.silent_on_limit:
         return Ending("limit", f"{preset.name} went silent (it waits quietly on a rate "
                                f"limit's retry-after)", 0, True)
-    for kind, patterns in (("auth", rules.auth), ("transient", rules.transient)):
+    for kind, patterns in (("lost", rules.lost), ("auth", rules.auth),
+                           ("transient", rules.transient)):
         found = _search(patterns, text)
         if found is not None:
             return Ending(kind, _line_of(text, found)[:300], 0, idle)

@@ -35,6 +35,9 @@ class Endings(msgspec.Struct, frozen=True, kw_only=True):
     limit_exit: list[int] = []     # exit codes that mean a limit by themselves
     auth: list[str] = []           # its credentials were refused: a human must act
     transient: list[str] = []      # a passing error (overload, 5xx, a dropped connection)
+    # The conversation to resume is gone (an engine that saved none when its first request
+    # failed): the next session starts afresh, uncharged.
+    lost: list[str] = []
     # It waits silently on a long retry-after (codex, opencode, cn): a silence the idle
     # watchdog (witness.idle_timeout) ends is a limit.
     silent_on_limit: bool = False
@@ -234,6 +237,8 @@ ENDINGS: dict[str, Endings] = {
         limit=[r'"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
                r"^Attempt \d+ failed: Resource has been exhausted"],
         limit_exit=[173],
+        # After a limit on its first request it saved no session (measured: exit 42).
+        lost=[r"^Error resuming session: No previous sessions found"],
         auth=[r'"code":\s*40[13]\b', r"API key not valid"],
         transient=[r'"code":\s*5\d\d\b']),
     "opencode": Endings(

@@ -157,6 +157,10 @@ def decide(f: Facts, policy: Policy) -> Verdict:
     # A silence is a limit only so often in a row: then it is a hang, and charged like one.
     if f.ending == "limit" and badly and not (f.silent and f.pauses >= SILENT_PAUSES):
         return pause(f, policy)
+    if f.ending == "lost" and badly:
+        why = f"the conversation to resume is gone ({f.ending_why[:200]}): the next session " \
+              f"starts afresh"
+        return Verdict("failed", why, "queued", why, {"retry_after": f.now})
     if f.ending == "auth" and badly:
         why = f"{f.engine or 'the engine'}'s credentials were refused: {f.ending_why[:200]}"
         return Verdict("failed", why, "blocked", why, {"needs_human": why})
