@@ -31,6 +31,7 @@ CASES = [
     ("claude", {"shape": "rate", "retry_after": 3600}, "backoff"),     # fails at once
     ("codex", {"shape": "rate"}, "backoff"),                           # exceeded retry limit
     ("codex", {"shape": "usage", "resets_in": 5}, 5),                  # "try again at 9:21 PM"
+    ("codex", {"shape": "rate", "retry_after": 3600}, "backoff"),      # silent: the watchdog
     ("gemini", {"shape": "daily"}, "backoff"),                         # TerminalQuotaError
     ("gemini", {"shape": "rate", "retry_after": 3600}, 3600),          # retryDelay > 300 s
     ("opencode", {"shape": "rate", "retry_after": 3600}, "backoff"),   # silent: the watchdog
@@ -65,6 +66,11 @@ def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sand
         pytest.skip(why)
     name, limit, waits = case
     box: Sandbox = sandbox_for(name)
+    if name == "codex" and limit.get("retry_after"):
+        # With a retry of its own allowed, codex honours retry-after: it waits, silent.
+        config = box.home / ".codex" / "config.toml"
+        config.write_text(config.read_text().replace("request_max_retries = 0",
+                                                     "request_max_retries = 1"))
     repo, tid, brat, env = witness_repo(
         box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
         f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
