@@ -96,6 +96,11 @@ def classify(preset: Preset, output: str, exit_code: int | None, *, idle: bool =
     return Ending("failure", "", 0, idle)
 
 
+def busy(rules: Endings, last_line: str) -> bool:
+    """Whether the engine's last line of output says a tool of its runs (no silence)."""
+    return bool(rules.busy) and _search(rules.busy, last_line) is not None
+
+
 def _search(patterns: list[str], text: str) -> "re.Match | None":
     """The earliest match of any of the patterns."""
     first = None
@@ -111,4 +116,4 @@ def _ms(at: datetime | None) -> int:
     return int(at.timestamp() * 1000) if at is not None else 0
 
 
-__all__ = ["Ending", "Kind", "classify"]
+__all__ = ["Ending", "Kind", "classify", "busy"]

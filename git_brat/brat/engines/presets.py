@@ -38,9 +38,16 @@ class Endings(msgspec.Struct, frozen=True, kw_only=True):
     # The conversation to resume is gone (an engine that saved none when its first request
     # failed): the next session starts afresh, uncharged.
     lost: list[str] = []
-    # It waits silently on a long retry-after (codex, opencode, cn): a silence the idle
-    # watchdog (witness.idle_timeout) ends is a limit.
+    # It waits silently on a long retry-after (codex, opencode, cn, copilot): the idle
+    # watchdog (witness.idle_timeout) watches it, and a silence it ends is a limit. Engines
+    # that print nothing until they end (claude's, gemini's JSON) are not watched.
     silent_on_limit: bool = False
+    # What the engine did last, for the watchdog: its last line of output matching one of
+    # these says a tool of its runs (a long test suite is no silence)...
+    busy: list[str] = []
+    # ...and files it writes as it works ("$VAR/x|~/x"), for one that prints nothing until
+    # it ends (cn): their changes count as output.
+    activity: list[str] = []
 
 
 # What any engine's HTTP client says of a 429 or a refused key, for engines with no rules
@@ -232,7 +239,8 @@ ENDINGS: dict[str, Endings] = {
         limit=[r"You(?:[\u2019']|\\u2019)ve hit your usage limit", r"usage_limit_reached",
                r"last status: 429"],
         auth=[r"last status: 401", r"invalid_api_key"],
-        transient=[r"last status: 5\d\d", r"stream disconnected"], silent_on_limit=True),
+        transient=[r"last status: 5\d\d", r"stream disconnected"], silent_on_limit=True,
+        busy=[r'^\{"type":"item\.started"']),
     "gemini": Endings(
         limit=[r'"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
                r"^Attempt \d+ failed: Resource has been exhausted"],
@@ -249,14 +257,15 @@ ENDINGS: dict[str, Endings] = {
     "cn": Endings(
         limit=[r"429 (?:Too Many Requests|status code)", r"[Rr]ate limit"],
         auth=[r"401 (?:Unauthori[sz]ed|status code)"],
-        transient=[r"5\d\d status code"], silent_on_limit=True),
+        transient=[r"5\d\d status code"], silent_on_limit=True,
+        activity=["$CONTINUE_GLOBAL_DIR/logs/cn.log|~/.continue/logs/cn.log"]),
     "copilot": Endings(
         limit=[r'"errorType":\s*"rate_limit"', r'"errorType":\s*"quota',
                r'"statusCode":\s*429\b'],
         auth=[r'"statusCode":\s*40[13]\b'],
         transient=[r'"statusCode":\s*5\d\d\b'],
         # Out of quota (insufficient_quota) it retries quietly (measured: 5 requests in 40 s).
-        silent_on_limit=True),
+        silent_on_limit=True, busy=[r'^\{"type":"tool\.execution_start"']),
     "aider": Endings(
         limit=[r"^litellm\.RateLimitError", r"^The API provider has rate limited you"],
         auth=[r"^litellm\.AuthenticationError"],
