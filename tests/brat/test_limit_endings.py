@@ -207,3 +207,9 @@ def test_a_conversation_gone_after_a_limit_restarts_afresh_uncharged():
     v = decide(facts(ending="lost", ending_why=end.why, failures=0), POLICY)
     assert v.task_to == "queued" and "failures" not in v.task_fields
     assert v.task_fields["retry_after"] == NOW_MS
+
+
+def test_a_reset_already_past_backs_off_rather_than_resuming_into_the_same_limit():
+    # codex names the minute: "try again at 9:21 PM" read at 9:21:40 is now, not a reset ahead.
+    v = decide(facts(ending="limit", reset_ms=NOW_MS, pauses=1), POLICY)
+    assert v.task_fields["paused_until"] == NOW_MS + 120_000

@@ -107,8 +107,10 @@ def task_facts(task) -> dict[str, Any]:
 def pause(f: Facts, policy: Policy) -> Verdict:
     """A limit pauses, it never fails: the task is not charged an attempt; it waits for the
     reset (plus witness.limit_margin), or a backoff doubling per pause in a row when the engine
-    did not say; then the next session resumes the conversation (unless --no-resume)."""
-    if f.reset_ms:
+    did not say, or named a reset already past (codex's "try again at 9:21 PM" read at 9:21:40:
+    resumed at once, it would meet the limit again and again); then the next session resumes
+    the conversation (unless --no-resume)."""
+    if f.reset_ms > f.now:
         until = f.reset_ms + int(policy.limit_margin * 1000)
     else:
         until = f.now + int(min(policy.limit_backoff * 2 ** f.pauses, policy.limit_backoff_max)
