@@ -79,17 +79,14 @@ class Witness(_Section):
                     "has a route out, else open.")] = "auto"
     sandbox_hide: _d(list[str], "Paths a sandboxed session cannot read (\"~/\" is HOME), "
                                 "besides ~/.ssh and ~/.gnupg, which are always hidden.") = []
-    # usage and rate limits (witness/verdict.pause, engines/ending.py)
-    idle_timeout: _d(float, "Seconds a running engine may print nothing before the witness "
-                            "stops it (engines that wait silently on a rate limit's "
-                            "retry-after: codex, opencode, cn; then the task pauses); 0: "
-                            "never.", ge=0) = 600
-    limit_margin: _d(float, "Seconds after a usage limit's reset before its task resumes.",
-                     ge=0) = 30
-    limit_backoff: _d(float, "Seconds a task pauses on a limit whose reset the engine did not "
-                             "say; doubles on every pause in a row.", ge=0) = 300
-    limit_backoff_max: _d(float, "Longest pause on a limit whose reset is not known, in "
-                                 "seconds.", ge=0) = 3600
+    # usage and rate limits (witness/verdict.pause, witness/watchdog.py, engines/ending.py)
+    idle_timeout: _d(float, "Seconds an engine that waits quietly on a rate limit (codex, "
+                            "opencode, cn, copilot) may show no sign of work before it is "
+                            "stopped and its task pauses; 0: never.", ge=0) = 600
+    limit_margin: _d(float, "Seconds after a usage limit's reset before it resumes.", ge=0) = 30
+    limit_backoff: _d(float, "Seconds a task pauses on a limit of no known reset; doubles on every "
+                             "pause in a row.", ge=0) = 300
+    limit_backoff_max: _d(float, "Longest pause on a limit of no known reset.", ge=0) = 3600
 
 
 class Refinery(_Section):

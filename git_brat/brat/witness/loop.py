@@ -22,7 +22,7 @@ from git_brat.brat.board import MERGE, SESSION, status_of
 from git_brat.brat.config import Config, target_branch_problem
 from git_brat.brat.refinery import guard
 from git_brat.brat.engines import runner
-from git_brat.brat.witness import pick, session, verdict
+from git_brat.brat.witness import pick, session, verdict, watchdog
 from git_brat.brat.witness.recover import Recovered, recover
 from git_brat.brat.witness.session import LiveSession, log_line
 from git_brat.errors import Conflict, GriteError, NotFound
@@ -429,7 +429,7 @@ class Witness:
                 continue
             if not live.stop_reason and now >= live.deadline:
                 self._stop(live, "timeout")
-            if not live.stop_reason and session.silent(live, now, self.cfg.witness.idle_timeout):
+            if not live.stop_reason and watchdog.silent(live, now, self.cfg.witness.idle_timeout):
                 self._stop(live, "idle")
             if live.term_at and now >= live.term_at and not live.kill_at:
                 self._term(live)

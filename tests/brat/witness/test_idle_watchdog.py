@@ -1,4 +1,4 @@
-"""The idle watchdog (witness/session.silent) stops only engines that wait quietly on a rate
+"""The idle watchdog (witness/watchdog.silent) stops only engines that wait quietly on a rate
 limit, and only when they show no sign of work: output, their activity files, a running tool."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import os
 import msgspec
 
 from git_brat.brat.engines import PRESETS
-from git_brat.brat.witness.session import LiveSession, silent
+from git_brat.brat.witness.session import LiveSession
+from git_brat.brat.witness.watchdog import silent
 
 IDLE = 10.0
 
