@@ -92,6 +92,9 @@ and still found by show and by id everywhere.
 Invalid transitions are refused naming the allowed ones;
 .B \-\-force
 is recorded in the audit log.
+.B \-\-no\-resume
+keeps a task from resuming by itself after its engine met a usage limit: it is blocked instead,
+for you to requeue.
 """,
         "task done": r"""
 What an agent says from its session's work tree (no id needed there), fenced with the session's

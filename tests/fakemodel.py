@@ -14,7 +14,9 @@ The replies are scripted from the request itself. The task text holds a line
     FAKE-EDIT: greeting.txt: hello from ENGINE
 
 (optionally `FAKE-COMMIT: message`; a request naming FAKE-FAIL gets a 400 error instead;
-with FAKE-HANG the first request after the read is never answered, see FakeModel). Counting
+with FAKE-HANG the first request after the read is never answered, see FakeModel; with
+FakeModel(limit=...) every model request is answered 429 in its provider's words, see
+limit_reply). Counting
 the tool calls already answered in the conversation since the last message naming FAKE-EDIT
 (calls, not results: a resumed gemini conversation repeats a result), the server answers with
 
@@ -301,6 +303,58 @@ def usage_of(body: Any) -> tuple[int, int]:
         if m:
             return int(m.group(1)), int(m.group(2))
     return 100, 20
+# -- scripted limits ---------------------------------------------------------------------------
+
+def api_of(path: str) -> str | None:
+    """Which model API a POST path is (None: not a model request)."""
+    if path.endswith("/messages"):
+        return "anthropic"
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/responses"):
+        return "responses"
+    if ":streamGenerateContent" in path or ":generateContent" in path:
+        return "gemini"
+    return None
+
+
+def limit_reply(api: str, limit: dict) -> tuple[dict, dict[str, str]]:
+    """A 429 as the provider behind `api` words it, and its headers. limit: {"shape": rate
+    (per-minute), quota (out of credit), usage (a plan's usage limit, with "resets_in" seconds),
+    daily (gemini's daily quota); "retry_after": seconds for a retry-after header (None: none)}."""
+    shape = limit.get("shape", "rate")
+    headers = {}
+    if limit.get("retry_after") is not None:
+        headers["retry-after"] = str(limit["retry_after"])
+    resets_in = int(limit.get("resets_in", 3600))
+    if api == "anthropic":
+        kind, text = "rate_limit_error", ("This request would exceed your account's rate limit. "
+                                          "Please try again later.")
+        return {"type": "error", "error": {"type": kind, "message": text}}, headers
+    if api == "gemini":
+        quota = ("GenerateRequestsPerDayPerProjectPerModel-FreeTier" if shape == "daily"
+                 else "GenerateRequestsPerMinutePerProjectPerModel-FreeTier")
+        details = [{"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                    "violations": [{"quotaMetric": "generate_content_requests",
+                                    "quotaId": quota}]}]
+        if shape != "daily":
+            details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                            "retryDelay": f"{limit.get('retry_after') or 2}s"})
+        text = ("You exceeded your current quota. limit: 0" if shape == "daily"
+                else "Resource has been exhausted (e.g. check quota).")
+        return {"error": {"code": 429, "message": text, "status": "RESOURCE_EXHAUSTED",
+                          "details": details}}, headers
+    if shape == "usage":
+        return {"error": {"type": "usage_limit_reached", "message": "The usage limit has been "
+                          "reached", "plan_type": "plus", "resets_in_seconds": resets_in,
+                          "resets_at": _now() + resets_in}}, headers
+    if shape == "quota":
+        return {"error": {"message": "You exceeded your current quota, please check your plan "
+                          "and billing details.", "type": "insufficient_quota", "param": None,
+                          "code": "insufficient_quota"}}, headers
+    return {"error": {"message": "Rate limit reached for fake-model on requests per min (RPM): "
+                      "Limit 3, Used 3, Requested 1. Please try again in 20s.",
+                      "type": "requests", "param": None, "code": "rate_limit_exceeded"}}, headers
 
 
 def _now() -> int:
@@ -311,8 +365,12 @@ class FakeModel:
     """`with FakeModel() as fm:` serves on fm.url (http://127.0.0.1:PORT) in a thread."""
 
     def __init__(self, log_path: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 workdir: str = "", hang_marker: str = "", reply: str = ""):
+                 workdir: str = "", hang_marker: str = "", reply: str = "",
+                 limit: dict | None = None):
         self.reply = reply              # the final text of a request with no FAKE-EDIT task
+        # A scripted usage or rate limit (see limit_reply): every model request is answered
+        # 429 while it lasts ("count" requests; absent or -1: all of them).
+        self.limit = dict(limit) if limit else None
         self.log_path = log_path
         self.workdir = workdir          # used when a request names no work tree (aider's)
         # FAKE-HANG in the task: the first request after the read gets no answer until its
@@ -470,6 +528,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         raise ConnectionResetError("hung up")
 
+    def _limited(self, path: str, body: Any) -> bool:
+        """Answer a model request 429 while the scripted limit lasts (FakeModel.limit)."""
+        api = api_of(path)
+        limit = self.fake.limit
+        if limit is None or api is None:
+            return False
+        with self.fake._lock:
+            left = limit.get("count", -1)
+            if left == 0:
+                return False
+            if left > 0:
+                limit["count"] = left - 1
+        self._log("limited", body)
+        payload, headers = limit_reply(api, limit)
+        data = json.dumps(payload).encode()
+        self.send_response(429)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        return True
+
     # methods
     def do_HEAD(self) -> None:
         self._log("other", None)
@@ -505,6 +590,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json({"type": "error", "error": {
                 "type": "invalid_request_error", "code": 400, "status": "INVALID_ARGUMENT",
                 "message": "fake model: this request is refused (FAKE-FAIL)"}}, 400)
+            return
+        if self._limited(path, body):
             return
         try:
             if path.endswith("/messages/count_tokens"):

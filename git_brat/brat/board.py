@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import msgspec
 
 from git_brat.brat import spend
+from git_brat.brat.engines.resets import clock
 from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
@@ -62,6 +64,10 @@ class TaskView(msgspec.Struct):
     created_at: datetime
     updated_at: datetime
     author: str
+    # On a usage limit (the witness paused it): until when (epoch ms), and as people read it,
+    # "paused until 21:00 (claude usage limit)"; 0 and "" when it is not paused.
+    paused_until: int = 0
+    paused: str = ""
 
 
 class Transition(msgspec.Struct):
@@ -85,6 +91,16 @@ class CommentView(msgspec.Struct):
     engine: str = ""
 
 
+def paused_of(t: Entity, now_ms: int | None = None) -> dict:
+    """A task's pause on a usage limit, while it lasts (TaskView's paused fields)."""
+    until = t.get("paused_until", 0)
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    if type(until) is not int or until <= now_ms or status_of(t) not in ("queued", "blocked"):
+        return {}
+    why = t.get("paused_why") or "usage limit"
+    return {"paused_until": until, "paused": f"paused until {clock(until, now_ms)} ({why})"}
+
+
 class TaskDetail(TaskView):
     body: str = ""
     reason: str = ""           # given with the transition into the current status
@@ -95,6 +111,7 @@ class TaskDetail(TaskView):
     approved_head: str = ""    # the commit a human approved to land ("" if none)
     spent: spend.Spent | None = None   # tokens and cost over its sessions
     check: dict | None = None  # its last failed check (refinery/report.check_report; `task show`)
+    no_resume: bool = False    # after a usage limit it waits for a human (task update --no-resume)
 
 
 class ConvoyView(msgspec.Struct):
@@ -284,7 +301,7 @@ class Board:
                         priority_of(t), t.get("step", ""),
                         sorted(self.prereqs(t.id)), list(t.get("paths", [])),
                         self.is_ready(t.id), iso(t.created_at), iso(t.updated_at),
-                        self.names.get(t.created_by, t.created_by))
+                        self.names.get(t.created_by, t.created_by), **paused_of(t))
 
     def convoy_view(self, c: Entity) -> ConvoyView:
         return ConvoyView(c.id, c.get("title", ""), self.convoy_status(c.id),
@@ -310,7 +327,8 @@ class Board:
                           dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
                           comments=comments, history=list(history),
                           approved_head=str(t.get("approved_head", "") or ""),
-                          spent=spend.view(spend.task_sessions(self.state, t.id)))
+                          spent=spend.view(spend.task_sessions(self.state, t.id)),
+                          no_resume=t.get("no_resume") is True)
 
     def _comment_view(self, t: Entity, eid: str, actor: str, ts: int, body: str) -> CommentView:
         who, via, engine = credit(self.state, self.names, actor, t.vias.get(eid, ""))

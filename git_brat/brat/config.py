@@ -89,6 +89,14 @@ class Witness(_Section):
                "USD per million tokens by model or engine name: [input, output] or [input, "
                "output, cache read, cache write]; it prices a session over the engine's own "
                "figure. Without either, a session's cost is unknown.") = {}
+    # usage and rate limits (witness/verdict.pause, witness/watchdog.py, engines/ending.py)
+    idle_timeout: _d(float, "Seconds an engine that waits quietly on a rate limit (codex, "
+                            "opencode, cn, copilot) may show no sign of work before it is "
+                            "stopped and its task pauses; 0: never.", ge=0) = 600
+    limit_margin: _d(float, "Seconds after a usage limit's reset before it resumes.", ge=0) = 30
+    limit_backoff: _d(float, "Seconds a task pauses on a limit of no known reset; doubles on every "
+                             "pause in a row.", ge=0) = 300
+    limit_backoff_max: _d(float, "Longest pause on a limit of no known reset.", ge=0) = 3600
 
 
 class Refinery(_Section):

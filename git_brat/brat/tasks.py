@@ -95,8 +95,9 @@ def create_task(g: Grite, convoy: str, title: str, body: str = "", needs: list[s
 
 def update_task(g: Grite, ref: str, status: str | None = None, force: bool = False,
                 reason: str = "", title: str | None = None, body: str | None = None,
-                priority: int | None = None) -> Updated:
-    """Change a task in exactly one event; a status change is validated against fresh state."""
+                priority: int | None = None, no_resume: bool | None = None) -> Updated:
+    """Change a task in exactly one event; a status change is validated against fresh state.
+    no_resume: after a usage limit the task waits for a human instead of resuming."""
     tid = g.resolve(ref, TASK).id
     fields: dict[str, Any] = {}
     if title is not None:
@@ -105,10 +106,13 @@ def update_task(g: Grite, ref: str, status: str | None = None, force: bool = Fal
         fields["body"] = body
     if priority is not None:
         fields["priority"] = check_priority(priority)
+    if no_resume is not None:
+        fields["no_resume"] = no_resume
     if reason:
         check_text(reason, "reason")
     if status is None and not fields:
-        raise UsageError("nothing to update: give --status, --title, --body or --priority")
+        raise UsageError("nothing to update: give --status, --title, --body, --priority or "
+                         "--no-resume")
     if force and status is None:
         raise UsageError("--force only applies to a --status change")
     seen: dict[str, str] = {}

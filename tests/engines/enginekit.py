@@ -148,7 +148,7 @@ class Sandbox:
 
     def run(self, argv: list[str], cwd: Path, env: dict | None = None,
             stdin: str | None = None, timeout: float = 120, hang_marker: str = "",
-            reply: str = "") -> Run:
+            reply: str = "", limit: dict | None = None) -> Run:
         """Start the fake server and `argv` together (in a loopback-only netns where we can)."""
         self.runs += 1
         n = self.runs
@@ -166,6 +166,10 @@ class Sandbox:
             reply_file = self.root / f"reply-{n}.txt"
             reply_file.write_text(reply)
             cmd += ["--reply-file", str(reply_file)]
+        if limit is not None:   # the server answers 429 (fakemodel.limit_reply)
+            limit_file = self.root / f"limit-{n}.json"
+            limit_file.write_text(json.dumps(limit))
+            cmd += ["--limit-file", str(limit_file)]
         if NETNS:
             cmd = ["unshare", "-n", *cmd, "--lo-up"]
         full = {k: v for k, v in os.environ.items()

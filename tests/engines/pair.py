@@ -1,7 +1,7 @@
 """Run one command next to a fake model server, optionally in a loopback-only network namespace.
 
     python pair.py --port P --log LOG [--lo-up] [--timeout S] [--stdin FILE] [--cwd DIR]
-                   [--reply-file FILE] --output OUT -- ARGV...
+                   [--reply-file FILE] [--limit-file FILE] --output OUT -- ARGV...
 
 Started as `unshare -n python pair.py --lo-up ...`, the server and the command share a network
 namespace holding only loopback: the command can reach 127.0.0.1:P and nothing else. The command
@@ -13,6 +13,7 @@ status is the command's. Every request the server saw is in LOG, one JSON line e
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -34,14 +35,19 @@ def main() -> int:
     ap.add_argument("--cwd")
     ap.add_argument("--hang-marker", default="")
     ap.add_argument("--reply-file", help="the final answer to a request with no FAKE-EDIT task")
+    ap.add_argument("--limit-file", help="a JSON limit script: the server answers 429 (fakemodel)")
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     if a.lo_up:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
     reply = open(a.reply_file).read() if a.reply_file else ""
+    limit = None
+    if a.limit_file:
+        with open(a.limit_file) as f:
+            limit = json.load(f)
     with FakeModel(log_path=a.log, port=a.port, workdir=a.cwd or os.getcwd(),
-                   hang_marker=a.hang_marker, reply=reply), \
+                   hang_marker=a.hang_marker, reply=reply, limit=limit), \
             open(a.output, "wb") as out, \
             open(a.stdin or os.devnull, "rb") as inp:
         proc = subprocess.Popen(argv, stdin=inp, stdout=out, stderr=subprocess.STDOUT, cwd=a.cwd,

@@ -253,11 +253,15 @@ def approve(task_id, message, as_json):
 @click.option("--title", default=None)
 @click.option("--body", default=None)
 @click.option("--priority", type=click.IntRange(0, 4), default=None)
+@click.option("--no-resume/--resume", "no_resume", default=None,
+              help="After a usage limit, wait for you (blocked) instead of resuming by itself "
+                   "once the limit resets (--resume: the default again).")
 @json_option
-def update(task_id, status, force, reason, title, body, priority, as_json):
-    """Change a task in one event: its status (validated), title, body or priority."""
+def update(task_id, status, force, reason, title, body, priority, no_resume, as_json):
+    """Change a task in one event: its status (validated), title, body, priority, or what it
+    does after a usage limit."""
     g = open_grite()
-    u = tasks.update_task(g, task_id, status, force, reason, title, body, priority)
+    u = tasks.update_task(g, task_id, status, force, reason, title, body, priority, no_resume)
     msg = (f"{u.id[:7]}: {u.from_status} -> {u.to_status}" + (" (forced)" if u.forced else "")
            if status else f"updated {u.id[:7]}")
     _done(g, u.id, as_json, msg)

@@ -53,6 +53,38 @@ class Meter(msgspec.Struct, kw_only=True, frozen=True):
     file_when: dict[str, str] = {}
 
 
+class Endings(msgspec.Struct, frozen=True, kw_only=True):
+    """How an engine says its run ended badly (engines/ending.py reads them): regexes, each
+    matched against its output (case-sensitive unless (?i:...); ^ and $ at each line)."""
+    limit: list[str] = []          # a usage or rate limit: the task pauses, the engine is held
+    limit_exit: list[int] = []     # exit codes that mean a limit by themselves
+    auth: list[str] = []           # its credentials were refused: a human must act
+    transient: list[str] = []      # a passing error (overload, 5xx, a dropped connection)
+    # The conversation to resume is gone (an engine that saved none when its first request
+    # failed): the next session starts afresh, uncharged.
+    lost: list[str] = []
+    # It waits silently on a long retry-after (codex, opencode, cn, copilot): the idle
+    # watchdog (witness.idle_timeout) watches it, and a silence it ends is a limit. Engines
+    # that print nothing until they end (claude's, gemini's JSON) are not watched.
+    silent_on_limit: bool = False
+    # What the engine did last, for the watchdog: its last line of output matching one of
+    # these says a tool of its runs (a long test suite is no silence)...
+    busy: list[str] = []
+    # ...and files it writes as it works ("$VAR/x|~/x"), for one that prints nothing until
+    # it ends (cn): their changes count as output.
+    activity: list[str] = []
+
+
+# What any engine's HTTP client says of a 429 or a refused key, for engines with no rules
+# of their own (a configured command); the presets name their own.
+GENERIC_ENDINGS = Endings(
+    limit=[r"429 Too Many Requests", r"[Rr]ate[ _-]?limit(?:ed| reached| exceeded)",
+           r"[Uu]sage limit", r"[Qq]uota exceeded"],
+    auth=[r"401 Unauthori[sz]ed", r"[Ii]nvalid[ _-]API[ _-]key", r"invalid_api_key"],
+    transient=[r"50[234] (?:Bad Gateway|Service Unavailable|Gateway Timeout)",
+               r"529 Overloaded"])
+
+
 class Preset(msgspec.Struct, kw_only=True):
     """One engine: an argv template plus how the prompt goes in and the result comes out."""
     name: str
@@ -106,6 +138,8 @@ class Preset(msgspec.Struct, kw_only=True):
     # Where its tokens and cost are reported (None: nowhere known; the session's usage is
     # unknown).
     usage: Meter | None = None
+    # How it reports a usage limit, refused credentials, a passing error (engines/ending.py).
+    endings: Endings = GENERIC_ENDINGS
 
     @property
     def binary(self) -> str:
@@ -282,6 +316,56 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                                                   os.path.abspath(__file__))), "demo", "agent.py"), "{prompt}"],
            version_args=[]),
 )}
+
+# -- how each engine reports a limit (measured against the fake model server answering 429:
+# /work/shared/engines-real-world.md §2c). JSON engines: their own event keys.
+ENDINGS: dict[str, Endings] = {
+    "claude": Endings(
+        limit=[r'"api_error_status":\s*429', r'"error":\s*"rate_limit"',
+               r'"rate_limit_info":\s*\{[^{}]*"status":\s*"rejected"',
+               r'"terminal_reason":\s*"blocking_limit"', r"^Claude AI usage limit reached\|",
+               r"You've hit your [\w' -]{0,40}limit"],
+        auth=[r'"api_error_status":\s*40[13]', r"Invalid API key"],
+        transient=[r'"api_error_status":\s*(?:5\d\d)', r"overloaded_error"]),
+    "codex": Endings(
+        limit=[r"You(?:[\u2019']|\\u2019)ve hit your usage limit", r"usage_limit_reached",
+               r"last status: 429"],
+        auth=[r"last status: 401", r"invalid_api_key"],
+        transient=[r"last status: 5\d\d", r"stream disconnected"], silent_on_limit=True,
+        busy=[r'^\{"type":"item\.started"']),
+    "gemini": Endings(
+        limit=[r'"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
+               r"^Attempt \d+ failed: Resource has been exhausted"],
+        limit_exit=[173],
+        # After a limit on its first request it saved no session (measured: exit 42).
+        lost=[r"^Error resuming session: No previous sessions found"],
+        auth=[r'"code":\s*40[13]\b', r"API key not valid"],
+        transient=[r'"code":\s*5\d\d\b']),
+    "opencode": Endings(
+        limit=[r"Quota exceeded\. Check your plan", r"insufficient_quota",
+               r'"statusCode":\s*429\b', r"\bAPICallError\b[^\n]{0,200}\b429\b"],
+        auth=[r'"statusCode":\s*40[13]'], transient=[r'"statusCode":\s*5\d\d'],
+        silent_on_limit=True),
+    "cn": Endings(
+        limit=[r"429 (?:Too Many Requests|status code)", r"[Rr]ate limit"],
+        auth=[r"401 (?:Unauthori[sz]ed|status code)"],
+        transient=[r"5\d\d status code"], silent_on_limit=True,
+        activity=["$CONTINUE_GLOBAL_DIR/logs/cn.log|~/.continue/logs/cn.log"]),
+    "copilot": Endings(
+        limit=[r'"errorType":\s*"rate_limit"', r'"errorType":\s*"quota',
+               r'"statusCode":\s*429\b'],
+        auth=[r'"statusCode":\s*40[13]\b'],
+        transient=[r'"statusCode":\s*5\d\d\b'],
+        # Out of quota (insufficient_quota) it retries quietly (measured: 5 requests in 40 s).
+        silent_on_limit=True, busy=[r'^\{"type":"tool\.execution_start"']),
+    "aider": Endings(
+        limit=[r"^litellm\.RateLimitError", r"^The API provider has rate limited you"],
+        auth=[r"^litellm\.AuthenticationError"],
+        transient=[r"^litellm\.(?:ServiceUnavailableError|InternalServerError|APIConnectionError)"]),
+    "demo": Endings(),
+}
+for _name, _endings in ENDINGS.items():
+    PRESETS[_name] = msgspec.structs.replace(PRESETS[_name], endings=_endings)
 PRESET_NAMES = tuple(PRESETS)
 
 

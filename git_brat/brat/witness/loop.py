@@ -22,7 +22,7 @@ from git_brat.brat.board import MERGE, SESSION, status_of
 from git_brat.brat.config import Config, target_branch_problem
 from git_brat.brat.refinery import guard
 from git_brat.brat.engines import runner
-from git_brat.brat.witness import budget, pick, session, verdict
+from git_brat.brat.witness import budget, pick, session, verdict, watchdog
 from git_brat.brat.witness.recover import Recovered, recover
 from git_brat.brat.witness.session import LiveSession, log_line
 from git_brat.errors import Conflict, GriteError, NotFound
@@ -106,6 +106,7 @@ class Witness:
         self.answering_since = float("-inf")   # the lock remote answers again (-inf: no outage)
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
+        self._hold_said = ""       # the engine hold last announced (its paused session)
         self.preset = engines.resolve(opts.engine, cfg.engines)
         pick.require_engine(self.preset, cfg, opts.engine)
         # Never a local lease while the lock remote is down (every clone would run every task):
@@ -239,6 +240,9 @@ class Witness:
         board = model.board(self.g, refresh=True)
         cid = self.g.resolve(self.opts.convoy, model.CONVOY).id if self.opts.convoy else None
         now = process.now_ms()
+        if (hold := ss.engine_hold(board, self.preset.name, now)) is not None:
+            self._hold_said = pick.say_held(self.say, self.preset.name, hold, now, self._hold_said)
+            return 0   # a usage limit: nothing starts before its reset
         busy = {s.tid for s in self.live.values()}
         n = 0
         for t in board.ready(cid):
@@ -427,6 +431,8 @@ class Witness:
                 continue
             if not live.stop_reason and now >= live.deadline:
                 self._stop(live, "timeout")
+            if not live.stop_reason and watchdog.silent(live, now, self.cfg.witness.idle_timeout):
+                self._stop(live, "idle")
             if live.term_at and now >= live.term_at and not live.kill_at:
                 self._term(live)
             if live.kill_at and now >= live.kill_at:
@@ -515,7 +521,7 @@ class Witness:
         """(worker) Record how the session ended, move its task, let its lease go; True."""
         store = self.g.store
         seconds = round(time.monotonic() - live.started, 3)
-        left = session.wind_up(store, live, self.preset)
+        left = session.wind_up(store, live, self.preset, rc)
         head = store.refs.branch_tip(live.branch) or ""
         moved = guard.moved_by_session(self.g, live.target, live.target_tip, live.base, head,
                                        live.worktree) if head else None   # an agent moved it?
@@ -523,7 +529,8 @@ class Witness:
                                       moved else live.base or live.target, head) if head else 0
         facts = dict(session=live.sid, branch=live.branch, setup_failed=live.setup_failed,
                      exit_code=rc, engine_error=left.error, timeout=live.deadline - live.started,
-                     commits=commits, tail=left.tail, head=head)
+                     commits=commits, tail=left.tail, head=head, engine=self.preset.name,
+                     **verdict.ending_facts(left.ending, self.cfg.witness))
         res = ss.resource(live.tid)
         outcome: dict = {}
 
@@ -539,13 +546,15 @@ class Witness:
                 done=task.get("done_by") == live.sid, task_reason=model.reason_of(task),
                 failures=task.get("failures", 0), reply_head=str(task.get("reply_head", "")),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
+                **verdict.task_facts(task),
                 witness_stopping=self.stopping, now=process.now_ms(), over_budget=over),
                 self.cfg.witness)
             v = guard.intervention(v, moved, live.tid) if moved is not None else v
             outcome.update(status=v.status, reason=v.reason, task=v.task_to or status_of(task))
             end = {**spent, "status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
                    "exit_code": rc, "head": head, "commits": commits, "salvaged": left.salvaged,
-                   "engine_session": left.engine_session, "output_tail": left.tail[-4000:]}
+                   "engine_session": left.engine_session, "output_tail": left.tail[-4000:],
+                   **v.session_fields}
             if left.kept:
                 end["kept"] = [k.ref for k in left.kept]
             out = [Draft(live.sid, ev.SetFields(end))]

@@ -11,6 +11,7 @@ from git_brat import process
 from git_brat.brat import engines
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
+from git_brat.brat.witness.verdict import when
 from git_brat.errors import GriteError, NotFound
 from git_brat.grite import locks
 from git_brat.grite.locks import LeaseView
@@ -38,10 +39,22 @@ def passed_over(task: Entity, now_ms: int, *, running_here: Iterable[str] = (),
                 f"it, or a witness stopped before recording its session (then the task starts "
                 f"once the lease runs out)")
     retry = task.get("retry_after", 0)
+    if isinstance(retry, (int, float)) and retry > now_ms and task.get("paused_until") == retry:
+        return (f"paused until {when(retry, now_ms)} ({task.get('paused_why') or 'usage limit'})"
+                f": it resumes then")
     if isinstance(retry, (int, float)) and retry > now_ms:
         return (f"it failed and waits {max(1, round((retry - now_ms) / 1000))}s more before "
                 f"the next try (witness.backoff)")
     return ""
+
+
+def say_held(say, engine: str, hold: ss.Hold, now_ms: int, said: str) -> str:
+    """Say once per hold (the paused session's) that this witness's engine is held on a usage
+    limit (other engines' witnesses keep working); the hold said."""
+    if hold.session != said:
+        say(f"engine {engine} paused until {when(hold.until, now_ms)} ({hold.why}): no "
+            f"session starts before then")
+    return hold.session
 
 
 def engine_problem(cfg: Config, engine: str | None = None) -> str:

@@ -24,7 +24,7 @@ from git_brat.brat import sessions as ss
 from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
-from git_brat.brat.engines import Invocation, Preset, runner, sandbox, usage
+from git_brat.brat.engines import Invocation, Preset, ending, runner, sandbox, usage
 from git_brat.brat.witness import brief, confine, gate, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
@@ -83,6 +83,11 @@ class LiveSession:
     budget_reason: str = ""    # why the witness stopped it at its budget
     meter_offset: int = 0      # how far its log was read for what it spent while it runs
     meter: usage.Usage = field(default_factory=usage.Usage)   # what that reading found
+    # The idle watchdog: its sign of work when last looked at (watchdog.silent), and when it
+    # last changed.
+    output_size: int = 0
+    output_at: float = 0.0
+    output_checked: float = 0.0
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -211,9 +216,10 @@ class Leftovers(NamedTuple):
     engine_session: str          # what the next attempt resumes
     error: str | None            # the engine's own error, redacted
     usage: usage.Usage           # what the engine reported spending (reported=False: nothing)
+    ending: ending.Ending        # how its output says it ended (a limit pauses the task)
 
 
-def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
+def wind_up(store, live: LiveSession, preset: Preset, rc: int | None = None) -> Leftovers:
     """(worker) A session's end: stop what the agent left running (in its group and out of
     it), read the engine's result, and save its work before its tree goes."""
     if live.popen is not None and process.group_alive(live.popen.pid):
@@ -238,8 +244,12 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
     # reports at the top of a long log.
     spent = spent_so_far(live, preset, runner.read_from(live.log, live.engine_offset, END_READ),
                          engine_session) if engine_ran else usage.Usage()
+    end = ending.classify(preset, output, rc, idle=live.stop_reason == "idle") if engine_ran \
+        else ending.Ending("failure")
+    if end.why:
+        end = msgspec.structs.replace(end, why=redact.text(end.why))
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
-                     engine_session, error, spent)
+                     engine_session, error, spent, end)
 
 
 def spent_so_far(live: LiveSession, preset: Preset, output: str | None = None,

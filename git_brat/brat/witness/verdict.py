@@ -8,10 +8,12 @@ from typing import Any, Literal
 import msgspec
 
 from git_brat.brat.config import Witness as Policy
+from git_brat.brat.sessions import FAILED
+from git_brat.brat.engines.resets import clock
 
 # Why the witness stopped a session ("" when the agent exited by itself).
 StopReason = Literal["", "timeout", "done", "blocked", "moved", "stop-requested", "lease-lost",
-                     "witness", "budget"]
+                     "witness", "budget", "idle"]
 
 
 class Facts(msgspec.Struct, kw_only=True, frozen=True):
@@ -36,6 +38,15 @@ class Facts(msgspec.Struct, kw_only=True, frozen=True):
     head: str = ""                 # its branch's tip at the end
     reply_head: str = ""           # the head a human's reply (request changes) answered
     over_budget: str = ""          # why the task may spend no more (its budget, its convoy's)
+    # How the engine's output says it ended (engines/ending.py): a limit pauses the task
+    ending: str = "failure"        # limit, transient, auth or failure
+    ending_why: str = ""           # the line that said so
+    reset_ms: int = 0              # when the limit resets, where the engine said (epoch ms)
+    engine: str = ""
+    pauses: int = 0                # the task's pauses on a limit in a row before this one
+    no_resume: bool = False        # the task waits for a human after a limit (task update --no-resume)
+    idle: float = 0.0              # seconds of silence the watchdog allowed (for the message)
+    silent: bool = False           # the limit was read from the engine's silence alone
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -45,6 +56,7 @@ class Verdict(msgspec.Struct, frozen=True):
     task_reason: str = ""
     task_fields: dict[str, Any] = {}   # set with the move, in the same event
     merge: bool = False            # its branch goes to the merge queue
+    session_fields: dict[str, Any] = {}   # set on the session's end record too
 
 
 def failure(f: Facts) -> str:
@@ -53,6 +65,8 @@ def failure(f: Facts) -> str:
         return f.setup_failed
     if f.stop_reason == "timeout":
         return f"timed out after {f.timeout:g}s (its process group was stopped)"
+    if f.stop_reason == "idle":
+        return f"silent for {f.idle:g}s (witness.idle_timeout; its process group was stopped)"
     if f.exit_code is None:
         return ""
     rc = f.exit_code
@@ -75,6 +89,52 @@ def retry(f: Facts, policy: Policy, why: str) -> tuple[str, str, dict[str, Any]]
             "last_failure": text, "last_failure_at": f.now}
     return "failed", f"{why} (after {failures} attempt(s))", {
         "failures": failures, "last_failure": text, "last_failure_at": f.now}
+
+
+SILENT_PAUSES = 3   # pauses in a row read from silence alone before a silence is a failure
+
+
+def ending_facts(end, policy: Policy) -> dict[str, Any]:
+    """The facts an engine's ending (engines/ending.Ending) gives."""
+    return {"ending": end.kind, "ending_why": end.why, "reset_ms": end.reset_ms,
+            "idle": policy.idle_timeout, "silent": end.silent and end.kind == "limit"}
+
+
+def task_facts(task) -> dict[str, Any]:
+    """The facts a task's own fields give on a limit: its pauses in a row, its --no-resume."""
+    return {"pauses": task.get("limit_pauses", 0), "no_resume": task.get("no_resume") is True}
+
+
+def pause(f: Facts, policy: Policy) -> Verdict:
+    """A limit pauses, it never fails: the task is not charged an attempt; it waits for the
+    reset (plus witness.limit_margin), or a backoff doubling per pause in a row when the engine
+    did not say, or named a reset already past (codex's "try again at 9:21 PM" read at 9:21:40:
+    resumed at once, it would meet the limit again and again); then the next session resumes
+    the conversation (unless --no-resume)."""
+    if f.reset_ms > f.now:
+        until = f.reset_ms + int(policy.limit_margin * 1000)
+    else:
+        until = f.now + int(min(policy.limit_backoff * 2 ** f.pauses, policy.limit_backoff_max)
+                            * 1000)
+    label = limit_label(f.engine, f.reset_ms, f.ending_why)
+    status = f"paused until {when(until, f.now)} ({label})"
+    fields = {"paused_until": until, "paused_why": label, "limit_pauses": f.pauses + 1}
+    session = {"paused_until": until, "paused_why": label, "limit": f.ending_why[:1000]}
+    if f.no_resume:
+        reason = f"{status}: it does not resume by itself (--no-resume); requeue it when you will"
+        return Verdict("paused", status, "blocked", reason, fields, session_fields=session)
+    return Verdict("paused", status, "queued", status, {**fields, "retry_after": until},
+                   session_fields=session)
+
+
+def limit_label(engine: str, reset_ms: int, line: str) -> str:
+    """"claude usage limit": a limit with a reset is a usage limit, one without a rate limit."""
+    kind = "usage limit" if reset_ms or "usage" in line.lower() or "quota" in line.lower() \
+        else "rate limit"
+    return f"{engine} {kind}" if engine else kind
+
+
+when = clock   # a reset as this machine's clock shows it
 
 
 def decide(f: Facts, policy: Policy) -> Verdict:
@@ -103,7 +163,22 @@ def decide(f: Facts, policy: Policy) -> Verdict:
             f"{why or 'it ended without a commit'}; {f.over_budget}"
         return Verdict("stopped" if stopped else "failed", reason, "blocked", reason,
                        {"needs_human": f.over_budget})
+    # An engine that met a limit and got past it (gemini retries per-minute quotas) finished:
+    # only a run that ended badly, or did nothing, is judged by what its output says.
+    badly = not f.done and (f.exit_code != 0 or not f.commits or f.stop_reason == "idle")
+    # A silence is a limit only so often in a row: then it is a hang, and charged like one.
+    if f.ending == "limit" and badly and not (f.silent and f.pauses >= SILENT_PAUSES):
+        return pause(f, policy)
+    if f.ending == "lost" and badly:
+        why = f"the conversation to resume is gone ({f.ending_why[:200]}): the next session " \
+              f"starts afresh"
+        return Verdict("failed", why, "queued", why, {"retry_after": f.now})
+    if f.ending == "auth" and badly:
+        why = f"{f.engine or 'the engine'}'s credentials were refused: {f.ending_why[:200]}"
+        return Verdict("failed", why, "blocked", why, {"needs_human": why})
     if why and not (f.done and f.commits):
+        if f.ending == "transient":
+            why = f"{why} (a passing error: {f.ending_why[:200]})"
         to, reason, fields = retry(f, policy, why)
         return Verdict("timed-out" if f.stop_reason == "timeout" else "failed", why, to, reason,
                        fields)
@@ -116,8 +191,9 @@ def decide(f: Facts, policy: Policy) -> Verdict:
                        f"(`git brat task reply`), or drop the task")
     if f.commits:
         reason = f"{f.commits} commit(s) on {f.branch}"
+        again = {"limit_pauses": 0} if f.pauses else {}
         return Verdict("done", reason, "needs-review", reason,
-                       {"failures": 0, "last_failure": ""}, merge=True)
+                       {"failures": 0, "last_failure": "", **again}, merge=True)
     if f.done:
         reason = "reported done without any commit"
         if policy.allow_empty_done:
@@ -129,12 +205,12 @@ def decide(f: Facts, policy: Policy) -> Verdict:
 
 
 def failed_tasks(ended) -> int:
-    """Tasks whose last session of a witness run (its SessionEnd list) failed."""
-    from git_brat.brat.sessions import FAILED
-    last: dict = {}
+    """Tasks whose last session of a witness's run failed (its SessionEnd records)."""
+    last = {}
     for e in ended:
         last[e.task] = e
     return sum(1 for e in last.values() if e.status in FAILED or e.task_status == "failed")
 
 
-__all__ = ["Facts", "Verdict", "StopReason", "failure", "retry", "decide", "failed_tasks"]
+__all__ = ["Facts", "Verdict", "StopReason", "failure", "retry", "decide", "pause", "when",
+           "limit_label", "failed_tasks", "ending_facts", "task_facts"]

@@ -51,7 +51,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
         "dropped": ("queued",),
     }),
     Kind(SESSION, "status", ("done", "failed", "timed-out", "blocked", "stopped", "crashed",
-                             "ended"), group=TASK),
+                             "ended", "paused"), group=TASK),   # paused: it met a usage limit
     Kind(MERGE, "status", ("merged", "failed", "requeued", "conflict", "blocked", "dropped",
                            "superseded"), group=TASK),
     Kind(MAYOR, "status", ("closed",)),           # a mayor conversation

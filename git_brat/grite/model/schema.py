@@ -243,6 +243,9 @@ FIELDS: dict[str, Check] = {
     # knowledge notes (`git brat kb`): their kind and tags (paths are a task's "paths")
     "note_kind": pattern(WORD, "a note kind (a lowercase word)"),
     "tags": list_of(name(256), 64),
+    # usage limits: a paused task and the session that met the limit (its engine is held)
+    "paused_until": _stamp, "paused_why": _line, "limit_pauses": _count, "limit": _long,
+    "no_resume": boolean,
 }
 # what a session spent (brat/engines/usage.py): token counts, micro-dollars (null: unknown);
 # `reported`, a cumulative engine's totals so far, the next resumed session's starting point

@@ -3,8 +3,8 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-kb KIND PATH TEXT, exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child),
-error-json [MSG], print LINE. With $FAKE_PLAN
+kb KIND PATH TEXT, exit N, fail-first, limit-first RC LINE, hang, hang-once, sleep S, orphan (a
+setsid child), error-json [MSG], print LINE. With $FAKE_PLAN
 set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
@@ -65,6 +65,15 @@ if plan and '"tasks"' in prompt and '"convoy"' in prompt:   # asked for a plan, 
     sys.exit(0)
 
 state = os.environ.get("FAKE_STATE", os.path.join(os.path.dirname(record or "."), "fake-state"))
+if name == "claude" and session:
+    # Like the real one, it keeps its conversation: a --resume carries on the task it had.
+    os.makedirs(state, exist_ok=True)
+    kept = os.path.join(state, "conversation-" + os.path.basename(session))
+    if "--resume" in args and os.path.exists(kept):
+        with open(kept) as f:
+            prompt = f.read() + "\n" + prompt
+    with open(kept, "w") as f:
+        f.write(prompt)
 rc = 0
 for line in prompt.splitlines():
     if not line.startswith("FAKE: "):
@@ -102,6 +111,16 @@ for line in prompt.splitlines():
             open(marker, "w").close()
             print("failing on purpose the first time", file=sys.stderr)
             sys.exit(3)
+    elif action == "limit-first":
+        # An engine meeting a usage limit the first time, for this task: it prints the given
+        # line (backslash escapes decoded), and exits with the code (first word) given.
+        os.makedirs(state, exist_ok=True)
+        marker = os.path.join(state, "limited-once-" + os.environ.get("BRAT_TASK", ""))
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            code, _, text = rest.partition(" ")
+            print(text.encode().decode("unicode_escape"), flush=True)
+            sys.exit(int(code))
     elif action == "sleep":
         time.sleep(float(rest))
     elif action == "orphan":   # a child that leaves the agent's process group (setsid)
