@@ -65,15 +65,14 @@ if plan and '"tasks"' in prompt and '"convoy"' in prompt:   # asked for a plan, 
     sys.exit(0)
 
 state = os.environ.get("FAKE_STATE", os.path.join(os.path.dirname(record or "."), "fake-state"))
-if name == "claude" and session:
-    # Like the real one, it keeps its conversation: a --resume carries on the task it had.
-    os.makedirs(state, exist_ok=True)
-    kept = os.path.join(state, "conversation-" + os.path.basename(session))
-    if "--resume" in args and os.path.exists(kept):
-        with open(kept) as f:
-            prompt = f.read() + "\n" + prompt
-    with open(kept, "w") as f:
-        f.write(prompt)
+# Like the real one, claude carries on a conversation a usage limit cut short: a --resume
+# does the task it had (what it did before the limit is not done twice: only a limit-first
+# run keeps its conversation, and the resumed run takes it up once).
+kept = os.path.join(state, "conversation-" + os.path.basename(session or "none"))
+if name == "claude" and session and "--resume" in args and os.path.exists(kept):
+    with open(kept) as f:
+        prompt = f.read() + "\n" + prompt
+    os.unlink(kept)
 rc = 0
 for line in prompt.splitlines():
     if not line.startswith("FAKE: "):
@@ -118,6 +117,9 @@ for line in prompt.splitlines():
         marker = os.path.join(state, "limited-once-" + os.environ.get("BRAT_TASK", ""))
         if not os.path.exists(marker):
             open(marker, "w").close()
+            if name == "claude" and session:
+                with open(kept, "w") as f:
+                    f.write(prompt)
             code, _, text = rest.partition(" ")
             print(text.encode().decode("unicode_escape"), flush=True)
             sys.exit(int(code))
