@@ -58,6 +58,20 @@ class Proc(msgspec.Struct):
     host: str
 
 
+def on_stop_signals(stop: Callable[[str], None]) -> Callable[[], None]:
+    """Call stop("interrupted") on SIGINT, stop("stopped") on SIGTERM, instead of dying there
+    (a role winds its work up itself); returns what puts the old handlers back. Only the main
+    thread may set handlers: elsewhere it does nothing."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, _frame):
+        stop("interrupted" if signum == signal.SIGINT else "stopped")
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    return lambda: [signal.signal(s, h) for s, h in old.items()]
+
+
 def start_time(pid: int) -> int | None:
     """The process's start time from /proc (None: no such process, or a zombie)."""
     try:

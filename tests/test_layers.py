@@ -33,7 +33,7 @@ FLOORS = [
     ["git_brat.grite.cli", "git_brat.grite.__main__"],
     ["git_brat.brat", "git_brat.brat.engines", "git_brat.brat.templates"],
     ["git_brat.brat.config", "git_brat.brat.layout"],
-    ["git_brat.brat.trust"],                            # what config takes effect
+    ["git_brat.brat.trust", "git_brat.brat.config_text"],   # what config takes effect
     ["git_brat.brat.board"],
     ["git_brat.brat.tasks", "git_brat.brat.sessions", "git_brat.brat.review"],
     ["git_brat.brat.daemon", "git_brat.brat.workflows"],

@@ -439,26 +439,7 @@ def load(toplevel: str | None) -> Config:
     return Config() if text is None else parse(text)
 
 
-# -- the default file ---------------------------------------------------------------
-
-HEADER = """\
-# git-brat configuration. Commit this file to share the settings with everyone working here.
-# Every key is listed with its default; delete a line to go back to the default.
-# `git brat config set KEY VALUE` changes a value (validated) and keeps these comments.
-"""
-
-
-def _comment(text: str, width: int = 78) -> list[str]:
-    import textwrap
-    return ["# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False)]
-
-
-def _key_lines(cls, obj, name: str) -> list[str]:
-    f = _field_info(cls, name)
-    text = (f"{_description(cls, name)} Default: {show_value(f.default)}. "
-            f"Allowed: {allowed(f.type)}.")
-    return _comment(text) + [f"{name} = {show_value(getattr(obj, name))}"]
-
+# -- the target branch ------------------------------------------------------------
 
 def valid_branch(name: str) -> bool:
     """A name git accepts for a branch (the rules of git check-ref-format --branch)."""
@@ -495,45 +476,6 @@ def target_branch_problem(store, branch: str) -> str | None:
                   if not n.startswith(b"refs/heads/brat/"))[:8]
     return (f"branch {branch!r} exists neither here nor on a remote"
             + (f" (branches here: {', '.join(have)})" if have else ""))
-
-
-def text_for(store) -> str:
-    """default_text for this repository: work lands on its default branch (see default_target)."""
-    return default_text({"refinery.target_branch": default_target(store)})
-
-
-def default_text(overrides: dict[str, Any] | None = None, hub: bool = False) -> str:
-    """The config file `git brat init` writes: every key, its value and a comment with its default.
-
-    overrides ({"refinery.target_branch": "trunk"}) set values that differ per repository.
-    """
-    cfg = Config()
-    for key, value in (overrides or {}).items():
-        section, name = key.split(".")
-        setattr(getattr(cfg, section), name, value)
-    out = [HEADER]
-    for section, cls in SECTIONS.items():
-        if section == "hub" and not hub:
-            continue   # read only in a hub's own file
-        out.append(f"[{section}]")
-        out += _comment(cls.__doc__)
-        for f in msgspec.inspect.type_info(cls).fields:
-            out.append("")
-            out += _key_lines(cls, getattr(cfg, section), f.name)
-        out.append("")
-    presets = ", ".join(ENGINE_PRESETS)
-    out += _comment(f"[engines.<name>]: {Engine.__doc__} Presets: {presets}. Every key is "
-                    "optional; for example:")
-    out.append("# [engines.claude]")
-    for f in msgspec.inspect.type_info(Engine).fields:
-        example = {"command": ["claude", "-p", "{prompt}"], "prompt": "arg", "result": "json",
-                   "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
-                   "timeout": 3600,
-                   "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"],
-                   "scratch": [".cache-of-my-agent/"], "state": ["~/.my-agent/"]}[f.name]
-        out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
-        out.append(f"# {f.name} = {show_value(example)}")
-    return "\n".join(out) + "\n"
 
 
 # -- get / set --------------------------------------------------------------------
@@ -619,5 +561,5 @@ def set_text(text: str, key: str, raw: str, whole: bool = True) -> tuple[str, An
     return new, value
 
 
-__all__ = ["Config", "ConfigError", "load", "parse", "validate", "default_text", "get",
+__all__ = ["Config", "ConfigError", "load", "parse", "validate", "get",
            "set_text", "path_in", "CONFIG_PATH", "ENGINE_PRESETS"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from git_brat.brat import config, trust
+from git_brat.brat import config, config_text, trust
 from git_brat.brat.refinery.hub import HubInit, init_hub
 from git_brat.errors import UsageError
 from git_brat.files import atomic_write
@@ -64,7 +64,7 @@ def init(g: Grite, hook_trigger: bool = False) -> BratInit:
     if exists:
         config.load(top)
     else:
-        text = config.text_for(g.store)
+        text = config_text.text_for(g.store)
     result = setup.init(g)
     if not exists:
         atomic_write(path, text.encode())

@@ -12,7 +12,7 @@ import msgspec
 
 from git_brat.approvals import fingerprint
 from git_brat import approvals
-from git_brat.brat import config, layout
+from git_brat.brat import config, config_text, layout
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import atomic_write
 from git_brat.git.store import Store
@@ -324,7 +324,7 @@ def set_committed(store: Store, key: str, raw: str) -> SetResult:
     path = config.path_in(top)
     before = load(store).approval.approved
     text = config.read_text(path)
-    new, value = config.set_text(text if text is not None else config.text_for(store), key, raw)
+    new, value = config.set_text(text if text is not None else config_text.text_for(store), key, raw)
     _refuse_missing_target(store, key, value)
     atomic_write(path, new.encode())
     if before:

@@ -7,7 +7,7 @@ import os
 import click
 import msgspec
 
-from git_brat.brat import config
+from git_brat.brat import config, config_text
 from git_brat.brat import trust
 from git_brat.brat.layout import hub_config
 from git_brat.clikit import emit, json_option, warn
@@ -74,7 +74,7 @@ def set_(key, value, local, as_json):
     store = Store.discover()
     if store.bare:
         path = hub_config(store)
-        text = config.read_text(path, path) or config.default_text(hub=True)
+        text = config.read_text(path, path) or config_text.default_text(hub=True)
         new, parsed = config.set_text(text, key, value)
         atomic_write(path, new.encode())
         emit(as_json, {"key": key, "value": parsed, "file": path},

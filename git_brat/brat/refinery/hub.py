@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from git_brat.brat import config, layout
+from git_brat.brat import config, config_text, layout
 from git_brat.brat.trust import HOOK_TRIGGER, Unapproved
 from git_brat.grite.sync import shims as hooks
 from git_brat.errors import UsageError
@@ -123,7 +123,7 @@ def init_hub(g: Grite) -> HubInit:
             config.parse(f.read(), where=path)   # a bad config stops init before any write
     else:
         branch = next(b for b in g.store.default_branch_candidates() if config.valid_branch(b))
-        text = config.default_text({"refinery.target_branch": branch,
+        text = config_text.default_text({"refinery.target_branch": branch,
                                     "refinery.trigger": "hook"}, hub=True)
     result = setup.init(g)
     if exists:

@@ -12,7 +12,7 @@ from git_brat.brat import spend
 from git_brat.brat import tasks
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Preset, usage
-from git_brat.brat.witness import session
+from git_brat.brat.witness import meter, session
 from git_brat.brat.witness.session import LiveSession, log_line
 from git_brat.errors import GriteError
 from git_brat.grite.issues import summary
@@ -53,7 +53,7 @@ def spent_while_running(w: Witness, board: model.Board, live: LiveSession) -> bo
     limits = _limits(w.cfg)
     if not limits:
         return False
-    measured = session.spent_so_far(live, w.preset)
+    measured = meter.spent_so_far(live, w.preset)
     if not measured.reported:
         return False
     mine, _totals = spend.own(measured, w.preset, _prior(board, live), live.resume_id,

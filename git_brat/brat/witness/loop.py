@@ -171,7 +171,7 @@ class Witness:
     # -- the loop --------------------------------------------------------------------
 
     def run(self) -> Summary:
-        restore = self._trap_signals()
+        restore = process.on_stop_signals(lambda how: setattr(self, "stopping", how))
         if problem := target_branch_problem(self.g.store, self.cfg.refinery.target_branch):
             self.say(f"warning: refinery.target_branch: {problem}")
         try:
@@ -206,15 +206,6 @@ class Witness:
             restore()
         failed = verdict.failed_tasks(self.ended)
         return Summary(self.started, self.ended, self.recovered, failed, bool(self.stopping))
-
-    def _trap_signals(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def stop(signum, _frame):
-            self.stopping = "interrupted" if signum == signal.SIGINT else "stopped"
-        old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-        return lambda: [signal.signal(s, h) for s, h in old.items()]
 
     def _housekeeping(self) -> None:
         """Between claims when running for good: recover others' crashed sessions, sync."""

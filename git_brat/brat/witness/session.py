@@ -25,7 +25,7 @@ from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Invocation, Preset, ending, runner, sandbox, usage
-from git_brat.brat.witness import brief, confine, gate, prompt
+from git_brat.brat.witness import brief, confine, gate, meter, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import open_private, private_dir
@@ -242,7 +242,7 @@ def wind_up(store, live: LiveSession, preset: Preset, rc: int | None = None) -> 
     error = redact.text(result.message) if result is not None and result.is_error else None
     # The whole output (up to END_READ): an engine that reports every step has its first
     # reports at the top of a long log.
-    spent = spent_so_far(live, preset, runner.read_from(live.log, live.engine_offset, END_READ),
+    spent = meter.spent_so_far(live, preset, runner.read_from(live.log, live.engine_offset, END_READ),
                          engine_session) if engine_ran else usage.Usage()
     end = ending.classify(preset, output, rc, idle=live.stop_reason == "idle") if engine_ran \
         else ending.Ending("failure")
@@ -250,48 +250,6 @@ def wind_up(store, live: LiveSession, preset: Preset, rc: int | None = None) -> 
         end = msgspec.structs.replace(end, why=redact.text(end.why))
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
                      engine_session, error, spent, end)
-
-
-def spent_so_far(live: LiveSession, preset: Preset, output: str | None = None,
-                 engine_session: str = "") -> usage.Usage:
-    """What the engine of a session reported spending up to now, as it reported it (a
-    cumulative engine: its conversation's totals): from `output` (its whole output, at its
-    end), else what its log holds, read on from where the last look stopped; or from its side
-    channel."""
-    if preset.usage is None or live.phase != "engine":
-        return usage.Usage()
-    env = {**live.env, **(live.inv.env if live.inv else {})}
-
-    def measure(text: str) -> usage.Usage:
-        return usage.measure(preset, text, env=env, workdir=live.worktree,
-                             engine_session=engine_session or live.session_uuid or
-                             _resumed_id(live), since=live.started_wall)
-    if output is not None or preset.usage.file:
-        return measure(output or "")
-    live.meter_offset = max(live.meter_offset, live.engine_offset)
-    text, live.meter_offset = _new_lines(live.log, live.meter_offset)
-    part = measure(text)
-    if part.reported:
-        each = preset.usage.each
-        live.meter = live.meter.plus(part) if each and live.meter.reported else part
-    return live.meter
-
-
-def _new_lines(path: str, offset: int, limit: int = 4 << 20) -> tuple[str, int]:
-    """The whole lines a log gained since byte `offset` (at most `limit` bytes of them), and
-    the offset after them."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read(limit)
-    except OSError:
-        return "", offset
-    end = data.rfind(b"\n") + 1
-    return data[:end].decode("utf-8", "replace"), offset + end
-
-
-def _resumed_id(live: LiveSession) -> str:
-    return live.resume_id
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
@@ -599,4 +557,4 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
            "publish_log", "stop_strays", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of", "confine_session",
-           "confined", "unconfine", "spent_so_far"]
+           "confined", "unconfine"]
