@@ -12,7 +12,7 @@ from git_brat.brat import spend
 from git_brat.brat import tasks
 from git_brat.brat.config import Config
 from git_brat.brat.engines import Preset, usage
-from git_brat.brat.witness import meter, session
+from git_brat.brat.witness import meter
 from git_brat.brat.witness.session import LiveSession, log_line
 from git_brat.errors import GriteError
 from git_brat.grite.issues import summary
