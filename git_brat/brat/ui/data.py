@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import mayor as m
@@ -20,6 +21,7 @@ from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
 from git_brat.errors import Conflict, NotFound, UsageError
 from git_brat.grite.log.refs import log_tips
+from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
 
 # The board's columns, left to right; a task in a state not shown (dropped) is in none.
@@ -220,6 +222,11 @@ class Card(msgspec.Struct):
     engine: str                # the engine of its latest session ("" if none ran)
     labels: list[str]
     needs: list[str]
+    message: str = ""          # the agent's last word on it (its question, when it blocked)
+    liveness: str = ""         # alive, dead or paused, while a session is live ("" otherwise)
+    session: str = ""          # its latest session
+    running_for: float | None = None   # seconds its live session has run
+    cost: str = ""             # what its sessions cost so far, where the records say
 
 
 class BoardPage(msgspec.Struct):
@@ -229,45 +236,114 @@ class BoardPage(msgspec.Struct):
     labels: list[str]
     filters: dict[str, str]
     hidden: dict[str, int] = {}    # cards left out of a column, past the limit
+    found: int = 0                 # cards a search matched, every column together
 
 
 def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
-               label: str = "") -> BoardPage:
+               label: str = "", search: str = "") -> BoardPage:
     b = model.board(g)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
-    latest: dict[str, str] = {}
+    latest: dict[str, Entity] = {}
     for s in sorted(b.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
-        eng = s.get("engine", "")
-        latest[s.get("task", "")] = eng if isinstance(eng, str) else ""
+        latest[s.get("task", "")] = s
     cols: dict[str, list[Card]] = {c: [] for c in COLUMNS}
     engines, labels = set(), set()
+    words = search.lower().split()
     pool = b.convoy_tasks(cid) if cid else sorted(b.tasks.values(), key=model.age_key)
     for t in pool:
         tl = [x for x in t.members("labels") if isinstance(x, str)]
         if t.get("step"):
             tl.append(f"step:{t.get('step')}")
-        eng = latest.get(t.id, "")
+        eng = text_field(latest[t.id], "engine") if t.id in latest else ""
         engines.update([eng] if eng else [])
         labels.update(tl)
         s = status_of(t)
         if s not in cols or (state and s != state) or (engine and eng != engine) \
-                or (label and label not in tl):
+                or (label and label not in tl) or (words and not matches(t, words)):
             continue
         cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
-                            model.priority_of(t), b.is_ready(t.id), eng, tl,
-                            sorted(b.prereqs(t.id))))
+                            model.priority_of(t), False, eng, tl, []))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
-    limit = CARDS_FILTERED if (cid or state or engine or label) else CARDS_SHOWN
+    limit = CARDS_FILTERED if (cid or state or engine or label or words) else CARDS_SHOWN
     hidden = {}
     for name, c in cols.items():
-        c.sort(key=lambda x: (urgency(x.priority), not x.ready))
+        c.sort(key=lambda x: urgency(x.priority))
         if len(c) > limit:
             hidden[name] = len(c) - limit
             del c[limit:]
+        # What costs a look per card (readiness, the last message, the witness's pid) is
+        # worked out for the cards shown only: a 10k-task board shows a few hundred.
+        for card in c:
+            fill_card(g, b, card, latest.get(card.id))
+        c.sort(key=lambda x: (urgency(x.priority), not x.ready))
+    found = sum(len(c) for c in cols.values()) + sum(hidden.values())
     return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
-                     {"convoy": cid or "", "state": state, "engine": engine, "label": label},
-                     hidden)
+                     {"convoy": cid or "", "state": state, "engine": engine, "label": label,
+                      "q": search}, hidden, found)
+
+
+def matches(t: Entity, words: list[str]) -> bool:
+    """Whether every word of a search is in the task's title or body, or starts its id."""
+    text = f"{text_field(t, 'title')}\n{text_field(t, 'body')}".lower()
+    return all(t.id.startswith(w) or w in text for w in words)
+
+
+def text_field(e: Entity, name: str) -> str:
+    v = e.get(name, "")
+    return v if isinstance(v, str) else ""
+
+
+def fill_card(g: Grite, b: Board, card: Card, session: Entity | None) -> None:
+    t = b.tasks[card.id]
+    card.ready = b.is_ready(card.id)
+    card.needs = sorted(b.prereqs(card.id))
+    card.message = last_message(t)
+    if session is None:
+        return
+    card.session = session.id
+    card.cost = cost_of(session)
+    if session.get("status") in ss.LIVE:
+        card.liveness = liveness(g, session)
+        card.running_for = max(0.0, (process.now_ms() - session.created_at) / 1000)
+    elif session.get("status") == "paused":
+        card.liveness = "paused"
+
+
+MESSAGE_SHOWN = 200   # characters of an agent's last message on its card
+
+
+def last_message(t: Entity) -> str:
+    """The agent's last word on a task: the latest comment that is not a human's reply, else
+    the reason given with its status (a block's question)."""
+    for _eid, _l, _actor, _ts, body in reversed(t.sorted_comments()):
+        if isinstance(body, str) and not body.startswith("reply: "):
+            return body[:MESSAGE_SHOWN]
+    return model.reason_of(t)[:MESSAGE_SHOWN] if isinstance(model.reason_of(t), str) else ""
+
+
+# The session fields a usage limit or a cost leaves, when their writers record them (read
+# only when present and of the right type: a board never makes up a pause or a price).
+PAUSE_FIELDS = ("paused_until", "paused", "limit")
+COST_FIELDS = ("cost_usd", "cost")
+
+
+def liveness(g: Grite, session: Entity) -> str:
+    """alive, dead (its witness is gone on this host: crashed, not running) or paused (the
+    session record says it waits on a usage limit)."""
+    if ss.witness_gone(g.store, session):
+        return "dead"
+    if any(session.get(f) not in (None, "", 0, False) for f in PAUSE_FIELDS):
+        return "paused"
+    return "alive"
+
+
+def cost_of(session: Entity) -> str:
+    for f in COST_FIELDS:
+        v = session.get(f)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9:
+            return f"${v:.2f}"
+    return ""
 
 
 def urgency(priority: Any) -> tuple:
@@ -289,15 +365,16 @@ def _actor(g: Grite) -> str:
 
 
 def reply(g: Grite, ref: str, message: str, notes: list[dict] = ()) -> model.TaskDetail:
-    """`git brat task reply ID -m MESSAGE`; comments on diff lines become part of the reply."""
-    lines = [message.strip()] if message.strip() else []
+    """`git brat task reply ID -m MESSAGE --note PATH:LINE: TEXT…` (request changes): notes on
+    diff lines go to the review gate as the CLI's --note do."""
+    lines = []
     for n in notes:
         path, line, text = str(n.get("path", "")), str(n.get("line", "")), str(n.get("text", ""))
         if text.strip():
-            lines.append(f"- {path}:{line}: {text.strip()}")
-    if not lines:
+            lines.append(f"{path}:{line}: {text.strip()}")
+    if not message.strip() and not lines:
         raise UsageError("a reply needs text: write your answer, or a comment on a diff line")
-    tid = ss.reply(g, ref, "\n".join(lines))
+    tid = ss.reply(g, ref, message.strip() or "see my notes on the diff", lines)
     return task_show(g, tid)
 
 

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from git_brat.brat.ui import data
+from git_brat.brat.ui import control, data
 from git_brat.brat.ui import html as pages
 from git_brat.errors import GriteError, UsageError
 
@@ -279,10 +279,23 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             rendered[key] = render(request)
         return rendered[key]
 
+    counted: dict[str, int] = {}   # log tip -> what waits on the human then
+
+    def needs_count() -> int | None:
+        """The count on "Needs you" and in every page's title, worked out once per log tip."""
+        tip = repo.tip()
+        if tip not in counted:
+            g, cfg = g_cfg()
+            counted.clear()
+            counted[tip] = control.needs_count(g, cfg)
+        return counted[tip]
+
     def view(title: str, here: str, render: Callable[[Request], str]):
         async def endpoint(request: Request) -> Response:
+            needs = None
             try:
                 body = await run_in_threadpool(cached, render, request)
+                needs = await run_in_threadpool(needs_count)
             except GriteError as exc:
                 body = pages.error(exc.message)
             except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
@@ -290,7 +303,8 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             if repo.read_only:
                 body = pages.READ_ONLY + body
             nonce = secrets.token_urlsafe(18)
-            return HTMLResponse(pages.page(title, body, nonce, here), headers=page_headers(nonce))
+            return HTMLResponse(pages.page(title, body, nonce, here, needs),
+                                headers=page_headers(nonce))
         return endpoint
 
     q = lambda r, k: r.query_params.get(k, "") or ""  # noqa: E731
@@ -304,7 +318,8 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     def board_page(r):
         g = repo.grite()
         return pages.board(data.board_page(g, q(r, "convoy"), q(r, "state"), q(r, "engine"),
-                                           q(r, "label")))
+                                           q(r, "label"), q(r, "q")),
+                           None if repo.read_only else control.roles(g))
 
     def needs_page(_r):
         g, cfg = g_cfg()
@@ -317,7 +332,8 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
         d = data.task_show(g, pid(r))
         b = data.model.board(g)
         title = b.convoys[d.convoy].get("title", "") if d.convoy in b.convoys else ""
-        return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title)
+        return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title,
+                          control.legal_actions(g, d.id, repo.read_only), control.check_output(g, d.id))
 
     def sessions_page(_r):
         return pages.sessions(data.session_list(repo.grite(), everything=True))
@@ -387,6 +403,16 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             raise UsageError("notes must be a list of {path, line, text}")
         return v
 
+    def _priority(b: dict) -> int:
+        v = b.get("priority", data.model.DEFAULT_PRIORITY)
+        try:
+            p = int(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else -1
+        except ValueError:
+            p = -1
+        if p not in data.model.PRIORITIES:
+            raise UsageError("priority is one of 0 (most urgent) to 4")
+        return p
+
     async def events(r: Request) -> Response:
         return await _events(r, watcher)
 
@@ -431,6 +457,18 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             lambda g, t, b: data.stop_task_session(g, t))), methods=["POST"]),
         Route("/api/v1/sessions/{id}/stop", api(act(
             lambda g, s, b: data.stop_session(g, s))), methods=["POST"]),
+        Route("/api/v1/convoys", api(lambda r, b: control.create_convoy(
+            repo.grite(), _text(b, "title"), _text(b, "body"))), methods=["POST"]),
+        Route("/api/v1/tasks", api(lambda r, b: control.create_task(
+            repo.grite(), _text(b, "convoy"), _text(b, "title"), _text(b, "body"),
+            _priority(b))), methods=["POST"]),
+        Route("/api/v1/witness/start", api(lambda r, b: control.witness_start(repo.grite())),
+              methods=["POST"]),
+        Route("/api/v1/witness/stop", api(lambda r, b: control.witness_stop(repo.grite())),
+              methods=["POST"]),
+        Route("/api/v1/refinery/pass", api(lambda r, b: control.refinery_pass(repo.grite())),
+              methods=["POST"]),
+        Route("/api/v1/sync/push", api(lambda r, b: control.push(repo.grite())), methods=["POST"]),
         Route("/api/v1/mayor/ask", api(
             lambda r, b: data.mayor_ask(repo, repo.grite(), _text(b, "question"))), methods=["POST"]),
         Route("/api/v1/mayor/confirm", api(

@@ -173,7 +173,7 @@ def test_actions_are_the_commands_and_their_refusals(seeded):
     code, out = b.post(f"/api/v1/tasks/{queued}/reply", {
         "message": "ok, go", "notes": [{"path": "CHANGES", "line": 3, "text": "say why"}]})
     assert code == 200 and out["status"] == "queued"
-    assert out["comments"][-1]["body"] == "reply: ok, go\n- CHANGES:3: say why"
+    assert out["comments"][-1]["body"] == "reply: ok, go\n\nNotes on the diff:\n- CHANGES:3: say why"
     code, out = b.post(f"/api/v1/tasks/{queued}/drop", {"message": "not needed"})
     assert code == 200 and brat_json(repo, "task", "show", queued)["status"] == "dropped"
     assert status(repo) == ""
@@ -249,7 +249,7 @@ def test_a_host_other_than_loopback_is_warned_about(tmp_path):
     assert "warning: serving on 127.0.0.2" in board.stderr
 
 
-def test_detach_then_stop(tmp_path):
+def test_detach_then_ui_again_reprints_the_running_board_then_stop(tmp_path):
     repo = make_repo(tmp_path / "r")
     brat(repo, "init")
     (repo / "sub").mkdir()
@@ -257,8 +257,10 @@ def test_detach_then_stop(tmp_path):
     shown = brat_json(repo / "sub", "ui", "--detach", "--no-open")
     try:
         assert set(shown) == {"url", "port", "pid"}
-        again = brat(repo, "ui", "--detach", "--no-open", check=False)
-        assert again.returncode == 5 and "already runs" in again.err
+        # Asked again (from anywhere in the repository), it says where the running board is.
+        assert brat_json(repo, "ui", "--detach", "--no-open") == shown
+        assert brat_json(repo / "sub", "ui", "--no-open") == shown
+        assert brat(repo, "ui", "--no-open").out.strip() == shown["url"]
         board = boardkit.Board(None, shown)
         assert board.get_json("/api/v1/tasks") == []
     finally:
