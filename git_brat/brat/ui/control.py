@@ -16,7 +16,7 @@ from git_brat.brat import tasks
 from git_brat.brat import trust
 from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
-from git_brat.brat.ui.data import convoy_show, task_show, text_field
+from git_brat.brat.ui.data import board_of, convoy_show, task_show, text_field
 from git_brat.errors import Conflict, UsageError
 from git_brat.grite.repo import Grite
 
@@ -27,7 +27,7 @@ def needs_count(g: Grite, cfg: Config, b: Board | None = None) -> int:
     """How many things wait on the human: interventions, work waiting for review, and sessions
     whose witness is gone (the "Needs you" page's lists, counted without drawing them)."""
     from git_brat.brat import review
-    b = b or model.board(g)
+    b = b or board_of(g)
     lease_list, _problems = st.leases(g)
     count = len(st.interventions(b, cfg, lease_list, process.now_ms()))
     count += len(review.waiting(b, g.store, cfg))
@@ -54,7 +54,7 @@ def legal_actions(g: Grite, tid: str, read_only: bool) -> list[str]:
     of it failed, a stop only while a session runs it; none on a hub's read-only board."""
     if read_only:
         return []
-    b = model.board(g)
+    b = board_of(g)
     status = status_of(b.tasks[tid])
     out = [a for a, sources in ACTION_FROM.items() if status in sources]
     if "retry" in out and not any(True for _ in b.state.of_group(model.MERGE, tid)):

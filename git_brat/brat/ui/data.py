@@ -38,6 +38,9 @@ class Repo:
     def __init__(self, path: str):
         self.path = path
         self._mayor_lock = threading.Lock()
+        self._reader_lock = threading.Lock()
+        self._reader: tuple[str, Grite] | None = None
+        self._witnesses: tuple[str, list[process.Proc]] = ("", [])   # per log tip
         self.pending: dict[str, m.Answer] = {}   # the mayor's plans waiting for confirm / discard
         # A bare hub's board shows everything pushed to it and changes nothing: the clones'
         # humans and agents write, the hub's refinery merges.
@@ -52,10 +55,51 @@ class Repo:
     def grite(self) -> Grite:
         return model.open_grite(self.path)
 
+    def reader(self) -> Grite:
+        """A Grite to read with, shared by every view drawn at the same log tip: the tasks a
+        10k-task board decodes once serve every page, filter and search until the log moves.
+        Writes take a fresh one (grite())."""
+        tip = self.log_tip()
+        with self._reader_lock:
+            if self._reader is None or self._reader[0] != tip:
+                self._reader = (tip, self.grite())
+            return self._reader[1]
+
     def config(self, g: Grite) -> Config:
         return trust.load(g.store).config
 
     def tip(self) -> str:
+        """log_tip, and whether each witness of a live session is still there: a witness
+        killed writes nothing, and its sessions are shown dead at once all the same."""
+        log = self.log_tip()
+        with self._reader_lock:
+            known = self._witnesses if self._witnesses[0] == log else None
+        if known is None:
+            known = (log, self._live_witnesses())
+            with self._reader_lock:
+                self._witnesses = known
+        if not known[1]:
+            return log
+        alive = "".join("1" if process.same_process(p) else "0" for p in known[1])
+        return f"{log}-{alive}"
+
+    def _live_witnesses(self) -> list[process.Proc]:
+        """The witnesses (on this host, as this clone recorded them) of the live sessions."""
+        g = self.reader()
+        out = []
+        try:
+            sessions = board_of(g).hot(model.SESSION, model.SESSION_ENDED)
+        except Exception:   # noqa: BLE001 - the page that reads them says what is wrong
+            return []
+        for e in sessions:
+            if e.get("status") in ss.LIVE:
+                rec = ss.read_local(g.store, e.id, e.get("task", ""))
+                w = ss.process_of(rec, "witness") if rec is not None else None
+                if w is not None and w.host == process.hostname():
+                    out.append(w)
+        return out
+
+    def log_tip(self) -> str:
         """A digest of every event log's tip and of when a branch last moved: it changes
         whenever anything is written or synced, or an agent or the refinery commits.
 
@@ -70,16 +114,27 @@ class Repo:
         return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
 
+def board_of(g: Grite) -> Board:
+    """The board of g's current state, built once per state: the views of one page, and the
+    pages read at one log tip (Repo.reader), share it instead of each reading every task."""
+    state = g.state()
+    kept = getattr(g, "_ui_board", None)
+    if kept is None or kept.state is not state:
+        kept = model.Board(state, g.cold_before)
+        g._ui_board = kept
+    return kept
+
+
 # -- views: the same shapes as the commands' --json ---------------------------------------
 
 def status(g: Grite, cfg: Config, convoy: str | None = None) -> st.Status:
     """`git brat status --json`."""
-    return st.build(g, cfg, convoy, model.board(g))
+    return st.build(g, cfg, convoy, board_of(g))
 
 
 def task_list(g: Grite, convoy: str | None = None, statuses: list[str] = ()) -> list[model.TaskView]:
     """`git brat task list --json`."""
-    b = model.board(g)
+    b = board_of(g)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     return b.task_list(cid, list(statuses))
 
@@ -87,24 +142,24 @@ def task_list(g: Grite, convoy: str | None = None, statuses: list[str] = ()) -> 
 def task_show(g: Grite, ref: str) -> model.TaskDetail:
     """`git brat task show ID --json`."""
     tid = g.resolve(ref, model.TASK).id
-    b = model.board(g)
+    b = board_of(g)
     return b.task_detail(b.tasks[tid], model.history(g, tid))
 
 
 def convoy_list(g: Grite) -> list[model.ConvoyView]:
     """`git brat convoy list --json`."""
-    return model.board(g).convoy_list()
+    return board_of(g).convoy_list()
 
 
 def convoy_show(g: Grite, ref: str) -> model.ConvoyDetail:
     """`git brat convoy show ID --json`."""
-    b = model.board(g)
+    b = board_of(g)
     return b.convoy_detail(b.convoys[g.resolve(ref, model.CONVOY).id])
 
 
 def session_list(g: Grite, everything: bool = False, task: str | None = None) -> list[ss.SessionDetail]:
     """`git brat session list [--all] [--task ID] --json`."""
-    b = model.board(g)
+    b = board_of(g)
     tid = g.resolve(task, model.TASK).id if task else None
     ents = [e for e in ss.all_sessions(b, None if everything or tid else ss.LIVE)
             if tid is None or e.get("task") == tid]
@@ -229,8 +284,17 @@ class Card(msgspec.Struct):
     cost: str = ""             # what its sessions cost so far, where the records say
 
 
+class ConvoyRow(msgspec.Struct):
+    """A convoy as the board lists it: counted from the tasks the board holds already (its
+    derived status, which asks whether anything can still move, is on `convoy show`)."""
+    id: str
+    title: str
+    total: int
+    counts: dict[str, int]
+
+
 class BoardPage(msgspec.Struct):
-    convoys: list[model.ConvoyView]
+    convoys: list[ConvoyRow]
     columns: dict[str, list[Card]]
     engines: list[str]
     labels: list[str]
@@ -241,7 +305,7 @@ class BoardPage(msgspec.Struct):
 
 def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
                label: str = "", search: str = "") -> BoardPage:
-    b = model.board(g)
+    b = board_of(g)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     latest: dict[str, Entity] = {}
     for s in sorted(b.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
@@ -274,13 +338,24 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
             del c[limit:]
         # What costs a look per card (readiness, the last message, the witness's pid) is
         # worked out for the cards shown only: a 10k-task board shows a few hundred.
+        b.prereqs_of([card.id for card in c])
         for card in c:
             fill_card(g, b, card, latest.get(card.id))
         c.sort(key=lambda x: (urgency(x.priority), not x.ready))
     found = sum(len(c) for c in cols.values()) + sum(hidden.values())
-    return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
+    return BoardPage(convoy_rows(b), cols, sorted(engines), sorted(labels),
                      {"convoy": cid or "", "state": state, "engine": engine, "label": label,
                       "q": search}, hidden, found)
+
+
+def convoy_rows(b: Board) -> list[ConvoyRow]:
+    out = []
+    for c in sorted(b.convoys.values(), key=model.age_key):
+        counts: dict[str, int] = {}
+        for t in b.by_convoy.get(c.id, ()):
+            counts[status_of(t)] = counts.get(status_of(t), 0) + 1
+        out.append(ConvoyRow(c.id, text_field(c, "title"), sum(counts.values()), counts))
+    return out
 
 
 def matches(t: Entity, words: list[str]) -> bool:
@@ -355,7 +430,7 @@ def urgency(priority: Any) -> tuple:
 
 
 def sessions_of_task(g: Grite, tid: str) -> list[ss.SessionDetail]:
-    return [ss.detail(g, e) for e in ss.of_task(model.board(g), tid)]
+    return [ss.detail(g, e) for e in ss.of_task(board_of(g), tid)]
 
 
 # -- actions: each the library call its command makes -------------------------------------
@@ -409,7 +484,7 @@ def approve(g: Grite, ref: str) -> model.TaskDetail:
     human looked at goes to the merge queue."""
     from git_brat.brat import review
     tid = g.resolve(ref, model.TASK).id
-    if model.status_of(model.board(g).tasks[tid]) in ("blocked", "failed"):
+    if model.status_of(board_of(g).tasks[tid]) in ("blocked", "failed"):
         retry(g, tid)
     review.approve(g, tid)
     return task_show(g, tid)
@@ -426,7 +501,7 @@ def stop_session(g: Grite, ref: str) -> dict[str, str]:
 def stop_task_session(g: Grite, ref: str) -> dict[str, str]:
     """Stop the live session of a task."""
     tid = g.resolve(ref, model.TASK).id
-    live = [e for e in ss.of_task(model.board(g), tid) if e.get("status") in ss.LIVE]
+    live = [e for e in ss.of_task(board_of(g), tid) if e.get("status") in ss.LIVE]
     if not live:
         raise Conflict(f"task {tid[:7]} has no live session to stop")
     return stop_session(g, live[-1].id)
@@ -477,4 +552,4 @@ __all__ = ["Repo", "COLUMNS", "status", "task_list", "task_show", "convoy_list",
            "session_list", "session_show", "refinery_status", "mayor_status", "mayor_log",
            "session_log", "task_diff", "board_page", "reply", "requeue", "drop", "block",
            "approve", "retry", "stop_session", "stop_task_session", "mayor_ask", "mayor_confirm",
-           "mayor_discard", "Board"]
+           "mayor_discard", "Board", "board_of"]

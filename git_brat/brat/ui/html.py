@@ -13,6 +13,7 @@ from git_brat.brat.ui import control, data
 READ_ONLY = ('<p class="warn">This board serves a bare hub: everything pushed to it, read-only. '
              'Act from a clone.</p>')
 LOGS_SHOWN = 4      # session logs streamed on the Sessions page
+CONVOYS_LISTED = 50   # convoys in the board's table, newest first (the filter names them all)
 NAV = (("/", "Board"), ("/needs-you", "Needs you"), ("/sessions", "Sessions"),
        ("/queue", "Merge queue"), ("/mayor", "Mayor"))
 
@@ -160,11 +161,14 @@ def board(p: data.BoardPage, roles: control.Roles | None = None) -> str:
                + "<button type=submit>filter</button></form>")
     found = (f'<p class="found">{number(p.found)} task(s) match</p>'
              if any(f.get(k) for k in ("q", "convoy", "state", "engine", "label")) else "")
-    convoys = table(["convoy", "status", "progress", "title"], [
+    convoys = table(["convoy", "merged", "open work", "title"], [
         [f'<a href="/?{e(urlencode({"convoy": c.id}))}">{short(c.id)}</a>',
-         f'<span class="st st-{e(c.status)}">{e(c.status)}</span>',
-         f"{number(c.counts.get('merged', 0))}/{number(c.total)}", e(c.title)] for c in p.convoys],
+         f"{number(c.counts.get('merged', 0))}/{number(c.total)}",
+         e(", ".join(f"{n} {s}" for s, n in c.counts.items() if s not in ("merged", "dropped"))),
+         e(c.title)] for c in p.convoys[-CONVOYS_LISTED:][::-1]],
         "no convoys yet: create one above, ask the mayor, or `git brat workflow run`")
+    if len(p.convoys) > CONVOYS_LISTED:
+        convoys += f'<p class="empty">the {CONVOYS_LISTED} newest of {len(p.convoys)}: choose one above</p>'
     cols = []
     for state, cards in p.columns.items():
         items = "".join(card(c) for c in cards)

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import sys
+import threading
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlencode
@@ -311,12 +312,12 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     pid = lambda r: r.path_params["id"]  # noqa: E731
 
     def g_cfg():
-        g = repo.grite()
+        g = repo.reader()
         return g, repo.config(g)
 
     # -- pages --
     def board_page(r):
-        g = repo.grite()
+        g = repo.reader()
         return pages.board(data.board_page(g, q(r, "convoy"), q(r, "state"), q(r, "engine"),
                                            q(r, "label"), q(r, "q")),
                            None if repo.read_only else control.roles(g))
@@ -330,13 +331,13 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     def task_page(r):
         g, cfg = g_cfg()
         d = data.task_show(g, pid(r))
-        b = data.model.board(g)
+        b = data.board_of(g)
         title = b.convoys[d.convoy].get("title", "") if d.convoy in b.convoys else ""
         return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title,
                           control.legal_actions(g, d.id, repo.read_only), control.check_output(g, d.id))
 
     def sessions_page(_r):
-        return pages.sessions(data.session_list(repo.grite(), everything=True))
+        return pages.sessions(data.session_list(repo.reader(), everything=True))
 
     def queue_page(_r):
         g, cfg = g_cfg()
@@ -418,6 +419,16 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
 
     async def log_stream(r: Request) -> Response:
         return await _log_stream(r, repo)
+
+    def warm() -> None:
+        """Read the board once as the server starts, before a browser asks: at 10k tasks the
+        first read of every task is most of a first render."""
+        try:
+            data.board_of(repo.reader())
+            needs_count()
+        except Exception:   # noqa: BLE001 - the first request will say what is wrong
+            pass
+    threading.Thread(target=warm, name="brat-board-warm", daemon=True).start()
 
     routes = [
         Route("/", view("Board", "/", board_page)),
