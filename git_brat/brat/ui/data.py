@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from typing import Any
 
 import msgspec
@@ -30,6 +31,7 @@ LOG_CHUNK = 64 * 1024        # most bytes of a session log sent at once
 DIFF_LIMIT = 512 * 1024      # most bytes of a task's diff shown
 CARDS_SHOWN = 200            # cards per column on the unfiltered board
 CARDS_FILTERED = 2000        # cards per column once a filter narrows the board
+WITNESSES_SEEN = 2.0         # seconds a list of the live sessions' witnesses is kept
 
 
 class Repo:
@@ -72,10 +74,13 @@ class Repo:
         """log_tip, and whether each witness of a live session is still there: a witness
         killed writes nothing, and its sessions are shown dead at once all the same."""
         log = self.log_tip()
+        # Looked up again every WITNESSES_SEEN seconds too: a session's local record may land
+        # after the log write that started it.
+        key = f"{log}:{int(time.monotonic() / WITNESSES_SEEN)}"
         with self._reader_lock:
-            known = self._witnesses if self._witnesses[0] == log else None
+            known = self._witnesses if self._witnesses[0] == key else None
         if known is None:
-            known = (log, self._live_witnesses())
+            known = (key, self._live_witnesses())
             with self._reader_lock:
                 self._witnesses = known
         if not known[1]:
@@ -106,9 +111,13 @@ class Repo:
         A branch moves by renaming a file into refs/heads/ (or brat/ below it), or by a
         rewrite of packed-refs: a stat each, however many branches a year of tasks left."""
         parts: list = sorted(log_tips(self.store).items())
-        for rel in ("packed-refs", "refs/heads", "refs/heads/brat"):
+        paths = [os.path.join(self.store.common_dir, rel)
+                 for rel in ("packed-refs", "refs/heads", "refs/heads/brat")]
+        # A role started or stopped here (its pid file written or removed) shows at once too.
+        paths += [layout.pid_file(self.store, role) for role in ("witness", "refinery")]
+        for path in paths:
             try:
-                parts.append((rel, os.stat(os.path.join(self.store.common_dir, rel)).st_mtime_ns))
+                parts.append((path, os.stat(path).st_mtime_ns))
             except OSError:
                 pass
         return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
@@ -282,6 +291,7 @@ class Card(msgspec.Struct):
     session: str = ""          # its latest session
     running_for: float | None = None   # seconds its live session has run
     cost: str = ""             # what its sessions cost so far, where the records say
+    updated: int = 0           # when it last changed (ms)
 
 
 class ConvoyRow(msgspec.Struct):
@@ -326,13 +336,13 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
                 or (label and label not in tl) or (words and not matches(t, words)):
             continue
         cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
-                            model.priority_of(t), False, eng, tl, []))
+                            model.priority_of(t), False, eng, tl, [], updated=t.updated_at))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
     limit = CARDS_FILTERED if (cid or state or engine or label or words) else CARDS_SHOWN
     hidden = {}
     for name, c in cols.items():
-        c.sort(key=lambda x: urgency(x.priority))
+        c.sort(key=lambda x: (urgency(x.priority), -x.updated))   # the latest moves first
         if len(c) > limit:
             hidden[name] = len(c) - limit
             del c[limit:]
@@ -341,7 +351,7 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
         b.prereqs_of([card.id for card in c])
         for card in c:
             fill_card(g, b, card, latest.get(card.id))
-        c.sort(key=lambda x: (urgency(x.priority), not x.ready))
+        c.sort(key=lambda x: (urgency(x.priority), not x.ready, -x.updated))
     found = sum(len(c) for c in cols.values()) + sum(hidden.values())
     return BoardPage(convoy_rows(b), cols, sorted(engines), sorted(labels),
                      {"convoy": cid or "", "state": state, "engine": engine, "label": label,

@@ -323,9 +323,12 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str, allowed: lis
     logs = "".join(log_view(s.id) for s in sessions[-1:])
     decision = "".join(action(f"/api/v1/tasks/{tid}/{a}", *ACTIONS[a]) for a in ACTIONS
                        if a in allowed)
+    # The decision redraws with the task's status (only what is legal now); the result of
+    # the last action stays beside it.
     side = (live("facts", f"<dl>{head}</dl>")
-            + (f'<div class="actions decision">{decision}<output data-result></output></div>'
-               if decision else '<p class="empty">no action is open to this task now</p>')
+            + '<div class="actions decision">'
+            + live("decision", decision or '<p class="empty">no action is open to this task now</p>')
+            + '<output data-result></output></div>'
             + live("check", check_view(check)))
     return (f'<h2 class="task-title">{e(d.title)}</h2>'
             + (f'<pre class="body">{e(d.body)}</pre>' if d.body else "")
