@@ -40,7 +40,7 @@ def needs_count(g: Grite, cfg: Config, b: Board | None = None) -> int:
 # Each action of a task's page, and the statuses it is legal from: the task transition table
 # (grite's kinds) where the action is a move, the review gate's rules where it is a decision.
 ACTION_FROM: dict[str, tuple[str, ...]] = {
-    "approve": ("needs-review",),
+    "approve": ("needs-review", "blocked", "failed"),   # a blocked or failed one retried first
     "reply": ss.REPLY_FROM,
     "requeue": tuple(s for s, to in model.TRANSITIONS.items() if "queued" in to),
     "block": tuple(s for s, to in model.TRANSITIONS.items() if "blocked" in to),
@@ -59,9 +59,17 @@ def legal_actions(g: Grite, tid: str, read_only: bool) -> list[str]:
     out = [a for a, sources in ACTION_FROM.items() if status in sources]
     if "retry" in out and not any(True for _ in b.state.of_group(model.MERGE, tid)):
         out.remove("retry")
+    if status != "needs-review" and "approve" in out and not has_work(g, tid):
+        out.remove("approve")     # nothing on its branch to approve
     if any(e.get("status") in ss.LIVE for e in ss.of_task(b, tid)):
         out.append("stop")
     return out
+
+
+def has_work(g: Grite, tid: str) -> bool:
+    """Whether the task's branch is here, to be approved."""
+    from git_brat.brat import review
+    return review.find_branch(g.store, ss.branch_for(tid)) is not None
 
 
 class CheckOutput(msgspec.Struct):
