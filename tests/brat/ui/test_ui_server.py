@@ -305,7 +305,41 @@ def test_in_a_bare_hub_the_board_shows_everything_pushed_and_changes_nothing(tmp
         before = git(hub, "for-each-ref", "refs/grite/")
         code, out = board.post(f"/api/v1/tasks/{tid}/block", {"message": "from the hub"})
         assert code == 409 and "read-only" in out["error"]
+        # No action is offered: not on a task, not to create, start or push.
+        for path in ("/", f"/task/{tid}"):
+            _c, _h, page = board.request("GET", path)
+            assert b"data-action=" not in page, path
+        assert b"no action is open to this task now" in board.request("GET", f"/task/{tid}")[2]
+        for action in ("tasks", "convoys", "witness/start", "refinery/pass", "sync/push"):
+            code, out = board.post(f"/api/v1/{action}", {"title": "from the hub"})
+            assert code == 409 and "read-only" in out["error"], action
         assert git(hub, "for-each-ref", "refs/grite/") == before
+    finally:
+        board.stop()
+
+
+def test_what_is_not_yet_pushed_shows_with_a_push_that_publishes_it(tmp_path):
+    from sync_helpers import clone, seeded_hub
+    from helpers import grite
+    hub = seeded_hub(tmp_path)
+    mine = clone(str(hub), tmp_path / "mine", init=False)
+    brat(mine, "init")
+    c = convoy(mine, "Shared")
+    grite(mine, "sync")
+    board = boardkit.start(mine)
+    try:
+        def roles() -> bytes:
+            return board.request("GET", "/")[2].split(b'id="roles"', 1)[1].split(b"</section>", 1)[0]
+        assert b"everything is pushed to origin" in roles()
+        # A reply made here stays here until pushed, and the board says so.
+        code, _out = board.post("/api/v1/tasks", {"convoy": c, "title": "Made here"})
+        assert code == 200
+        assert b"1 change(s) not yet pushed to origin" in roles()
+        assert b'data-action="/api/v1/sync/push"' in roles()
+        code, out = board.post("/api/v1/sync/push")
+        assert code == 200 and out["ok"] and out["remotes"][0]["status"] == "pushed"
+        assert b"everything is pushed to origin" in roles()
+        assert git(hub, "for-each-ref", "refs/grite/replicas/") != ""
     finally:
         board.stop()
 
