@@ -20,8 +20,10 @@ from git_brat.clikit import emit, json_option, warn
 @json_option
 @click.pass_context
 def ui(ctx, port, host, no_open, detach, in_background, as_json):
-    """Serve a live web board of this repository: convoys, tasks, sessions and their logs, the
-    merge queue, the mayor; with actions (reply, approve, re-queue, block, drop, stop).
+    """Serve a live web board of this repository: tasks in columns with a search, what needs
+    you, a review screen per task, sessions and their logs, the merge queue, the mayor; with
+    actions (approve, request changes with line notes, re-queue, block, drop, stop; create a
+    task or convoy, start and stop a witness, run a refinery pass, push the log).
 
     Prints one line, the address with its access token (--json: {"url", "port", "pid"});
     when a board already runs for this repository, its address, and starts no other.
