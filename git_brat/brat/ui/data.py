@@ -126,12 +126,16 @@ class Repo:
 def board_of(g: Grite) -> Board:
     """The board of g's current state, built once per state: the views of one page, and the
     pages read at one log tip (Repo.reader), share it instead of each reading every task."""
-    state = g.state()
-    kept = getattr(g, "_ui_board", None)
-    if kept is None or kept.state is not state:
-        kept = model.Board(state, g.cold_before)
-        g._ui_board = kept
-    return kept
+    with _BUILDING:   # (two views of one page asking at once build it once)
+        state = g.state()
+        kept = getattr(g, "_ui_board", None)
+        if kept is None or kept.state is not state:
+            kept = model.Board(state, g.cold_before)
+            g._ui_board = kept
+        return kept
+
+
+_BUILDING = threading.RLock()
 
 
 # -- views: the same shapes as the commands' --json ---------------------------------------
@@ -320,37 +324,46 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
     latest: dict[str, Entity] = {}
     for s in sorted(b.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
         latest[s.get("task", "")] = s
-    cols: dict[str, list[Card]] = {c: [] for c in COLUMNS}
+    picked: dict[str, list[tuple]] = {c: [] for c in COLUMNS}
     engines, labels = set(), set()
     words = search.lower().split()
-    pool = b.convoy_tasks(cid) if cid else sorted(b.tasks.values(), key=model.age_key)
+    # Every task is looked at (filters, search, the lists of engines and labels); a card is
+    # made for the ones shown only.
+    pool = b.convoy_tasks(cid) if cid else b.tasks.values()
     for t in pool:
         tl = [x for x in t.members("labels") if isinstance(x, str)]
-        if t.get("step"):
-            tl.append(f"step:{t.get('step')}")
+        step = t.get("step")
+        if step:
+            tl.append(f"step:{step}")
         eng = text_field(latest[t.id], "engine") if t.id in latest else ""
-        engines.update([eng] if eng else [])
+        if eng:
+            engines.add(eng)
         labels.update(tl)
         s = status_of(t)
-        if s not in cols or (state and s != state) or (engine and eng != engine) \
+        if s not in picked or (state and s != state) or (engine and eng != engine) \
                 or (label and label not in tl) or (words and not matches(t, words)):
             continue
-        cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
-                            model.priority_of(t), False, eng, tl, [], updated=t.updated_at))
+        # The most urgent first, the latest moved first within a priority.
+        picked[s].append((urgency(model.priority_of(t)), -t.updated_at, t.id, eng, tl))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
     limit = CARDS_FILTERED if (cid or state or engine or label or words) else CARDS_SHOWN
-    hidden = {}
-    for name, c in cols.items():
-        c.sort(key=lambda x: (urgency(x.priority), -x.updated))   # the latest moves first
-        if len(c) > limit:
-            hidden[name] = len(c) - limit
-            del c[limit:]
+    hidden, cols = {}, {}
+    for name, rows in picked.items():
+        rows.sort(key=lambda r: r[:3])
+        if len(rows) > limit:
+            hidden[name] = len(rows) - limit
+            del rows[limit:]
         # What costs a look per card (readiness, the last message, the witness's pid) is
         # worked out for the cards shown only: a 10k-task board shows a few hundred.
-        b.prereqs_of([card.id for card in c])
-        for card in c:
-            fill_card(g, b, card, latest.get(card.id))
+        b.prereqs_of([r[2] for r in rows])
+        cols[name] = c = []
+        for _u, _when, tid, eng, tl in rows:
+            t = b.tasks[tid]
+            card = Card(tid, t.get("title", ""), name, t.get("convoy", ""), model.priority_of(t),
+                        False, eng, tl, [], updated=t.updated_at)
+            fill_card(g, b, card, latest.get(tid))
+            c.append(card)
         c.sort(key=lambda x: (urgency(x.priority), not x.ready, -x.updated))
     found = sum(len(c) for c in cols.values()) + sum(hidden.values())
     return BoardPage(convoy_rows(b), cols, sorted(engines), sorted(labels),

@@ -103,7 +103,7 @@ def page(title: str, body: str, nonce: str, here: str = "/", needs: int | None =
     """The whole page; nonce: this render's, on its script (the CSP allows no other) and on
     its action forms (the script posts no other). needs: what waits on the human, counted in
     the title and on "Needs you" (the script keeps both current)."""
-    badge = f' <span id="needs-count" class="badge">{number(needs)}</span>' if needs is not None else ""
+    badge = f' <span id="needs-count" class="badge">{"" if needs is None else number(needs)}</span>'
     nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}'
                   f'{badge if href == "/needs-you" else ""}</a>' for href, name in NAV)
     n = e(nonce)

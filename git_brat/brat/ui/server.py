@@ -195,11 +195,50 @@ async def _refuse(scope, receive, send, status: int, message: str):
     await resp(scope, receive, send)
 
 
+class NeedsCount:
+    """The count on "Needs you" and in every page's title, worked out once per log tip, off
+    the path of the page: a page drawn before it is known shows the last count, and the count
+    landing is a change the browsers redraw for (at 10k tasks it costs as much as the page)."""
+
+    def __init__(self, repo: data.Repo, count: Callable[[], int]):
+        self.repo, self._count = repo, count
+        self.lock = threading.Lock()
+        self.tip, self.value, self.landed = "", None, 0
+        self.counting: set[str] = set()
+
+    def now(self) -> int | None:
+        tip = self.repo.tip()
+        with self.lock:
+            if tip == self.tip:
+                return self.value
+            start = tip not in self.counting
+            self.counting.add(tip)
+        if start:
+            threading.Thread(target=self.count, args=(tip,), name="brat-needs-count",
+                             daemon=True).start()
+        return self.value
+
+    def count(self, tip: str) -> None:
+        try:
+            value = self._count()
+        except Exception:   # noqa: BLE001 - the Needs you page says what is wrong
+            value = None
+        with self.lock:
+            self.counting.discard(tip)
+            if value is not None:
+                self.tip, self.value = tip, value
+                self.landed += 1
+
+    def marker(self) -> str:
+        return str(self.landed)
+
+
 class Watcher:
     """One poll of the log tips for every connected browser; each waits for the next change."""
 
     def __init__(self, repo: data.Repo):
         self.repo, self.tip, self.version = repo, "", 0
+        self.also: Callable[[], str] = lambda: ""   # more that a redraw shows (the count)
         self.cond: asyncio.Condition | None = None
         self.task: asyncio.Task | None = None
         self.listeners = 0
@@ -207,7 +246,7 @@ class Watcher:
     async def _poll(self):
         while True:
             try:
-                tip = await run_in_threadpool(self.repo.tip)
+                tip = await run_in_threadpool(lambda: f"{self.repo.tip()}/{self.also()}")
             except Exception:   # noqa: BLE001 - a ref mid-update: look again next time
                 tip = self.tip
             if not self.tip:   # the first look: what the pages being served already show
@@ -280,23 +319,15 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             rendered[key] = render(request)
         return rendered[key]
 
-    counted: dict[str, int] = {}   # log tip -> what waits on the human then
-
-    def needs_count() -> int | None:
-        """The count on "Needs you" and in every page's title, worked out once per log tip."""
-        tip = repo.tip()
-        if tip not in counted:
-            g, cfg = g_cfg()
-            counted.clear()
-            counted[tip] = control.needs_count(g, cfg)
-        return counted[tip]
+    counter = NeedsCount(repo, lambda: control.needs_count(*g_cfg()))
+    watcher.also = counter.marker
 
     def view(title: str, here: str, render: Callable[[Request], str]):
         async def endpoint(request: Request) -> Response:
             needs = None
             try:
                 body = await run_in_threadpool(cached, render, request)
-                needs = await run_in_threadpool(needs_count)
+                needs = await run_in_threadpool(counter.now)
             except GriteError as exc:
                 body = pages.error(exc.message)
             except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
@@ -425,7 +456,7 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
         first read of every task is most of a first render."""
         try:
             data.board_of(repo.reader())
-            needs_count()
+            counter.count(repo.tip())
         except Exception:   # noqa: BLE001 - the first request will say what is wrong
             pass
     threading.Thread(target=warm, name="brat-board-warm", daemon=True).start()

@@ -62,7 +62,10 @@ def go(page, board, path="/"):
 
 
 def needs_count(page) -> int:
-    return int(page.locator("#needs-count").inner_text())
+    """The count on "Needs you" (worked out beside the page: it may land just after it)."""
+    badge = page.locator("#needs-count:not(:empty)")
+    badge.wait_for()
+    return int(badge.inner_text())
 
 
 def work_once(repo, convoy_id, **env):

@@ -51,9 +51,12 @@
         }
         restoreDrafts(drafts);
         // What waits on you: counted on "Needs you" and in the title, on every page.
+        // (A page drawn before the count was worked out leaves the last one shown.)
         const count = doc.getElementById("needs-count"), here = document.getElementById("needs-count");
-        if (count && here) here.textContent = count.textContent;
-        document.title = doc.title;
+        if (count && here && count.textContent !== "") {
+          here.textContent = count.textContent;
+          document.title = doc.title;
+        }
         wireNotes();
         startLogs();
         document.body.dataset.version = String(Number(document.body.dataset.version || 0) + 1);
