@@ -196,7 +196,9 @@ class Board:
                 if c is not None and c.created and c.kind == CONVOY:
                     convoys[cid] = c
             tasks = {t.id: t for t in hot}
-            tasks.update((t.id, t) for t in state.of_groups(TASK, list(convoys)))
+            # ... and the settled ones of those convoys (the rest are in hot already).
+            tasks.update((t.id, t) for t in state.of_groups(TASK, list(convoys),
+                                                            (FINISHED, cold_before)))
             self.tasks = Lookup(state, TASK, tasks.values())
             self.convoys = Lookup(state, CONVOY, convoys.values())
         else:
