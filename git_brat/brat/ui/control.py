@@ -82,9 +82,11 @@ def check_output(g: Grite, tid: str) -> CheckOutput:
     """The check's output for a task: what its latest merge record carries (the excerpt the
     refinery wrote). The one place the review screen reads it from."""
     merges = sorted(g.state().of_group(model.MERGE, tid), key=model.age_key)
-    if not merges:
+    # The latest that says something (a merge request re-queued or superseded says nothing).
+    said = [m for m in merges if text_field(m, "result")]
+    if not said:
         return CheckOutput("", "", "")
-    last = merges[-1]
+    last = said[-1]
     return CheckOutput(last.id, text_field(last, "status"), text_field(last, "result"))
 
 

@@ -230,7 +230,8 @@
         planView(r.body);
         show(form, "the mayor answered: confirm or discard the plan", true);
       } else {
-        show(form, r.ok ? (r.body.id ? `created ${String(r.body.id).slice(0, 7)}` : "done") : r.body.error, r.ok);
+        const made = form.matches(".new-task, .new-convoy") && r.body.id;
+        show(form, r.ok ? (made ? `created ${String(r.body.id).slice(0, 7)}` : "done") : r.body.error, r.ok);
       }
       if (r.ok) {
         for (const el of form.querySelectorAll("textarea, input")) el.value = "";
