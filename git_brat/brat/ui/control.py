@@ -37,6 +37,13 @@ def needs_count(g: Grite, cfg: Config, b: Board | None = None) -> int:
     return count
 
 
+def dead_sessions(g: Grite) -> set[str]:
+    """The sessions the log calls live whose witness is gone on this host (status's question)."""
+    b = board_of(g)
+    return {v.id for v in b.sessions()
+            if (e := b.state.entities.get(v.id)) is not None and ss.witness_gone(g.store, e)}
+
+
 # Each action of a task's page, and the statuses it is legal from: the task transition table
 # (grite's kinds) where the action is a move, the review gate's rules where it is a decision.
 ACTION_FROM: dict[str, tuple[str, ...]] = {
@@ -169,5 +176,5 @@ def push(g: Grite) -> dict[str, Any]:
         "status": x.published.status if x.published else "not fetched"} for x in r.remotes]}
 
 
-__all__ = ["needs_count", "legal_actions", "check_output", "CheckOutput", "roles", "Roles",
+__all__ = ["needs_count", "dead_sessions", "legal_actions", "check_output", "CheckOutput", "roles", "Roles",
            "create_convoy", "create_task", "witness_start", "witness_stop", "refinery_pass", "push"]

@@ -292,7 +292,7 @@ ACTIONS = {   # each action a task page may offer: (label, fields, class)
 
 
 def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str, allowed: list[str] = (),
-         check: control.CheckOutput | None = None) -> str:
+         check: control.CheckOutput | None = None, dead: set[str] | frozenset = frozenset()) -> str:
     """The review screen: the diff, and beside it what the task is, the check's output and the
     decision (only the actions legal now); the timeline and the sessions below."""
     tid = d.id
@@ -318,7 +318,7 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str, allowed: lis
     srows = []
     for s in sessions:
         srows.append([f'<a href="/sessions#s-{e(s.id)}">{short(s.id)}</a>', e(s.engine),
-                      number(s.attempt), f'<span class="st st-{e(s.status)}">{e(s.status)}</span>',
+                      number(s.attempt), session_status(s, dead),
                       f"{number(duration(s), '.0f')}s", e(s.reason)])
     logs = "".join(log_view(s.id) for s in sessions[-1:])
     decision = "".join(action(f"/api/v1/tasks/{tid}/{a}", *ACTIONS[a]) for a in ACTIONS
@@ -423,13 +423,22 @@ def log_view(sid: str) -> str:
             f'<pre class="log" data-log="{e(sid)}" data-nonce="{NONCE_MARK}" data-offset="0"></pre>')
 
 
-def sessions(items: list) -> str:
+def session_status(s, dead: set[str] | frozenset = frozenset()) -> str:
+    """A session's status; a live one whose witness is gone is marked dead beside it."""
+    shown = f'<span class="st st-{e(s.status)}">{e(s.status)}</span>'
+    if s.id in dead:
+        shown += (' <span class="liveness dead" title="its witness is gone: the next witness '
+                  'or deacon run recovers it">dead</span>')
+    return shown
+
+
+def sessions(items: list, dead: set[str] | frozenset = frozenset()) -> str:
     rows = []
     for s in reversed(items):
         stop = action(f"/api/v1/sessions/{s.id}/stop", "stop", cls="stop") \
             if s.status in ("starting", "running") else ""
         rows.append([f'<span id="s-{e(s.id)}">{short(s.id)}</span>', task_link(s.task),
-                     f'<span class="st st-{e(s.status)}">{e(s.status)}</span>', e(s.engine),
+                     session_status(s, dead), e(s.engine),
                      number(s.attempt), when(s.started_at), e(s.reason), stop])
     # The live sessions' logs, then the latest ended ones', up to LOGS_SHOWN.
     live_ones = [s for s in items if s.status in ("starting", "running")]

@@ -284,10 +284,12 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
         b = data.board_of(g)
         title = b.convoys[d.convoy].get("title", "") if d.convoy in b.convoys else ""
         return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title,
-                          control.legal_actions(g, d.id, repo.read_only), control.check_output(g, d.id))
+                          control.legal_actions(g, d.id, repo.read_only), control.check_output(g, d.id),
+                          control.dead_sessions(g))
 
     def sessions_page(_r):
-        return pages.sessions(data.session_list(repo.reader(), everything=True))
+        g = repo.reader()
+        return pages.sessions(data.session_list(g, everything=True), control.dead_sessions(g))
 
     def queue_page(_r):
         g, cfg = g_cfg()

@@ -236,6 +236,13 @@ def test_a_session_whose_witness_was_killed_is_marked_dead(big, page, shots):
         card.locator(".liveness.dead").wait_for(timeout=10000)   # no write happened: live all the same
         page.locator("#needs-count", has_text=str(before + 1)).wait_for()
         shots(page, "dead")
+        # The sessions page and the task's page say so too.
+        go(page, board, "/sessions")
+        page.locator("#sessions tr", has_text="running").locator(".liveness.dead").wait_for()
+        shots(page, "dead-sessions")
+        card_id = [t for t in brat_json(repo, "task", "list", "--convoy", demo)][0]["id"]
+        go(page, board, f"/task/{card_id}")
+        page.locator("#sessions .liveness.dead").wait_for()
     finally:
         if witness.poll() is None:
             os.killpg(witness.pid, signal.SIGKILL)
