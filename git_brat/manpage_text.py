@@ -45,6 +45,15 @@ merges finished work, and
 cleans up after crashes.
 """,
     "notes": {
+        "kb": r"""
+Knowledge notes are entities of the log (kind
+.BR note ):
+they sync with it, and each change has an author. Each agent's prompt gets the notes whose paths
+meet its task's paths, whose tag its text names, or that have neither, pitfalls first, about
+6 KB at most; the mayor sees them when it plans. From a sandboxed session,
+.B kb add
+goes through the witness, which records the note as the session.
+""",
         "init": r"""
 Writes
 .B .brat/config.toml
@@ -131,8 +140,28 @@ resumes it; engines that cannot resume get the earlier exchanges summarized.
 A failure, a timeout or an answer without a valid plan creates nothing and names the file the
 answer was saved to.
 """,
-        "status": "Convoys, ready tasks, sessions, merge queue, leases, interventions and the "
-                  "recovery report.",
+        "status": "At any size it fits a screen: a project of 1k tasks prints about 55 lines. An "
+                  "intervention an agent caused names it: claude (session ab12cd3) via Eve.",
+        "inbox": r"""
+What waits for you (reviews, agents' questions, failures), each with the command that answers
+it. The deacon sends each new item once, across clones, to the sinks of
+.B [inbox]
+in
+.B .brat/config.toml
+(approved with
+.BR "git brat trust" )
+or git config
+.BR brat.inbox.command ", " brat.inbox.ntfy ", " brat.inbox.webhook .
+""",
+        "mcp": r"""
+An MCP server on stdio whose tools
+.RB ( brat_status ", " brat_inbox ", " brat_task_list ", " brat_task_show ", "
+.BR brat_task_create ", " brat_task_reply ", " brat_task_approve ", " brat_task_comment ", "
+.BR brat_convoy_create ", " brat_ready )
+answer what the commands' --json prints. Needs the
+.B mcp
+extra. In an agent's session it writes only to that session's task.
+""",
         "refinery run": r"""
 The merge queue: stacks requests onto the target branch in its own worktree, runs the check,
 bisects failing batches, advances the target by compare-and-swap (pushing when a remote is
@@ -191,6 +220,11 @@ every replica fetched from a remote), so the same events always give the same st
 Ids are 32 hex digits; any unique prefix of at least 4 digits may be used, as with git objects.
 """,
     "notes": {
+        "agents-md": r"""
+The section sits between its own marker lines
+.RB ( "<!-- grite:begin" ", " "<!-- grite:end -->" );
+an update replaces it in place. A symbolic link is never written through.
+""",
         "init": r"""
 The replica id and actor live under
 .BR .git/grite/ ;
@@ -231,6 +265,22 @@ wrote, or a plain JSON array of
 objects.
 .B \-
 reads standard input.
+""",
+        "export": r"""
+The JSON export holds
+.BR issues ", " convoys " and " tasks
+(fields, comments, state; a convoy's state is the count of its tasks by status).
+.B \-\-format csv
+is one row per issue, convoy and task; a cell that a spreadsheet would run as a formula
+starts with a quote.
+.B import
+takes the issues back and says how many convoys and tasks it left out.
+""",
+        "context": r"""
+.B .git/grite/context/index.sqlite
+may be deleted at any time: the next command rebuilds it from the tree. Its answer depends
+only on the tree and the versions of tree-sitter and its grammars (after an upgrade of either,
+the next \fBcontext index\fR re-parses everything).
 """,
         "doctor": r"""
 Reports corrupt records, abandoned ref locks and half-written object files, rewritten replica

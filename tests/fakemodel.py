@@ -49,6 +49,8 @@ from typing import Any
 
 DIRECTIVE = re.compile(r"FAKE-EDIT:\s*([^\s:]+)\s*:[ \t]*([^\n\r\"\\<]*)")
 COMMIT = re.compile(r"FAKE-COMMIT:[ \t]*([^\n\r\"\\<]+)")
+# FAKE-USAGE: IN OUT in the task: every reply reports IN input and OUT output tokens (else 100, 20)
+USAGE = re.compile(r"FAKE-USAGE:[ \t]*(\d{1,7})[ \t]+(\d{1,7})")
 ABSPATH = re.compile(r"(/[^\s\"'<>`|*?,;()\[\]{}]+)")
 
 
@@ -292,6 +294,15 @@ def aider_reply(body: dict, directive: tuple[str, str, str], workdir: str) -> st
 
 # -- the server -------------------------------------------------------------------------------
 
+def usage_of(body: Any) -> tuple[int, int]:
+    """(input, output) tokens a reply reports: FAKE-USAGE's numbers, else 100 and 20."""
+    for text in strings(body):
+        m = USAGE.search(text)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return 100, 20
+
+
 def _now() -> int:
     return int(time.time())
 
@@ -439,7 +450,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _log(self, kind: str, body: Any) -> None:
         self.fake.record({"t": time.time(), "method": self.command, "path": self.path,
                           "kind": kind, "headers": dict(self.headers.items()),
-                          "tool_results": count_tool_results(body), "body": body})
+                          "tool_results": count_tool_results(body), "body": body,
+                          "usage": list(usage_of(body))})
 
     def _hang_if_asked(self, body: Any, done: int) -> None:
         """Answer nothing (FAKE-HANG) until the client hangs up or the server stops."""
@@ -540,7 +552,8 @@ class _Handler(BaseHTTPRequestHandler):
             plan = Plan(text=self.fake.reply)
         model = body.get("model") or "claude-fake"
         mid = "msg_" + uuid.uuid4().hex[:24]
-        usage = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
+        n_in, n_out = usage_of(body)
+        usage = {"input_tokens": n_in, "output_tokens": n_out, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0}
         if plan.tool:
             block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24],
@@ -572,7 +585,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._event({"type": "content_block_stop", "index": 0}, "content_block_stop")
         self._event({"type": "message_delta", "delta": {"stop_reason": stop,
                                                         "stop_sequence": None},
-                     "usage": {"output_tokens": 20}}, "message_delta")
+                     "usage": {"output_tokens": n_out}}, "message_delta")
         self._event({"type": "message_stop"}, "message_stop")
 
     # -- OpenAI Chat Completions -------------------------------------------------------
@@ -598,7 +611,8 @@ class _Handler(BaseHTTPRequestHandler):
             plan = Plan(text=_plain_text(body, directive))
         model = body.get("model") or "fake-model"
         cid = "chatcmpl-" + uuid.uuid4().hex[:20]
-        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        n_in, n_out = usage_of(body)
+        usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
         if plan.tool:
             call = {"id": "call_" + uuid.uuid4().hex[:20], "type": "function",
                     "function": {"name": plan.tool, "arguments": json.dumps(plan.args)}}
@@ -669,9 +683,10 @@ class _Handler(BaseHTTPRequestHandler):
             item = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:16],
                     "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": plan.text, "annotations": []}]}
-        usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-                 "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": 120}
+        n_in, n_out = usage_of(body)
+        usage = {"input_tokens": n_in, "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": n_out, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": n_in + n_out}
         base = {"id": rid, "object": "response", "created_at": _now(), "model": model}
         done_resp = {**base, "status": "completed", "output": [item], "usage": usage}
         if not body.get("stream"):
@@ -747,8 +762,9 @@ class _Handler(BaseHTTPRequestHandler):
             part = {"text": plan.text}
         reply = {"candidates": [{"content": {"role": "model", "parts": [part]},
                                  "finishReason": "STOP", "index": 0}],
-                 "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20,
-                                   "totalTokenCount": 120},
+                 "usageMetadata": {"promptTokenCount": usage_of(body)[0],
+                                   "candidatesTokenCount": usage_of(body)[1],
+                                   "totalTokenCount": sum(usage_of(body))},
                  "modelVersion": "gemini-2.5-flash", "responseId": uuid.uuid4().hex[:16]}
         if not stream:
             self._send_json(reply)

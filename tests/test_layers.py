@@ -27,7 +27,7 @@ FLOORS = [
     ["git_brat.grite.cache"],
     ["git_brat.grite.repo"],
     ["git_brat.grite.issues", "git_brat.grite.transfer", "git_brat.grite.audit",
-     "git_brat.grite.locks"],
+     "git_brat.grite.locks", "git_brat.grite.context"],
     ["git_brat.grite.sync"],
     ["git_brat.grite.doctor", "git_brat.grite.repair", "git_brat.grite.init", "git_brat.grite.trust"],
     ["git_brat.grite.cli", "git_brat.grite.__main__"],
@@ -39,8 +39,10 @@ FLOORS = [
     ["git_brat.brat.daemon", "git_brat.brat.workflows"],
     ["git_brat.brat.refinery"],
     ["git_brat.brat.witness"],
-    ["git_brat.brat.mayor", "git_brat.brat.deacon", "git_brat.brat.status"],
+    ["git_brat.brat.mayor", "git_brat.brat.deacon", "git_brat.brat.status",
+     "git_brat.brat.inbox"],
     ["git_brat.brat.ui"],                               # the web board: reads every role
+    ["git_brat.brat.mcpserver"],                        # `git brat mcp`: the CLI's calls as tools
     ["git_brat.brat.demo"],
     ["git_brat.brat.init"],
     ["git_brat.brat.cli", "git_brat.brat.__main__"],

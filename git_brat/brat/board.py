@@ -6,6 +6,7 @@ from datetime import datetime
 
 import msgspec
 
+from git_brat.brat import spend
 from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
@@ -66,18 +67,22 @@ class TaskView(msgspec.Struct):
 class Transition(msgspec.Struct):
     event: str
     at: datetime
-    actor: str
+    actor: str                 # who moved it: a person, or "claude (session ab12cd3) via Eve"
     from_status: str
     to_status: str
     forced: bool
     reason: str
+    via: str = ""              # the session whose agent caused it ("" for a person's own move)
+    engine: str = ""           # that session's engine
 
 
 class CommentView(msgspec.Struct):
     id: str
-    author: str
+    author: str                # as Transition.actor
     created_at: datetime
     body: str
+    via: str = ""              # as Transition.via
+    engine: str = ""
 
 
 class TaskDetail(TaskView):
@@ -88,6 +93,7 @@ class TaskDetail(TaskView):
     comments: list[CommentView] = []
     history: list[Transition] = []
     approved_head: str = ""    # the commit a human approved to land ("" if none)
+    spent: spend.Spent | None = None   # tokens and cost over its sessions
 
 
 class ConvoyView(msgspec.Struct):
@@ -107,6 +113,7 @@ class ConvoyDetail(ConvoyView):
     body: str = ""
     vars: dict[str, str] = {}
     tasks: list[TaskView] = []
+    spent: spend.Spent | None = None   # tokens and cost over its tasks' sessions
 
 
 class SessionView(msgspec.Struct):
@@ -307,17 +314,24 @@ class Board:
         v = self.convoy_view(c)
         return ConvoyDetail(**msgspec.structs.asdict(v), body=c.get("body", ""),
                             vars=dict(c.get("vars", {})),
-                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)])
+                            tasks=[self.task_view(t) for t in self.convoy_tasks(c.id)],
+                            spent=spend.view(spend.convoy_sessions(
+                                self.state, self.convoy_tasks(c.id))))
 
     def task_detail(self, t: Entity, history: list[Transition] = ()) -> TaskDetail:
         v = self.task_view(t)
-        comments = [CommentView(eid, self.names.get(actor, actor), iso(ts), body)
+        comments = [self._comment_view(t, eid, actor, ts, body)
                     for eid, _l, actor, ts, body in t.sorted_comments()]
         dependents = self.dependents(t.id)
         return TaskDetail(**msgspec.structs.asdict(v), body=t.get("body", ""), reason=reason_of(t),
                           dependents=dependents, allowed=list(TRANSITIONS.get(v.status, ())),
                           comments=comments, history=list(history),
-                          approved_head=str(t.get("approved_head", "") or ""))
+                          approved_head=str(t.get("approved_head", "") or ""),
+                          spent=spend.view(spend.task_sessions(self.state, t.id)))
+
+    def _comment_view(self, t: Entity, eid: str, actor: str, ts: int, body: str) -> CommentView:
+        who, via, engine = credit(self.state, self.names, actor, t.vias.get(eid, ""))
+        return CommentView(eid, who, iso(ts), body, via, engine)
 
     def dependents(self, tid: str) -> list[str]:
         """Tasks that wait for tid (found through the dep_sources index, cold ones included)."""
@@ -426,6 +440,22 @@ def check_transition(board: Board, tid: str, old: str, new: str, force: bool) ->
                            f"first (--force overrides, and is recorded)")
 
 
+def credit(state, names: dict[str, str], actor: str, via: object) -> tuple[str, str, str]:
+    """Whom an event is shown as: (who, session, engine). An agent's words and moves (written
+    for it by its witness, with `via` = its session) are the agent's: "claude (session ab12cd3)
+    via Eve". `via` is believed only of a session the same actor created (the witness that
+    spoke for it started it): anyone who pushes may write a `via`, but only about their own
+    sessions, so no one is shown as another's agent, and an agent, whose every word reaches
+    the log through its witness, is never shown as the person it works for."""
+    name = names.get(actor, actor)
+    sess = state.entities.get(via) if isinstance(via, str) and via else None
+    if sess is None or sess.kind != SESSION or sess.created_by != actor:
+        return name, "", ""
+    engine = sess.get("engine", "")
+    engine = engine if isinstance(engine, str) and engine.isprintable() and engine else "agent"
+    return f"{engine[:40]} (session {sess.id[:7]}) via {name}", sess.id, engine[:40]
+
+
 def history(g: Grite, tid: str) -> list[Transition]:
     """Every status change of a task, in replay order (kept with the task: no log scan)."""
     state = g.state()
@@ -435,10 +465,11 @@ def history(g: Grite, tid: str) -> list[Transition]:
     for eid, (lamport, actor, ts, fields) in sorted(ent.transitions.items(),
                                                      key=lambda kv: (kv[1][0], kv[1][1], kv[0])):
         if "status" in fields and eid not in state.rejected:   # (doctor lists rejected moves)
-            out.append(Transition(eid, iso(ts), names.get(actor, actor), fields.get("status_from", ""),
+            who, via, engine = credit(state, names, actor, fields.get("via"))
+            out.append(Transition(eid, iso(ts), who, fields.get("status_from", ""),
                                   fields["status"], bool(fields.get("forced", False)),
-                                  fields.get("reason", "")))
+                                  fields.get("reason", ""), via, engine))
     return out
 
 
-__all__ = ["Board", "STATES", "TRANSITIONS", "open_grite", "check_transition", "history"]
+__all__ = ["Board", "STATES", "TRANSITIONS", "open_grite", "check_transition", "credit", "history"]

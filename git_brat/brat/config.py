@@ -12,6 +12,7 @@ import msgspec
 from msgspec import Meta
 
 from git_brat.brat.engines.presets import PRESET_NAMES
+from git_brat.brat.engines.usage import spending_problem
 from git_brat.errors import NotFound, UsageError
 
 CONFIG_PATH = os.path.join(".brat", "config.toml")
@@ -79,6 +80,15 @@ class Witness(_Section):
                     "has a route out, else open.")] = "auto"
     sandbox_hide: _d(list[str], "Paths a sandboxed session cannot read (\"~/\" is HOME), "
                                 "besides ~/.ssh and ~/.gnupg, which are always hidden.") = []
+    budget_task: _d(str, "Most one task may spend over all its sessions: tokens (\"200k "
+                         "tokens\", \"1.5M tokens\") or dollars (\"$2.00\"); a session is "
+                         "stopped at it and the task blocked for you; empty: no limit.") = ""
+    budget_convoy: _d(str, "Most the tasks of one convoy may spend together, as "
+                           "witness.budget_task; empty: no limit.") = ""
+    prices: _d(dict[str, list[Annotated[float, Meta(ge=0)]]],
+               "USD per million tokens by model or engine name: [input, output] or [input, "
+               "output, cache read, cache write]; it prices a session over the engine's own "
+               "figure. Without either, a session's cost is unknown.") = {}
 
 
 class Refinery(_Section):
@@ -167,6 +177,16 @@ class Hub(_Section):
                          "nothing and says why.") = False
 
 
+class Inbox(_Section):
+    """Where what waits for you (`git brat inbox`) is sent; the deacon sends each item once."""
+    command: _d(list[str], "argv given one JSON event on stdin (never a shell string).") = []
+    ntfy: _d(str, "ntfy topic URL each event is POSTed to (https://ntfy.sh/<topic>).") = ""
+    webhook: _d(str, "Webhook URL sent Slack-style JSON ({\"text\": ...}).") = ""
+    debounce: _d(float, "Seconds an item waits before it is sent (one answered sooner is "
+                        "never sent).", ge=0) = 30
+    timeout: _d(float, "Seconds one delivery may take.", gt=0, le=60) = 5
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -198,11 +218,13 @@ class Config(_Section):
     mayor: Mayor = msgspec.field(default_factory=Mayor)
     locks: Locks = msgspec.field(default_factory=Locks)
     hub: Hub = msgspec.field(default_factory=Hub)
+    inbox: Inbox = msgspec.field(default_factory=Inbox)
     engines: dict[str, Engine] = {}
 
 
 SECTIONS = {"witness": Witness, "refinery": Refinery, "deacon": Deacon, "status": StatusSettings,
-            "mayor": Mayor, "locks": Locks, "hub": Hub}
+            "mayor": Mayor, "locks": Locks, "hub": Hub,
+            "inbox": Inbox}
 
 
 # -- describing types ------------------------------------------------------------
@@ -346,6 +368,8 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         raise ConfigError(f"{where}: witness.heartbeat ({show_value(w.heartbeat)}) must be less than "
                           f"witness.lease_ttl ({show_value(w.lease_ttl)}), or leases expire while "
                           f"sessions are alive")
+    if problem := spending_problem(w.budget_task, w.budget_convoy, w.prices):
+        raise ConfigError(f"{where}: {problem}")
     if w.backoff_max < w.backoff:
         raise ConfigError(f"{where}: witness.backoff_max ({show_value(w.backoff_max)}) must not be "
                           f"less than witness.backoff ({show_value(w.backoff)})")

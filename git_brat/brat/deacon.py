@@ -30,8 +30,8 @@ NO_SESSION_GRACE = 600.0                # seconds a worktree with no session rec
 
 
 class Action(msgspec.Struct):
-    duty: str                 # leases / sessions / worktrees / logs / sync
-    action: str               # expired / recovered / pruned / deleted / synced / failed
+    duty: str                 # leases / sessions / worktrees / logs / sync / inbox
+    action: str               # expired / recovered / pruned / deleted / synced / sent / failed
     target: str
     detail: str = ""
 
@@ -239,6 +239,24 @@ def sync_remote(g: Grite, cfg: Config, report: Report, force: bool) -> None:
     _write_stamp(g, synced_at=time.time())
 
 
+def deliver_inbox(g: Grite, cfg: Config, report: Report) -> None:
+    """Send what waits for the human to the configured sinks, each item once across clones
+    (after sync: items other clones' agents raised are seen, and their claims)."""
+    from git_brat.brat import inbox
+    if not inbox.sinks(g.store, cfg):
+        report.duties["inbox"] = "skipped: no sink (inbox.* or git config brat.inbox.*)"
+        return
+    failed = 0
+    for d in inbox.deliver(g, cfg, model.board(g, refresh=True)):
+        detail = ", ".join(d.sinks) + (f" ({d.detail})" if d.detail else "")
+        if d.outcome == "claimed-elsewhere":
+            report.kept.append(Action("inbox", "claimed-elsewhere", d.key, "another clone sent it"))
+            continue
+        failed += d.outcome == "failed" or bool(d.detail)
+        report.actions.append(Action("inbox", d.outcome, d.key, detail))
+    report.duties["inbox"] = "ok" if not failed else f"failed: {failed} delivery(ies), see actions"
+
+
 # -- a pass, its record, and what status shows ----------------------------------------------
 
 def run_once(g: Grite, cfg: Config, force_sync: bool = True) -> Report:
@@ -247,7 +265,8 @@ def run_once(g: Grite, cfg: Config, force_sync: bool = True) -> Report:
                      ("sessions", lambda: recover_sessions(g, cfg, report)),
                      ("worktrees", lambda: prune_worktrees(g, cfg, report)),
                      ("logs", lambda: prune_logs(g, cfg, report)),
-                     ("sync", lambda: sync_remote(g, cfg, report, force_sync))):
+                     ("sync", lambda: sync_remote(g, cfg, report, force_sync)),
+                     ("inbox", lambda: deliver_inbox(g, cfg, report))):
         try:
             fn()
         except GriteError as exc:   # one duty failing never stops the others

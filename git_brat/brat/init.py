@@ -12,6 +12,7 @@ from git_brat.brat import config, trust
 from git_brat.brat.refinery.hub import HubInit, init_hub
 from git_brat.errors import UsageError
 from git_brat.files import atomic_write
+from git_brat.grite import agents
 from git_brat.grite.repo import Grite
 
 
@@ -21,6 +22,31 @@ class BratInit(msgspec.Struct):
     config_created: bool
     approved: bool = False     # the file written is approved (its code-running settings)
     hook_trigger: bool = False
+    agents_md: str = ""        # git-brat's section of AGENTS.md: added, updated, unchanged, ""
+
+
+BRAT_SECTION = """\
+## Working here as a git-brat agent
+
+This repository runs coding agents with git-brat: each task gets its own branch and work tree,
+and a human reviews the work before the merge queue lands it.
+- Commit on your task's branch as you go; leave every other branch alone.
+- `git brat task done -m "what you did"` when finished; `git brat task block -m "what you
+  need"` when you cannot go on without a human; `git brat task comment -m "..."` for a note.
+- `git brat kb search WORDS` before you start: what earlier agents and the team learnt here.
+  `git brat kb add --kind pitfall|convention|architecture|memory --path GLOB -m "..."` to keep
+  what the next agent should know.
+- The project's skills live in `.brat/skills/<name>/SKILL.md`; git-brat gives them to every
+  engine."""
+
+
+def agents_section(g: Grite) -> str:
+    """Add or update git-brat's section of the checkout's AGENTS.md (asked for: never by
+    default); added, updated or unchanged."""
+    top = g.store.toplevel()
+    if not top:
+        raise UsageError("this repository has no work tree: AGENTS.md lives in one")
+    return agents.put_section(top, "brat", BRAT_SECTION)
 
 
 def init(g: Grite, hook_trigger: bool = False) -> BratInit:

@@ -149,6 +149,11 @@ def role_log(store: Store, role: str) -> str:
     return os.path.join(root(store), f"{_role(role)}.log")
 
 
+def inbox_seen(store: Store) -> str:
+    """The needs-you items this clone has delivered or seen claimed (local, never synced)."""
+    return os.path.join(root(store), "inbox-seen.json")
+
+
 def deacon_stamp(store: Store) -> str:
     """When the deacon last ran and what each duty did (local: every clone runs its own)."""
     return os.path.join(root(store), "deacon.json")

@@ -12,6 +12,7 @@ from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import review
+from git_brat.brat import spend
 from git_brat.brat import tasks
 from git_brat.brat.board import SESSION, TASK, Board, status_of
 from git_brat.grite.model import events as ev
@@ -91,6 +92,7 @@ class SessionDetail(msgspec.Struct):
     kept: list[str] = []       # refs its commits that no branch held were kept on
     sandbox: str = ""          # what it ran in: bwrap or none ("" before sandboxes existed)
     confinement: str = ""      # what its sandbox confined: capabilities, namespaces, network
+    spent: spend.Spent | None = None   # what it reported spending (None: nothing recorded)
 
 
 def detail(g: Grite, e: Entity) -> SessionDetail:
@@ -105,7 +107,8 @@ def detail(g: Grite, e: Entity) -> SessionDetail:
         [k for k in (e.get("kept") if isinstance(e.get("kept"), list) else [])
          if isinstance(k, str)],
         e.get("sandbox") if e.get("sandbox") in ("bwrap", "none") else "",
-        _confinement(e.get("confinement")))
+        _confinement(e.get("confinement")),
+        spend.view([e]) if spend.of_session(e) is not None else None)
 
 
 def _confinement(value) -> str:
@@ -216,9 +219,10 @@ def report_done(g: Grite, sess: Entity, message: str) -> None:
         check_text(message, "message", one_line=False)
 
     def build() -> list[Draft]:
-        out = [Draft(tid, ev.SetFields({"done_by": sess.id, "done_message": message}))]
+        out = [Draft(tid, ev.SetFields({"done_by": sess.id, "done_message": message,
+                                        "via": sess.id}))]
         if message:
-            out.append(Draft(tid, ev.Comment(f"done: {message}")))
+            out.append(Draft(tid, ev.Comment(f"done: {message}", via=sess.id)))
         return out
     fenced(g, sess, build, summary("task.done", tid))
 
@@ -230,8 +234,8 @@ def report_block(g: Grite, sess: Entity, message: str) -> None:
     def build() -> list[Draft]:
         board = model.board(g)
         return [tasks.move(board, tid, "blocked", message.strip().splitlines()[0][:200],
-                           blocked_by=sess.id),
-                Draft(tid, ev.Comment(f"blocked: {message}"))]
+                           blocked_by=sess.id, via=sess.id),
+                Draft(tid, ev.Comment(f"blocked: {message}", via=sess.id))]
     fenced(g, sess, build, summary("task.block", tid))
 
 
@@ -240,7 +244,7 @@ def comment(g: Grite, tid: str, sess: Entity | None, message: str) -> None:
         tasks.comment(g, tid, message)
         return
     check_text(message, "comment", one_line=False)
-    fenced(g, sess, [Draft(tid, ev.Comment(message))], summary("task.comment", tid))
+    fenced(g, sess, [Draft(tid, ev.Comment(message, via=sess.id))], summary("task.comment", tid))
 
 
 REPLY_FROM = ("needs-review", "failed", "blocked")

@@ -10,6 +10,7 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import spend
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import by_hand
 from git_brat.brat.board import Board, ConvoyView, MergeQueueEntry, SessionView, TaskView, status_of
@@ -31,6 +32,8 @@ class Intervention(msgspec.Struct):
     detail: str
     command: str               # what resolves it, ready to paste
     since: datetime
+    by: str = ""               # the agent whose move it was: "claude (session ab12cd3) via Eve"
+    via: str = ""              # that agent's session ("" when a person moved it)
 
 
 class CrashedSession(msgspec.Struct):
@@ -47,6 +50,7 @@ class CrashedSession(msgspec.Struct):
     reason: str = ""
     lost: list[str] = []       # what is gone, said plainly
     merged: bool = False       # its task has been merged since
+    spent: spend.Spent | None = None   # what it had spent (None: nothing recorded)
 
 
 class SurvivedBranch(msgspec.Struct):
@@ -114,6 +118,8 @@ class Status(msgspec.Struct):
     confinement: str = ""      # what a new session's sandbox confines here, in a few words
     review: list[ReviewWait] = []   # finished tasks waiting for approve / reply
     review_mode: str = ""      # what lets a task land: human (an approval) or auto (the check)
+    tasks: list[TaskView] = []  # every task (of the --convoy), asked for with --tasks
+    spent: dict[str, spend.Spent] = {}   # convoy -> what its sessions spent (unlanded ones)
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -169,8 +175,9 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
         return status is None or tuple(flag[1:]) >= tuple(status[1:])
 
     def add(kind: str, t: Entity, detail: str, command: str) -> None:
+        by, via = _moved_by_agent(board, t)
         out.append(Intervention(kind, t.id, t.get("convoy", ""), t.get("title", ""), detail,
-                                command, iso(t.updated_at)))
+                                command, iso(t.updated_at), by, via))
 
     for t in sorted(board.tasks.values(), key=model.run_key):
         if not isinstance(t.id, str) or not _TASK_ID.fullmatch(t.id):
@@ -203,6 +210,16 @@ def interventions(board: Board, cfg: Config, lease_list: list[LeaseView],
                     f"git brat task dep remove {short} --on {dead[0][:7]}")
     order = {k: i for i, k in enumerate(INTERVENTION_KINDS)}
     return sorted(out, key=lambda i: order[i.kind])
+
+
+def _moved_by_agent(board: Board, t: Entity) -> tuple[str, str]:
+    """(who, session) when an agent's session moved task t to its status, else ("", "")."""
+    cell = t.fields.get("status")
+    move = t.transitions.get(cell[3]) if cell is not None else None
+    if move is None or not move[3].get("via"):
+        return "", ""
+    who, via, _engine = model.credit(board.state, board.names, move[1], move[3].get("via"))
+    return (who, via) if via else ("", "")
 
 
 def recovery(g: Grite, board: Board, tasks: set[str] | None,
@@ -244,14 +261,26 @@ def _crashed(g: Grite, e: Entity, tid: str, branch: str, sha: bytes | None) -> C
     conversation = e.get("engine_session", "")
     if not conversation:
         lost.append(f"its conversation: engine {e.get('engine', '?')} gave no id to resume")
-    target = e.get("target", "") or "HEAD"
-    commits = g.store.objects.count(target, sha.decode()) if sha is not None else 0
+    commits = _commits_made(g, e, sha)
     task = g.state().entities.get(tid)
     merged = task is not None and task.get("status") == "merged"
     return CrashedSession(e.id, tid, branch, sha is not None, e.get("worktree", ""),
                           iso(e.get("ended_at") or e.updated_at), commits, e.get("salvaged", ""),
                           conversation, log if log and os.path.exists(log) else "", e.get("reason", ""),
-                          [] if merged else lost, merged)
+                          [] if merged else lost, merged,
+                          spend.view([e]) if spend.of_session(e) is not None else None)
+
+
+def _commits_made(g: Grite, e: Entity, tip: bytes | None) -> int:
+    """The commits a crashed session itself made: from the branch's tip when it started to its
+    tip when it was found crashed (recovery records both), never its successors' (the branch
+    moves on). A record without them (an older writer's) is counted as before, to the branch."""
+    start, head = e.get("start_head"), e.get("head")
+    if tip is None:
+        return 0
+    if isinstance(start, str) and isinstance(head, str) and start and "head" in e.fields:
+        return g.store.objects.count(start, head) if head else 0
+    return g.store.objects.count(e.get("target", "") or "HEAD", tip.decode())
 
 
 def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
@@ -265,7 +294,8 @@ def _with_prerequisites(board: Board, tasks: set[str]) -> set[str]:
     return seen
 
 
-def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None) -> Status:
+def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None = None,
+          every_task: bool = False) -> Status:
     board = board or model.board(g)
     lease_list, lease_problems = leases(g)
     now_ms = process.now_ms()
@@ -313,7 +343,21 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   [t for t in unreached if tasks is None or t in tasks],
                   sandbox.effective(cfg.witness.sandbox),
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
-                                           short=True), waiting, rv.mode(cfg))
+                                           short=True), waiting, rv.mode(cfg),
+                  board.task_list(cid) if every_task else [],
+                  _spent(board, convoys))
+
+
+def _spent(board: Board, convoys: list[ConvoyView]) -> dict[str, spend.Spent]:
+    """What each listed convoy still at work spent (a landed one's spending is in `convoy
+    show`: status stays cheap however much history there is)."""
+    out = {}
+    for c in convoys:
+        if c.status != "landed":
+            view = spend.view(spend.convoy_sessions(board.state, board.convoy_tasks(c.id)))
+            if view.sessions:
+                out[c.id] = view
+    return out
 
 
 def _sessions(g: Grite, board: Board, tasks: set[str] | None) -> tuple[list[SessionView], list[DeadSession]]:

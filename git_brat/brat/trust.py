@@ -24,7 +24,10 @@ from git_brat.git.store import Store
 # the review gate (refinery.review = "auto" lands agents' work unread).
 GUARDED = ("witness.engine", "witness.setup", "refinery.check", "mayor.engine", "locks.remote",
            "engines", "hub", "witness.sandbox", "witness.sandbox_network",
-           "witness.sandbox_hide", "refinery.sandbox", "refinery.review")
+           "witness.sandbox_hide", "refinery.sandbox", "refinery.review",
+           "inbox.command", "inbox.ntfy", "inbox.webhook")
+# (inbox.*: a committed sink would run a pusher's command, or send what waits for you to a
+# pusher's URL.)
 # Whether git hooks start the refinery: this clone's git config, never a committed file.
 HOOK_TRIGGER = "brat.hookTrigger"
 EXIT_UNAPPROVED = 7   # documented in docs/reference.md

@@ -217,3 +217,36 @@ def _private_git_dir(path: str) -> str | None:
     if not line.startswith("gitdir: "):
         return None
     return os.path.normpath(os.path.join(path, line[8:]))
+
+
+# -- files a role adds to a work tree that git must not pick up -----------------------------
+
+MAX_EXCLUDES = 1 << 20   # bytes of the user's own ignore file carried over
+
+
+def user_excludes(where: str) -> str:
+    """The text of the ignore file git reads for the user besides the repository's own
+    (core.excludesFile as the repository's config says, else $XDG_CONFIG_HOME/git/ignore):
+    whoever replaces that setting for a work tree keeps the user's rules by starting from it."""
+    res = _git(where, ["config", "--path", "--get", "core.excludesFile"], timeout=30)
+    path = res.out.strip() if res.ok else ""
+    if not path:
+        config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(
+            os.path.expanduser("~"), ".config")
+        path = os.path.join(config, "git", "ignore")
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_EXCLUDES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def excludes_env(env: dict[str, str], path: str) -> dict[str, str]:
+    """env with core.excludesFile set to `path` for every git started with it (GIT_CONFIG_COUNT,
+    after whatever pairs env already holds: a later pair wins)."""
+    try:
+        n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        n = 0
+    return {**env, "GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": "core.excludesFile",
+            f"GIT_CONFIG_VALUE_{n}": path}

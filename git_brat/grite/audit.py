@@ -28,6 +28,15 @@ class AuditEntry(msgspec.Struct):
     at: datetime
     commit: str
     rejected: str | None = None
+    # The entity the event says it was caused through (a comment's or a move's `via`: brat's
+    # sessions). A claim of the writer's, shown as written: `git brat task show` says whose.
+    via: str = ""
+
+
+def _via(op) -> str:
+    via = op.via if isinstance(op, ev.Comment) else \
+        op.fields.get("via", "") if isinstance(op, (ev.Create, ev.SetFields)) else ""
+    return via if isinstance(via, str) else ""
 
 
 def _detail(op) -> dict:
@@ -79,6 +88,6 @@ def entries(g: Grite, entity: str | None = None) -> list[AuditEntry]:
             out.append(AuditEntry(e.id, e.entity, ent.kind if ent else "", ev.op_name(e.op),
                                   describe(e.op), _detail(e.op), e.actor, names.get(e.actor, e.actor),
                                   batch.replica, e.lamport, iso(e.ts), sha,
-                                  rej.reason if rej else None))
+                                  rej.reason if rej else None, _via(e.op)))
     out.sort(key=lambda a: (a.lamport, a.actor, a.event))
     return out

@@ -1,8 +1,13 @@
-"""Bulk export (JSON, Markdown) and import (in parts of whole issues, checked first, idempotent)."""
+"""Bulk export (JSON, Markdown, CSV) and import (in parts of whole issues, checked first,
+idempotent). The export holds issues, and brat's tasks and convoys as grite stores them (their
+fields, comments and state); import takes the issues back."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from datetime import datetime
 
 import msgspec
 
@@ -11,7 +16,9 @@ from git_brat.grite import issues
 from git_brat.errors import Conflict, UsageError
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.model.state import State
+from git_brat.grite.model.kinds import CONVOY, TASK
+from git_brat.grite.cache.projection import actor_names
+from git_brat.grite.model.state import Entity, State, iso
 
 EXPORT_FORMAT = "grite-export"
 _FULL_ID = re.compile(r"[0-9a-f]{32}")
@@ -43,13 +50,120 @@ class ImportResult(msgspec.Struct):
     skipped: list[str]      # already present: re-importing never duplicates
     commit: str | None      # the last part's log commit
     commits: list[str] = []  # one per part written, in order
+    # What an export holds that import does not take: brat's convoys and tasks, by key
+    # (their moves are brat's state machine's to make, not a file's)
+    left_out: dict[str, int] = {}
+
+
+class TaskExport(msgspec.Struct):
+    id: str
+    title: str
+    body: str
+    status: str
+    convoy: str                   # "" when the task is in none
+    priority: int | None
+    step: str
+    paths: list[str]
+    needs: list[str]              # tasks merged before it may start
+    author: str
+    created_at: datetime
+    updated_at: datetime
+    comments: list[issues.CommentView]
+
+
+class ConvoyExport(msgspec.Struct):
+    id: str
+    title: str
+    body: str
+    workflow: str
+    tasks: list[str]
+    statuses: dict[str, int]      # its tasks by status: a convoy's own state is derived from them
+    author: str
+    created_at: datetime
+    updated_at: datetime
+    comments: list[issues.CommentView]
 
 
 def export(state: State) -> dict:
-    items = [issues.detail(state, e) for e in sorted(
-        state.of_kind(issues.KIND),
-        key=lambda e: (e.created_at, e.id))]
-    return {"format": EXPORT_FORMAT, "version": 1, "issues": items}
+    names = actor_names(state)
+    tasks = [_task(e, names) for e in _oldest_first(state, TASK)]
+    by_convoy: dict[str, list[TaskExport]] = {}
+    for t in tasks:
+        by_convoy.setdefault(t.convoy, []).append(t)
+    return {"format": EXPORT_FORMAT, "version": 1,
+            "issues": [issues.detail(state, e) for e in _oldest_first(state, issues.KIND)],
+            "convoys": [_convoy(e, by_convoy.get(e.id, []), names)
+                        for e in _oldest_first(state, CONVOY)],
+            "tasks": tasks}
+
+
+def _oldest_first(state: State, kind: str) -> list[Entity]:
+    return sorted(state.of_kind(kind), key=lambda e: (e.created_at, e.id))
+
+
+def _comments(ent: Entity, names: dict[str, str]) -> list[issues.CommentView]:
+    return [issues.CommentView(eid, names.get(actor, actor), iso(ts), body)
+            for eid, _lamport, actor, ts, body in sorted(
+                ent.sorted_comments(), key=lambda c: (c[3], c[1], c[2], c[0]))]
+
+
+def _text(ent: Entity, field: str) -> str:
+    value = ent.get(field, "")
+    return value if isinstance(value, str) else ""
+
+
+def _task(ent: Entity, names: dict[str, str]) -> TaskExport:
+    priority = ent.get("priority")
+    paths = ent.get("paths")
+    return TaskExport(ent.id, _text(ent, "title"), _text(ent, "body"), _text(ent, "status"),
+                      _text(ent, "convoy"), priority if type(priority) is int else None,
+                      _text(ent, "step"), paths if isinstance(paths, list) else [],
+                      ent.members("dep:depends_on"), names.get(ent.created_by, ent.created_by),
+                      iso(ent.created_at), iso(ent.updated_at), _comments(ent, names))
+
+
+def _convoy(ent: Entity, tasks: list[TaskExport], names: dict[str, str]) -> ConvoyExport:
+    statuses: dict[str, int] = {}
+    for t in tasks:
+        statuses[t.status] = statuses.get(t.status, 0) + 1
+    return ConvoyExport(ent.id, _text(ent, "title"), _text(ent, "body"), _text(ent, "workflow"),
+                        [t.id for t in tasks], dict(sorted(statuses.items())),
+                        names.get(ent.created_by, ent.created_by), iso(ent.created_at),
+                        iso(ent.updated_at), _comments(ent, names))
+
+
+CSV_COLUMNS = ["kind", "id", "title", "state", "group", "labels", "author", "created_at",
+               "updated_at", "comments", "body"]
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def export_csv(state: State) -> str:
+    """One row per issue, convoy and task (comments counted, not copied: a cell holds one
+    value). A cell a spreadsheet would run as a formula is quoted with a leading '."""
+    doc = export(state)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for it in doc["issues"]:
+        writer.writerow(_cells(["issue", it.id, it.title, it.state, "", " ".join(it.labels),
+                                it.author, it.created_at, it.updated_at, len(it.comments),
+                                it.body]))
+    for c in doc["convoys"]:
+        state_of = " ".join(f"{k}:{n}" for k, n in c.statuses.items())
+        writer.writerow(_cells(["convoy", c.id, c.title, state_of, "", "", c.author,
+                                c.created_at, c.updated_at, len(c.comments), c.body]))
+    for t in doc["tasks"]:
+        writer.writerow(_cells(["task", t.id, t.title, t.status, t.convoy, "", t.author,
+                                t.created_at, t.updated_at, len(t.comments), t.body]))
+    return out.getvalue()
+
+
+def _cells(row: list) -> list[str]:
+    out = []
+    for value in row:
+        text = value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else str(value)
+        out.append("'" + text if text.startswith(_FORMULA) else text)
+    return out
 
 
 def export_markdown(state: State) -> str:
@@ -71,7 +185,39 @@ def export_markdown(state: State) -> str:
             out.append(f"- **{c.author}** ({c.created_at:%Y-%m-%d %H:%M}): {c.body}")
         if it.comments:
             out.append("")
+    for heading, items in (("Convoys", doc["convoys"]), ("Tasks", doc["tasks"])):
+        if items:
+            out += [f"# {heading}", ""]
+        for it in items:
+            out += _markdown_work(it)
     return "\n".join(out) + "\n"
+
+
+def _markdown_work(it: TaskExport | ConvoyExport) -> list[str]:
+    if isinstance(it, TaskExport):
+        state = it.status
+        meta = [f"convoy `{it.convoy[:7]}`"] if it.convoy else []
+        meta += [f"priority {it.priority}"] if it.priority is not None else []
+        meta += ["needs " + ", ".join(f"`{n[:7]}`" for n in it.needs)] if it.needs else []
+    else:
+        state = ", ".join(f"{n} {k}" for k, n in it.statuses.items()) or "no tasks"
+        meta = [f"workflow {it.workflow}"] if it.workflow else []
+    out = [f"## {it.title} (`{it.id[:7]}`, {state})", "",
+           " · ".join([f"by {it.author}", f"created {it.created_at:%Y-%m-%d %H:%M} UTC", *meta]),
+           ""]
+    if it.body:
+        out += [it.body, ""]
+    out += [f"- **{c.author}** ({c.created_at:%Y-%m-%d %H:%M}): {c.body}" for c in it.comments]
+    return out + ([""] if it.comments else [])
+
+
+def left_out(data: bytes) -> dict[str, int]:
+    """How many convoys and tasks an export holds (parse has checked it is JSON)."""
+    doc = msgspec.json.decode(data)
+    if not isinstance(doc, dict):
+        return {}
+    return {key: len(doc[key]) for key in ("convoys", "tasks")
+            if isinstance(doc.get(key), list) and doc[key]}
 
 
 def parse(data: bytes, source: str) -> list[ImportIssue]:

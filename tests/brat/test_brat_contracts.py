@@ -28,7 +28,7 @@ def test_every_command_prints_bare_json_and_leaves_git_status_alone(brepo):
         ["workflow", "list"], ["workflow", "show", "feature"],
         ["workflow", "run", "feature", "--var", "feature=X", "--dry-run"],
         ["workflow", "run", "fix-bug", "--var", "bug=Y"],
-        ["status"], ["status", "--convoy", cid],
+        ["status"], ["status", "--convoy", cid], ["inbox"],
     ]
     for cmd in commands:
         proc = brat(brepo, *cmd, "--json")

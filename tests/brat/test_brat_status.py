@@ -11,7 +11,8 @@ from git_brat.grite.model import events as ev
 from git_brat.grite.log.wal import Draft
 from helpers import brat, brat_json, grite, grite_json, run, status, wal_tip
 
-SECTIONS = ["CONVOYS", "READY", "SESSIONS", "MERGE QUEUE", "LEASES", "INTERVENTIONS", "RECOVERY"]
+# What needs the human first, then the summary and the lists.
+SECTIONS = ["INTERVENTIONS", "RECOVERY", "CONVOYS", "READY", "SESSIONS", "MERGE QUEUE", "LEASES"]
 
 
 def _kinds(s) -> list[tuple[str, str]]:
@@ -161,7 +162,8 @@ def test_sessions_merge_queue_and_the_recovery_report(brepo):
     rec = brat_json(brepo, "status")["recovery"]
     assert rec["snapshot"] == snap and rec["replayed"] == 1
     shutil.rmtree(brepo / ".git" / "grite" / "cache")
-    assert f"from snapshot {snap[:10]}, 1 replayed from the log" in brat(brepo, "status").out
+    out = " ".join(brat(brepo, "status").out.split())   # (wrapped to the terminal's width)
+    assert f"from snapshot {snap[:10]}, 1 replayed from the log" in out
 
 
 def test_human_status_fits_80_columns_and_filters_by_convoy(brepo):
@@ -212,3 +214,69 @@ def test_intervention_commands_are_printed_whole(brepo):
     time.sleep(0.4)
     command = brat_json(brepo, "status")["interventions"][0]["command"]
     assert command in brat(brepo, "status").out
+
+
+def _big_project(repo, convoys: int = 40, per: int = 25) -> dict[str, list[str]]:
+    """convoys × per tasks (1k by default) written in a few batches, as a year of work leaves
+    them: most merged or queued, some running, waiting for review, blocked or failed.
+    The ids of the tasks in each state."""
+    from git_brat.brat import tasks as bt
+    g = model.open_grite(str(repo))
+    long = "a task title long enough to need cutting on any terminal narrower than a cinema " * 2
+    drafts, ids = [], []
+    for c in range(convoys):
+        cid = ev.new_entity_id()
+        drafts.append(Draft(cid, ev.Create(model.CONVOY, {"title": f"Convoy {c} {long}",
+                                                          "body": ""})))
+        for i in range(per):
+            tid = ev.new_entity_id()
+            ids.append(tid)
+            drafts += bt.task_drafts(tid, cid, f"Task {c}.{i} {long}", "", [], 2, [])
+    g.append(drafts, "test: a big project")
+    paths = {"merged": ["running", "needs-review", "merging", "merged"],
+             "needs-review": ["running", "needs-review"], "blocked": ["blocked"],
+             "failed": ["running", "failed"], "running": ["running"]}
+    plan = {"merged": ids[:500], "needs-review": ids[500:520], "blocked": ids[520:540],
+            "failed": ids[540:560], "running": ids[560:570]}
+    for step in range(4):
+        batch = []
+        for target, tids in plan.items():
+            if step < len(paths[target]):
+                old = "queued" if step == 0 else paths[target][step - 1]
+                batch += [Draft(t, ev.SetFields({"status": paths[target][step], "status_from": old,
+                                                 "reason": long if target != "merged" else ""}))
+                          for t in tids]
+        if batch:
+            g.append(batch, "test: moves")
+    return plan
+
+
+def test_status_of_a_thousand_tasks_shows_what_needs_you_first_within_a_screen(brepo):
+    plan = _big_project(brepo)
+    for columns in (80, 120, 50):
+        out = brat(brepo, "status", env={"COLUMNS": str(columns)}).out
+        lines = out.splitlines()
+        assert len(lines) < 60, out
+        for line in lines:   # commands to paste are whole, and fit at 80 columns and up
+            assert len(line) <= max(columns, 80) and (len(line) <= columns or "$ git" in line), \
+                (columns, line)
+        # What needs the human comes first: the reviews, then the failed and blocked tasks.
+        head = "\n".join(lines[:30])
+        assert "WAITING FOR YOUR REVIEW (20)" in "\n".join(lines[:6])
+        assert "… 17 more: git brat status --all" in out
+        # 20 failed, 20 blocked, 10 set running by hand
+        assert "INTERVENTIONS (50)" in head and "… 45 more: git brat status --all" in out
+        assert "TASKS (1000): 430 queued, 10 running, 20 needs-review, 500 merged, " \
+               "20 blocked, 20 failed" in " ".join(out.split())
+        assert "… 32 more: git brat status --all" in out   # 40 convoys, 8 shown
+    # --json is complete whatever the screen: every review, intervention and convoy.
+    s = brat_json(brepo, "status")
+    assert len(s["review"]) == 20 and len(s["interventions"]) == 50 and len(s["convoys"]) == 40
+    assert s["tasks"] == []
+    # The full lists are behind flags.
+    full = brat(brepo, "status", "--all", env={"COLUMNS": "80"}).out
+    assert full.count("git brat task approve") == 20 and "more: git brat status" not in full
+    assert all(len(ln) <= 80 or "$ git" in ln for ln in full.splitlines())
+    every = brat(brepo, "status", "--tasks", env={"COLUMNS": "80"}).out
+    assert "TASKS (1000)\n" in every and all(t[:7] in every for t in plan["failed"])
+    assert len(brat_json(brepo, "status", "--tasks")["tasks"]) == 1000

@@ -202,19 +202,25 @@ def witness_repo(box: Sandbox, tmp_path: Path, body: str, **config: str):
     return repo, tid, brat, env
 
 
+def greeting_task(name: str, sandbox: str, sandbox_for, tmp_path: Path):
+    """Engine `name`'s world and a repository whose one task has it write and commit a
+    greeting: (box, (repo, task, brat, env))."""
+    why = _witness_available()
+    if why:
+        pytest.skip(why)
+    box = sandbox_for(name)
+    return box, witness_repo(
+        box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
+        f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
+        witness__sandbox=sandbox)
+
+
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", ENGINES)
 def test_witness_runs_the_engine_to_review(name, sandbox, sandbox_for, tmp_path):
     """`git brat witness run --once --engine NAME`: the engine's commit on brat/<task>, the task
     waiting for review, the session recorded with the engine's own conversation id."""
-    why = _witness_available()
-    if why:
-        pytest.skip(why)
-    box = sandbox_for(name)
-    repo, tid, brat, env = witness_repo(
-        box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
-        f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
-        witness__sandbox=sandbox)
+    box, (repo, tid, brat, env) = greeting_task(name, sandbox, sandbox_for, tmp_path)
     p = preset_for(box)
     run = box.run(["git", "brat", "witness", "run", "--once", "--engine", name,
                    "--timeout", "120"], repo, env=env, timeout=150)

@@ -15,7 +15,8 @@ from git_brat.clikit import LazyGroup, run
 # for its own imports, not for the mayor's, the refinery's and every other command's.
 COMMANDS = {name: f"git_brat.brat.cli.{name}" for name in (
     "init", "config", "convoy", "task", "workflow", "engine", "witness", "session", "mayor",
-    "status", "demo", "refinery", "deacon", "trust", "completion", "ui")}
+    "status", "demo", "refinery", "deacon", "trust", "completion", "ui",
+    "inbox", "mcp", "kb")}
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

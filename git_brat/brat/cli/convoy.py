@@ -7,6 +7,7 @@ import click
 from git_brat.brat import board as model
 from git_brat.brat import tasks
 from git_brat.brat.cli.common import board, open_grite, shorts, task_rows
+from git_brat.brat import spend
 from git_brat.clikit import emit, json_option, table, when
 
 
@@ -69,6 +70,8 @@ def show(convoy_id, as_json):
         lines = [f"{d.id}  [{d.status}]", d.title, "",
                  f"tasks:     {d.total} ({_counts(d.counts)}); {d.ready} ready",
                  f"author:    {d.author}", f"created:   {when(d.created_at)}"]
+        if d.spent is not None and d.spent.sessions:
+            lines.append(f"spent:     {spend.text(d.spent)}")
         if d.workflow:
             lines.append(f"workflow:  {d.workflow}"
                          + "".join(f"  {k}={v!r}" for k, v in d.vars.items() if v))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from git_brat.brat import config
@@ -15,8 +17,11 @@ from git_brat.grite.repo import Grite
                                           "here (a post-receive hook runs the refinery).")
 @click.option("--hook-trigger", is_flag=True, help="This clone's git hooks (after a pull, "
               "fetch or rebase) start the refinery: a local setting, never committed.")
+@click.option("--agents-md/--no-agents-md", "agents_md", default=None,
+              help="Add (or update) git-brat's section of AGENTS.md, telling agents how to "
+                   "work here. Asked when run in a terminal; not added otherwise.")
 @json_option
-def init(hub, hook_trigger, as_json):
+def init(hub, hook_trigger, agents_md, as_json):
     """Set up git-brat here: grite, its hooks and refspecs, and .brat/config.toml.
 
     Idempotent: an existing config is kept (and validated), never overwritten.
@@ -30,6 +35,11 @@ def init(hub, hook_trigger, as_json):
         return
     out = setup.init(g, hook_trigger)
     result = out.grite
+    if agents_md is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty():
+        agents_md = click.confirm("Add a git-brat section to AGENTS.md (how agents work here)?",
+                                  default=False)
+    if agents_md:
+        out.agents_md = setup.agents_section(g)
 
     def human():
         actor = f"{result.actor_name} ({result.actor[:8]})"
@@ -47,6 +57,8 @@ def init(hub, hook_trigger, as_json):
                          f"approved: review them with `git brat trust`")
         if out.hook_trigger:
             lines.append("this clone's hooks start the refinery (git config brat.hookTrigger)")
+        lines.append(f"AGENTS.md: git-brat section {out.agents_md}" if out.agents_md else
+                     "AGENTS.md: no git-brat section (add one with `git brat init --agents-md`)")
         return "\n".join(lines)
     emit(as_json, out, human)
     for w in getattr(result, "warnings", ()):

@@ -10,6 +10,7 @@ import click
 from git_brat.brat.engines import runner
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
+from git_brat.brat import spend
 from git_brat.brat.cli.common import board, open_grite, shorts
 from git_brat.clikit import emit, json_option, table, when
 from git_brat.errors import NotFound
@@ -65,6 +66,8 @@ def show(session_id, as_json):
                       f"commits:   {d.commits} on the branch (head {d.head[:12]})"]
         if d.salvaged:
             lines.append(f"salvaged:  {d.salvaged[:12]} (work the agent left uncommitted)")
+        if d.spent is not None:
+            lines.append(f"spent:     {spend.text(d.spent)}")
         lines.append(f"log:       {d.log}")
         if d.output_tail:
             lines += ["", d.output_tail]

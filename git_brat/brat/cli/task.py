@@ -14,6 +14,7 @@ from git_brat.brat import tasks
 from git_brat.brat.cli.common import board, needs_text, open_grite, shorts, task_rows
 from git_brat.brat.cli.common import state as cli_state
 from git_brat.brat.witness import gate
+from git_brat.brat import spend
 from git_brat.clikit import emit, json_option, table, when
 from git_brat.errors import UsageError
 
@@ -44,6 +45,8 @@ def _detail_text(g, d: model.TaskDetail, b=None) -> str:
         lines.append(f"reason:    {d.reason}")
     if d.approved_head:
         lines.append(f"approved:  {d.approved_head[:12]} (lands once the merge check passes)")
+    if d.spent is not None and d.spent.sessions:
+        lines.append(f"spent:     {spend.text(d.spent)}")
 
     if d.body:
         lines += ["", d.body.rstrip()]

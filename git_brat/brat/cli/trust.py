@@ -44,7 +44,7 @@ def _lines(report: TrustReport, a: trust.Approval) -> list[str]:
 @json_option
 def trust_(show, revoke, as_json):
     """Approve the code-running settings of .brat/config.toml (witness.engine, witness.setup,
-    refinery.check, mayor.engine, locks.remote, engines.*, hub.*) as they are now, and the
+    refinery.check, mayor.engine, locks.remote, engines.*, hub.*, inbox.*) as they are now, and the
     engines' own settings files in the repository (.claude/, .mcp.json, .gemini/, .codex/,
     opencode.json, .opencode/, .continue/, .github/copilot*, .aider* ...): hooks, MCP servers
     and plugins there run commands, so no engine runs here while one is new or changed.

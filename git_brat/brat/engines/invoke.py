@@ -79,12 +79,13 @@ def resume_id_ok(p: Preset, resume_id: str) -> bool:
 
 def invocation(p: Preset, prompt: str, workdir: str, session_dir: str,
                resume_id: str = "", session_uuid: str = "", trusted: bool = False,
-               checked: bool = False) -> Invocation:
+               checked: bool = False, brief: str = "") -> Invocation:
     """The argv for one session; `resume_id` continues that conversation when the engine can.
 
     trusted: the repository's engine settings are approved (`git brat trust`), so the engine
     may trust the workspace (its trust_env); checked: the run is not sandboxed, so the engine
-    keeps its own permission checks (its `unchecked` arguments are left out)."""
+    keeps its own permission checks (its `unchecked` arguments are left out); brief: the file
+    of the project's instructions, for an engine that reads them through its argv."""
     if not p.argv:
         raise UsageError(f"engine {p.name} has no command: set engines.{p.name}.command in "
                          f".brat/config.toml (an argv list, e.g. [\"my-agent\", \"{{prompt}}\"])")
@@ -99,10 +100,12 @@ def invocation(p: Preset, prompt: str, workdir: str, session_dir: str,
     if p.model:
         template += p.model_args
     template += p.extra_args
+    if brief:
+        template += p.instructions_args
     prompt_file = os.path.join(session_dir, "prompt.txt")
     values = {"{prompt_file}": prompt_file, "{model}": p.model, "{workdir}": workdir,
               "{session_dir}": session_dir, "{session_uuid}": session_uuid,
-              "{resume_id}": resume_id}
+              "{resume_id}": resume_id, "{brief}": brief}
     stdin = None
     if p.prompt == "arg":
         if not any("{prompt}" in a for a in template):

@@ -11,13 +11,16 @@ session before the command runs, saying so.
 """
 
 import ctypes
+import fcntl
 import os
 import signal
 import sys
 import time
 
 ATTACH_TIMEOUT = 10.0
+NEST_WAIT = 2.0             # at most this long for bwrap's nested user namespace (see nested)
 PR_SET_PDEATHSIG = 1
+NS_GET_USERNS = 0xB701      # ioctl: the user namespace that owns a namespace
 
 
 def say(text: str) -> None:
@@ -55,6 +58,53 @@ def child_pid(fd: int) -> int | None:
     digits = rest.lstrip()[:12]
     n = len(digits) - len(digits.lstrip(b"0123456789"))
     return int(digits[:n]) if n else None
+
+
+def mapped(pid: int) -> bool:
+    """Whether the user namespace of pid has its uid map yet. bwrap tells the child's pid
+    before an unprivileged child has written its own map; pasta joining the namespace before
+    that finds no user it may be there and exits ("Couldn't switch to pasta namespaces")."""
+    try:
+        with open(f"/proc/{pid}/uid_map") as f:
+            return bool(f.read().strip())
+    except OSError:
+        return False
+
+
+def network_owner(pid: int) -> int | None:
+    """An open descriptor of the user namespace owning pid's network namespace (None: root,
+    or pid is gone).
+
+    pasta given only a pid joins that process's user namespace; but a plain user's bwrap,
+    after making the sandbox's namespaces (the network one owned by its first user
+    namespace), makes a nested user namespace for the command (it does for --dev), and a
+    pasta that joined the nested one may not configure the network ("Couldn't switch to
+    pasta namespaces"). Whether pasta starts before or after that nesting is a race (lost
+    most times under load), so pasta is told the owner instead. Root's bwrap does not nest,
+    and root's pasta, its capabilities dropped, may not open this process's descriptors."""
+    if os.geteuid() == 0:
+        return None
+    try:
+        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return fcntl.ioctl(net, NS_GET_USERNS)
+    except OSError:
+        return None
+    finally:
+        os.close(net)
+
+
+def nested(pid: int, owner: int) -> bool:
+    """Whether pid has left the user namespace owning its network for a nested one: a plain
+    user's bwrap does that after setting up the sandbox's loopback and mounts, so pasta
+    started then configures the network without racing bwrap over the loopback ("bwrap:
+    loopback: Failed RTM_NEWADDR")."""
+    try:
+        return os.stat(owner).st_ino != os.stat(f"/proc/{pid}/ns/user").st_ino
+    except OSError:
+        return True     # gone: pasta's start will say so
 
 
 def routed(pid: int) -> bool:
@@ -118,8 +168,15 @@ def main(argv: list[str]) -> int:
     if inner is None:       # bwrap failed before its namespaces: it said why
         os.close(block_w)
         return exit_status(os.waitpid(bwrap, 0)[1])
-    net = spawn([*pasta, str(inner)], die_with_us=True)
     deadline = time.monotonic() + ATTACH_TIMEOUT
+    while not mapped(inner) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    owner = network_owner(inner)
+    settle = min(deadline, time.monotonic() + NEST_WAIT)
+    while owner is not None and not nested(inner, owner) and time.monotonic() < settle:
+        time.sleep(0.001)
+    userns = ["--userns", f"/proc/{os.getpid()}/fd/{owner}"] if owner is not None else []
+    net = spawn([*pasta, *userns, str(inner)], die_with_us=True)
     ports = forwarded(pasta)
     while not (routed(inner) and listening(inner, ports)):
         if os.waitpid(net, os.WNOHANG)[0] or time.monotonic() > deadline:
@@ -133,6 +190,8 @@ def main(argv: list[str]) -> int:
             os.waitpid(bwrap, 0)
             return 125
         time.sleep(0.002)
+    if owner is not None:       # pasta joined it: configured, it needs the path no more
+        os.close(owner)
     os.write(block_w, b"1")
     os.close(block_w)
     try:

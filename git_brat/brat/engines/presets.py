@@ -25,7 +25,32 @@ UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 SESSION_DIR = r"/(?:[^/\0\n]+/)*brat/sessions/[0-9a-f]{32}"
 
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workdir}", "{session_dir}",
-                "{session_uuid}", "{resume_id}")
+                "{session_uuid}", "{resume_id}", "{brief}")
+
+
+class Meter(msgspec.Struct, kw_only=True, frozen=True):
+    """Where an engine reports the tokens and cost of a run (read by engines/usage.py).
+
+    Keys are dotted paths into a JSON object ("*" steps into every entry of a map, and the
+    values found are summed); `line` is a regular expression over the output's lines instead,
+    its named groups input, output, cache_read, cache_write and cost."""
+    when: dict[str, Any] = {}          # JSON key -> value that marks a report
+    input: list[str] = []              # tokens read (the prompt, cache misses and hits alike)
+    output: list[str] = []
+    cache_read: list[str] = []
+    cache_write: list[str] = []
+    reasoning: list[str] = []
+    cost: list[str] = []               # USD
+    models: str = ""                   # a map keyed by the model names used
+    line: str = ""
+    each: bool = False                 # every report adds (one per step); else the last counts
+    # A resumed conversation reports its totals so far (what earlier sessions spent too).
+    cumulative: bool = False
+    # A side channel: a file the engine writes beside its output ("$VAR|~/path" like `state`;
+    # {engine_session} the conversation's id; a "*" picks the newest file written during the
+    # run whose `file_when` keys hold ({workdir}: the session's work tree)).
+    file: str = ""
+    file_when: dict[str, str] = {}
 
 
 class Preset(msgspec.Struct, kw_only=True):
@@ -68,6 +93,19 @@ class Preset(msgspec.Struct, kw_only=True):
     # Environment that turns the engine's own workspace trust off: given only with the
     # repository's settings approved (never by the preset on its own).
     trust_env: dict[str, str] = {}
+    # -- what the engine reads besides its prompt (the witness's brief: witness/brief.py) --
+    # The file in the work tree the engine loads its instructions from ("": none). The
+    # witness writes the project's instructions there, untracked, when the tree does not
+    # track that file.
+    instructions: str = ""
+    # Or: argv that makes the engine read them from a file outside the tree ({brief}).
+    instructions_args: list[str] = []
+    # The folder in the work tree the engine finds skills in (<folder>/<name>/SKILL.md);
+    # "": none, the skills' descriptions go into its instructions.
+    skills: str = ""
+    # Where its tokens and cost are reported (None: nowhere known; the session's usage is
+    # unknown).
+    usage: Meter | None = None
 
     @property
     def binary(self) -> str:
@@ -96,7 +134,19 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["session_id"], message_keys=["result"], error_when={"is_error": True},
         resume_id_format=UUID,
         # settings.json and settings.local.json hooks, commands, agents, skills; MCP servers
-        settings=[".claude/", ".mcp.json"], unchecked=["--dangerously-skip-permissions"]),
+        settings=[".claude/", ".mcp.json"], unchecked=["--dangerously-skip-permissions"],
+        # not AGENTS.md, even when no CLAUDE.md exists
+        instructions="CLAUDE.md", skills=".claude/skills",
+        # modelUsage, not usage: on --resume, `usage` is this run's while total_cost_usd is the
+        # conversation's; modelUsage holds the conversation's tokens and cost alike (measured).
+        usage=Meter(when={"type": "result"}, models="modelUsage",
+                    input=["modelUsage.*.inputTokens", "modelUsage.*.cacheReadInputTokens",
+                           "modelUsage.*.cacheCreationInputTokens"],
+                    output=["modelUsage.*.outputTokens"],
+                    cache_read=["modelUsage.*.cacheReadInputTokens"],
+                    cache_write=["modelUsage.*.cacheCreationInputTokens"],
+                    reasoning=["modelUsage.*.thinkingTokens"], cost=["modelUsage.*.costUSD"],
+                    cumulative=True)),
     Preset(
         name="aider", package="pypi aider-chat", scratch=[".aider*"], state=["~/.aider/"],
         # --no-detect-urls: with --yes-always it would fetch every URL in the task text.
@@ -113,7 +163,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume_id_format=SESSION_DIR,
         # .aider.conf.yml (and .env, read from the repository's top) set test-cmd/lint-cmd,
         # which --yes-always runs
-        settings=[".aider*", ".env"], unchecked=["--yes-always"]),
+        settings=[".aider*", ".env"], unchecked=["--yes-always"],
+        # no instructions file of its own: --read, a read-only file in the chat
+        instructions_args=["--read", "{brief}"],
+        # "Tokens: 2.6k sent, 1.2k cache write, 300 cache hit, 21 received. Cost: $0.01
+        # message, $0.02 session." per message; counts over 1k are rounded to 0.1k by aider.
+        usage=Meter(line=r"^Tokens: (?P<input>[\d.]+k?) sent, (?:(?P<cache_write>[\d.]+k?) "
+                         r"cache write, )?(?:(?P<cache_read>[\d.]+k?) cache hit, )?"
+                         r"(?P<output>[\d.]+k?) received\.(?: Cost: \$(?P<cost>[\d.]+) message)?",
+                    each=True)),
     Preset(
         name="codex", package="npm @openai/codex", state=["$CODEX_HOME|~/.codex/"],
         argv=["codex", "exec", "--json", "--skip-git-repo-check",
@@ -127,7 +185,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         error_when={"type": "error"}, resume_id_format=UUID,
         # .codex/config.toml (MCP servers, notify, hooks), skills
         settings=[".codex/", ".agents/"],
-        unchecked=["--dangerously-bypass-approvals-and-sandbox"]),
+        unchecked=["--dangerously-bypass-approvals-and-sandbox"],
+        instructions="AGENTS.md", skills=".agents/skills",
+        # The thread's totals: a resumed thread reports the earlier runs' tokens again.
+        usage=Meter(when={"type": "turn.completed"},
+                    input=["usage.input_tokens"], output=["usage.output_tokens"],
+                    cache_read=["usage.cached_input_tokens"],
+                    cache_write=["usage.cache_write_input_tokens"],
+                    reasoning=["usage.reasoning_output_tokens"], cumulative=True)),
     Preset(
         name="opencode", package="npm opencode-ai",
         state=["$XDG_DATA_HOME/opencode|~/.local/share/opencode/",
@@ -142,7 +207,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         resume_id_format=r"ses_[A-Za-z0-9]{1,64}",
         # opencode.json(c): MCP servers, commands, permissions; .opencode/: plugins (code)
         settings=["opencode.json", "opencode.jsonc", ".opencode/", ".opencode.json",
-                  ".claude/", ".agents/"]),
+                  ".claude/", ".agents/"],
+        instructions="AGENTS.md", skills=".agents/skills",
+        usage=Meter(when={"type": "step_finish"}, each=True,
+                    input=["part.tokens.input", "part.tokens.cache.read"],
+                    output=["part.tokens.output"], reasoning=["part.tokens.reasoning"],
+                    cache_read=["part.tokens.cache.read"],
+                    cache_write=["part.tokens.cache.write"], cost=["part.cost"])),
     Preset(
         name="gemini", package="npm @google/gemini-cli", state=["~/.gemini/"],
         # stream-json, not json: json is one pretty-printed document, unreadable line by line
@@ -158,14 +229,27 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         session_keys=["session_id"], message_keys=["content", "response"], error_when={},
         resume_id_format=UUID,
         # settings.json: hooks, MCP servers, tool discovery commands; extensions; commands
-        settings=[".gemini/"], unchecked=["--yolo"]),
+        settings=[".gemini/"], unchecked=["--yolo"],
+        # GEMINI.md, not AGENTS.md (unless its settings' context.fileName says so)
+        instructions="GEMINI.md", skills=".gemini/skills",
+        usage=Meter(when={"type": "result"}, models="stats.models",
+                    input=["stats.input_tokens"], output=["stats.output_tokens"],
+                    cache_read=["stats.cached"])),
     Preset(
         name="cn", package="npm @continuedev/cli", state=["$CONTINUE_GLOBAL_DIR|~/.continue/"],
         argv=["cn", "-p", "{prompt}", "--format", "json", "--auto"],
         result="json", session_keys=[], message_keys=["response"],
         error_when={"status": "error"},
         # config.yaml, MCP servers, rules, prompts
-        settings=[".continue/", ".continuerc.json"], unchecked=["--auto"]),
+        settings=[".continue/", ".continuerc.json"], unchecked=["--auto"],
+        instructions="AGENTS.md", skills=".continue/skills",
+        # Its output has no usage: its session file does (one per run, it cannot resume).
+        usage=Meter(file="$CONTINUE_GLOBAL_DIR/sessions/*.json|~/.continue/sessions/*.json",
+                    file_when={"workspaceDirectory": "{workdir}"},
+                    input=["usage.promptTokens"], output=["usage.completionTokens"],
+                    cache_read=["usage.promptTokensDetails.cachedTokens"],
+                    cache_write=["usage.promptTokensDetails.cacheWriteTokens"],
+                    cost=["usage.totalCost"])),
     Preset(
         name="copilot", package="npm @github/copilot",
         # It unpacks its bundled package under the cache directory on every start.
@@ -181,7 +265,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         # hooks, agents, skills and MCP servers of the repository
         settings=[".github/copilot*", ".github/hooks/", ".github/agents/", ".github/skills/",
                   ".copilot/", ".vscode/mcp.json", ".mcp.json", ".claude/", ".agents/"],
-        unchecked=["--allow-all-tools"]),
+        unchecked=["--allow-all-tools"], instructions="AGENTS.md", skills=".agents/skills",
+        # Its output has no tokens: its conversation's event file does, one record a model
+        # call, every run of the conversation in it.
+        usage=Meter(file="$COPILOT_HOME/session-state/{engine_session}/events.jsonl|"
+                         "~/.copilot/session-state/{engine_session}/events.jsonl",
+                    when={"type": "session.usage_record"}, each=True, cumulative=True,
+                    input=["data.usage.inputTokens"], output=["data.usage.outputTokens"],
+                    cache_read=["data.usage.cacheReadTokens"],
+                    cache_write=["data.usage.cacheWriteTokens"], cost=["data.usage.cost"])),
     # Any command: [engines.shell] command = [...] in .brat/config.toml.
     Preset(name="shell", argv=[], version_args=[]),
     # The scripted agent of `git brat demo` (not an AI): fixes the demo project's bugs.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from git_brat.brat import board as model
+from git_brat.clikit import printable
+from git_brat.brat import kb
 from git_brat.brat.config import Config
 from git_brat.brat.mayor.plan import SCHEMA, WORKFLOW_SCHEMA
 from git_brat.brat.witness.prompt import tracked_text
@@ -13,7 +15,9 @@ from git_brat.grite.repo import Grite
 from git_brat.grite.model.state import Entity, State
 
 BOARD_LINES = 120          # open convoys and tasks listed in the context
+SYMBOL_LINES = 40          # definitions of names the request mentions (grite's context index)
 GIT_TIMEOUT = 60
+KB_BUDGET = 8 << 10        # characters of knowledge notes in the mayor's context
 EXCHANGE = "x:"            # field prefix: one field per exchange, so concurrent ones all stay
 
 
@@ -28,8 +32,9 @@ def work_tree_status(top: str) -> list[str]:
 
 
 def tracked_files(top: str) -> list[str]:
-    # Shown to the mayor as text: a name that is not UTF-8 is shown with U+FFFD.
-    return [f.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    # Shown to the mayor as text: a name that is not UTF-8 is shown with U+FFFD, a line break
+    # in one escaped (it would start a section of the prompt of its own).
+    return [_one_line(f.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
             for f in worktree.tracked(top, timeout=GIT_TIMEOUT)]
 
 
@@ -69,6 +74,25 @@ def excerpt(g: Grite, files: list[str], names: tuple[str, ...], limit: int) -> t
             return name, text + (f"\n[… truncated: {name} is longer than {limit} bytes]"
                                  if cut else "")
     return "", ""
+
+
+def symbol_lines(g: Grite, question: str) -> list[str]:
+    """Where the names the request mentions are defined, from grite's code context index
+    (nothing when the index cannot be had: no tree-sitter here, no commit yet)."""
+    from git_brat.errors import GriteError
+    from git_brat.grite.context.index import relevant
+    try:
+        hits = relevant(g.store, question, SYMBOL_LINES)
+    except GriteError:
+        return []
+    return [_one_line(f"- {h.kind} {h.parent + '.' if h.parent else ''}{h.name}: "
+                      f"{h.path}:{h.line}") for h in hits]
+
+
+def _one_line(text: str) -> str:
+    """A committed path may hold a line break: shown escaped, it cannot start a section of
+    the prompt of its own."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def board_lines(state: State) -> list[str]:
@@ -143,6 +167,12 @@ def prompt(g: Grite, cfg: Config, conv: Entity | None, question: str, resumed: b
         name, text = excerpt(g, files, names, m.excerpt_chars)
         if name and text.strip():
             parts.append(f"## {name} (excerpt)\n{text.rstrip()}")
+    symbols = symbol_lines(g, question)
+    if symbols:
+        parts.append("## Where the names in the request are defined\n" + "\n".join(symbols))
+    knowledge = kb.section(kb.relevant(kb.notes(g), [], question, KB_BUDGET, every=True), planning=True)
+    if knowledge:
+        parts.append(knowledge)
     state = g.state()
     parts.append("## Open convoys and tasks (already planned: do not plan them again)\n"
                  + "\n".join(board_lines(state)))

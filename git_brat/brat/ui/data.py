@@ -15,6 +15,7 @@ from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import mayor as m
 from git_brat.brat import sessions as ss
+from git_brat.brat import spend
 from git_brat.brat import status as st
 from git_brat.brat import tasks
 from git_brat.brat import trust
@@ -290,11 +291,12 @@ class Card(msgspec.Struct):
     engine: str                # the engine of its latest session ("" if none ran)
     labels: list[str]
     needs: list[str]
+    spent: spend.Spent | None = None   # tokens and cost over its sessions (None: none ran)
     message: str = ""          # the agent's last word on it (its question, when it blocked)
     liveness: str = ""         # alive, dead or paused, while a session is live ("" otherwise)
     session: str = ""          # its latest session
     running_for: float | None = None   # seconds its live session has run
-    cost: str = ""             # what its sessions cost so far, where the records say
+    cost: str = ""             # what its sessions spent so far, in a few words ("" if nothing)
     updated: int = 0           # when it last changed (ms)
 
 
@@ -400,7 +402,8 @@ def fill_card(g: Grite, b: Board, card: Card, session: Entity | None) -> None:
     if session is None:
         return
     card.session = session.id
-    card.cost = cost_of(session)
+    card.spent = _spent(b, card.id)     # (a task no session ran reads nothing)
+    card.cost = spend.text(card.spent, short=True) if card.spent and card.spent.sessions else ""
     if session.get("status") in ss.LIVE:
         card.liveness = liveness(g, session)
         card.running_for = max(0.0, (process.now_ms() - session.created_at) / 1000)
@@ -420,10 +423,9 @@ def last_message(t: Entity) -> str:
     return model.reason_of(t)[:MESSAGE_SHOWN] if isinstance(model.reason_of(t), str) else ""
 
 
-# The session fields a usage limit or a cost leaves, when their writers record them (read
-# only when present and of the right type: a board never makes up a pause or a price).
+# The session fields a usage limit leaves, when its writer records them (read only when
+# present: a board never makes up a pause).
 PAUSE_FIELDS = ("paused_until", "paused", "limit")
-COST_FIELDS = ("cost_usd", "cost")
 
 
 def liveness(g: Grite, session: Entity) -> str:
@@ -436,12 +438,9 @@ def liveness(g: Grite, session: Entity) -> str:
     return "alive"
 
 
-def cost_of(session: Entity) -> str:
-    for f in COST_FIELDS:
-        v = session.get(f)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9:
-            return f"${v:.2f}"
-    return ""
+def _spent(b: model.Board, tid: str) -> spend.Spent | None:
+    sessions = spend.task_sessions(b.state, tid)
+    return spend.view(sessions) if sessions else None
 
 
 def urgency(priority: Any) -> tuple:

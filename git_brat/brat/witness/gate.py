@@ -2,7 +2,8 @@
 witness over a unix socket bound into the sandbox, and the witness writes the event.
 
 The agent cannot write the log itself (refs/grite/ is read-only in its sandbox); the witness
-writes for it, under the session's lease fence, and only about the session's own task.
+writes for it, under the session's lease fence, and only about the session's own task (a
+knowledge note it adds, `kb`, names that task and the session).
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import threading
 import msgspec
 
 from git_brat.brat import board as model
+from git_brat.brat import kb
 from git_brat.brat import sessions as ss
 from git_brat.errors import GriteError, UsageError
+from git_brat.grite.issues import summary
+from git_brat.grite.model import events as ev
+from git_brat.grite.model.kinds import NOTE
 
 ENV = "BRAT_GATE"              # the socket's path, in a sandboxed session's environment
-OPS = ("show", "done", "comment", "block")
+OPS = ("show", "done", "comment", "block", "kb")
 MAX_REQUEST = 1 << 20
+MAX_NOTES = 20                 # knowledge notes one session may add (each is an event for all)
 
 
 def socket_path() -> str:
@@ -108,6 +114,7 @@ def answer_request(g, sid: str, tid: str, raw: bytes) -> dict:
         if op not in OPS or not isinstance(message, str) or \
                 not (ref is None or isinstance(ref, str)):
             raise ValueError
+        note = _note_request(req) if op == "kb" else None
     except (ValueError, UnicodeDecodeError):
         return {"ok": False, "error": "not a request the gate understands", "exit_code": 2}
     try:
@@ -126,6 +133,8 @@ def answer_request(g, sid: str, tid: str, raw: bytes) -> dict:
             ss.report_block(g, sess, message)
         elif op == "comment":
             ss.comment(g, tid, sess, message)
+        elif op == "kb":
+            return {"ok": True, "session": sid, "note": add_note(g, sess, tid, message, *note)}
         b = model.board(g, refresh=True)
         d = b.task_detail(b.tasks[tid], model.history(g, tid))
         return {"ok": True, "session": sid, "detail": msgspec.to_builtins(d)}
@@ -133,13 +142,38 @@ def answer_request(g, sid: str, tid: str, raw: bytes) -> dict:
         return {"ok": False, "error": exc.message, "exit_code": exc.exit_code}
 
 
-def ask(path: str, op: str, task: str | None, message: str = "", timeout: float = 120) -> dict:
+def _note_request(req: dict) -> tuple[str, list[str], list[str]]:
+    """A `kb add` request's kind, tags and paths (ValueError: not of the types asked)."""
+    kind, tags, paths = req.get("kind", "memory"), req.get("tags", []), req.get("paths", [])
+    if not isinstance(kind, str) or not all(
+            isinstance(x, list) and all(isinstance(t, str) for t in x) for x in (tags, paths)):
+        raise ValueError
+    return kind, tags, paths
+
+
+def add_note(g, sess, tid: str, text: str, kind: str, tags: list[str],
+             paths: list[str]) -> str:
+    """A note an agent adds, written as its session (fenced by the session's lease, like its
+    comments): the note names the task and session it came from."""
+    added = sum(1 for n in g.state().of_kind(NOTE) if n.get("session") == sess.id)
+    if added >= MAX_NOTES:
+        raise UsageError(f"refused: session {sess.id[:7]} has added {added} notes already, "
+                         f"the most one session may")
+    nid = ev.new_entity_id()
+    d = kb.drafts(nid, kind, text, tags, paths, task=tid, session=sess.id)
+    ss.fenced(g, sess, d, summary("note.add", nid, d[0].op.fields["title"]))
+    return nid
+
+
+def ask(path: str, op: str, task: str | None, message: str = "", timeout: float = 120,
+        extra: dict | None = None) -> dict:
     """(the agent's side) Send one request to the witness; its answer, or GriteError."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
             s.connect(path)
-            s.sendall(json.dumps({"op": op, "task": task, "message": message}).encode() + b"\n")
+            s.sendall(json.dumps({"op": op, "task": task, "message": message,
+                                  **(extra or {})}).encode() + b"\n")
             answer = json.loads(_read(s).decode("utf-8") or "null")
     except (OSError, ValueError) as exc:
         raise GriteError(f"cannot reach the witness at {path} ({exc}): in a sandbox, task "

@@ -22,7 +22,7 @@ from git_brat.brat.board import MERGE, SESSION, status_of
 from git_brat.brat.config import Config, target_branch_problem
 from git_brat.brat.refinery import guard
 from git_brat.brat.engines import runner
-from git_brat.brat.witness import pick, session, verdict
+from git_brat.brat.witness import budget, pick, session, verdict
 from git_brat.brat.witness.recover import Recovered, recover
 from git_brat.brat.witness.session import LiveSession, log_line
 from git_brat.errors import Conflict, GriteError, NotFound
@@ -203,7 +203,7 @@ class Witness:
             self._wait_jobs()
             self.pool.shutdown(wait=True)
             restore()
-        failed = _failed_tasks(self.ended)
+        failed = verdict.failed_tasks(self.ended)
         return Summary(self.started, self.ended, self.recovered, failed, bool(self.stopping))
 
     def _trap_signals(self) -> Callable[[], None]:
@@ -252,6 +252,8 @@ class Witness:
                 if t.id not in busy and t.id not in self._told:
                     self._told.add(t.id)
                     self.say(f"task {t.id[:7]} is ready but not started: {why}")
+                continue
+            if budget.block_if_spent(self, board, t):
                 continue
             if self.start(t):
                 n += 1
@@ -453,6 +455,8 @@ class Witness:
                            grace=DONE_GRACE if blocked else 0.0)
             elif task.get("done_by") == live.sid:
                 self._stop(live, "done", grace=DONE_GRACE)
+            elif live.phase == "engine" and budget.spent_while_running(self, board, live):
+                self._stop(live, "budget")
 
     def _stop(self, live: LiveSession, reason: str, grace: float = 0.0) -> None:
         live.stop_reason = reason
@@ -527,6 +531,7 @@ class Witness:
             board = model.board(self.g)
             task = board.tasks[live.tid]
             sess = board.state.entities.get(live.sid)
+            spent, over = budget.at_end(self, board, live, left.usage)
             # The stop reason as it is now: a lost lease turns the retry into the session's record.
             v = verdict.decide(verdict.Facts(
                 **facts, stop_reason=live.stop_reason, task_status=status_of(task),
@@ -534,17 +539,19 @@ class Witness:
                 done=task.get("done_by") == live.sid, task_reason=model.reason_of(task),
                 failures=task.get("failures", 0), reply_head=str(task.get("reply_head", "")),
                 stop_requested_by=sess.get("stop_requested", "") if sess else "",
-                witness_stopping=self.stopping, now=process.now_ms()), self.cfg.witness)
+                witness_stopping=self.stopping, now=process.now_ms(), over_budget=over),
+                self.cfg.witness)
             v = guard.intervention(v, moved, live.tid) if moved is not None else v
             outcome.update(status=v.status, reason=v.reason, task=v.task_to or status_of(task))
-            end = {"status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
+            end = {**spent, "status": v.status, "reason": v.reason, "ended_at": process.now_ms(),
                    "exit_code": rc, "head": head, "commits": commits, "salvaged": left.salvaged,
                    "engine_session": left.engine_session, "output_tail": left.tail[-4000:]}
             if left.kept:
                 end["kept"] = [k.ref for k in left.kept]
             out = [Draft(live.sid, ev.SetFields(end))]
             if v.task_to:
-                out.append(tasks.move(board, live.tid, v.task_to, v.task_reason, **v.task_fields))
+                out.append(tasks.move(board, live.tid, v.task_to, v.task_reason,   # (its own)
+                                      **{"via": live.sid, **v.task_fields}))
             if v.merge:
                 out.append(Draft(ev.new_entity_id(), ev.Create(MERGE, {
                     "task": live.tid, "branch": live.branch, "head": head, "base": live.base,
@@ -587,13 +594,6 @@ class Witness:
             locks.release(self.g, res, self.st, holder, unused=unused)
         except GriteError:
             pass   # lost or unreachable: it expires by itself
-
-
-def _failed_tasks(ended: list[SessionEnd]) -> int:
-    last: dict[str, SessionEnd] = {}
-    for e in ended:
-        last[e.task] = e
-    return sum(1 for e in last.values() if e.status in ss.FAILED or e.task_status == "failed")
 
 
 __all__ = ["Witness", "Options", "Summary", "SessionEnd", "LiveRow", "options"]

@@ -30,6 +30,8 @@ class PromptInput(msgspec.Struct, kw_only=True):
     commits: int = 0             # commits already on the branch (from earlier sessions)
     store: object = None         # the repository (git_brat.git.store.Store) ...
     tree: str = ""               # ... and the commit the session starts from: its instructions
+    engine_reads: list[str] = []  # instruction files the engine reads by itself (not repeated)
+    knowledge: str = ""          # the knowledge notes relevant to the task (kb.section)
 
 
 REPORTING = """\
@@ -137,7 +139,11 @@ def build(p: PromptInput) -> str:
                      f"```\n{_tail(p.last_failure.strip(), MAX_FAILURE)}\n```\n\nFix that first.")
     if p.notes:
         parts.append("## Notes left on the task\n\n" + "\n\n".join(f"- {n.strip()}" for n in p.notes))
+    if p.knowledge:
+        parts.append(p.knowledge)
     for name, text in instructions(p.store, p.tree):
+        if name in p.engine_reads:
+            continue
         parts.append(f"## The repository's instructions ({name})\n\n{text}")
     parts.append(REPORTING.format(target=p.target))
     return "\n\n".join(parts) + "\n"

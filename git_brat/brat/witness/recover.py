@@ -13,10 +13,11 @@ from git_brat.brat import board as model
 from git_brat.brat import engines
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
+from git_brat.brat import spend
 from git_brat.brat import tasks
 from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
-from git_brat.brat.engines import Preset, runner
+from git_brat.brat.engines import Preset, runner, usage
 from git_brat.brat.witness import confine
 from git_brat.brat.witness.session import TAIL_LINES, agent_env, salvage, stop_strays
 from git_brat.errors import GriteError, NotFound
@@ -38,6 +39,7 @@ class Recovered(msgspec.Struct):
     salvaged: str              # commit of work it had left uncommitted
     branch: str
     engine_session: str        # its conversation, for the next session to resume
+    spent: str = ""            # what it had spent, as its engine reported it ("": nothing known)
 
 
 def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: set[str] = frozenset(),
@@ -98,8 +100,10 @@ def recover(g: Grite, cfg: Config, st: locks.Settings | None = None, exclude: se
                 continue
         why = ("its witness (pid %d) is gone" % dead_here if dead_here else
                "its lease expired: the witness stopped renewing it (crashed, killed, or cut off)")
-        out.append(_recover_one(g, board, s, why, local))
-        say(f"recovered session {s.id[:7]} of task {tid[:7]}: crashed ({why})")
+        out.append(_recover_one(g, board, s, why, local, cfg.witness.prices))
+        spent = out[-1].spent if out[-1] is not None else ""
+        say(f"recovered session {s.id[:7]} of task {tid[:7]}: crashed ({why})"
+            + (f"; it had spent {spent}" if spent else ""))
     return [r for r in out if r is not None]
 
 
@@ -156,10 +160,29 @@ def _fetch(g: Grite, st: locks.Settings, say: Callable[[str], None]) -> None:
             say(f"warning: could not fetch from {remote}: {exc.message}")
 
 
+def _spent(g: Grite, board: Board, s: Entity, engine_session: str,
+           prices: dict) -> dict | None:
+    """What a crashed session had spent, from its log (or its engine's side file): its usage
+    field, or None when its engine reported nothing."""
+    try:
+        preset = engines.resolve(s.get("engine", ""), None)
+    except NotFound:
+        return None
+    tid = s.get("task", "")
+    output = runner.read_from(layout.session_log(g.store, s.id), 0)
+    measured = usage.measure(preset, output, workdir=layout.worktree(g.store, tid),
+                             engine_session=engine_session,
+                             since=s.created_at / 1000 if s.created_at else 0.0)
+    prior = [x for x in ss.of_task(board, tid) if x.id != s.id]
+    return spend.record(measured, preset, prior, str(s.get("resumed", "")), prices)
+
+
 def _recover_one(g: Grite, board: Board, s: Entity, why: str,
-                 local: ss.LocalRecord | None) -> Recovered | None:
+                 local: ss.LocalRecord | None, prices: dict | None = None) -> Recovered | None:
     tid, branch = s.get("task", ""), ss.branch_for(s.get("task", ""))
     killed = False
+    spent = None
+    prices = prices or {}
     salvaged = ""
     engine_session = s.get("engine_session", "")
     if local is not None:   # this clone started it: its agent, work tree and log are here
@@ -194,6 +217,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
                     preset, runner.read_from(layout.session_log(g.store, s.id), 0)).session_id
             except NotFound:
                 pass
+        spent = _spent(g, board, s, engine_session, prices)
 
     def build() -> list[Draft]:
         b = model.board(g)
@@ -206,7 +230,7 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
             "engine_session": engine_session, "head": head or "", "orphan_stopped": killed,
             "output_tail": redact.tail(runner.tail(layout.session_log(g.store, s.id), TAIL_LINES),
                                        4000)
-            if local is not None else ""}))]
+            if local is not None else "", **({"usage": spent} if spent else {})}))]
         task = b.tasks.get(tid)
         if task is not None and status_of(task) == "running" and task.get("session") == s.id:
             out.append(tasks.move(b, tid, "queued",
@@ -217,7 +241,8 @@ def _recover_one(g: Grite, board: Board, s: Entity, why: str,
         g.append(lambda: build() or _nothing(), summary("session.crashed", s.id))
     except _Nothing:
         return None
-    return Recovered(s.id, tid, "crashed", why, killed, salvaged, branch, engine_session)
+    return Recovered(s.id, tid, "crashed", why, killed, salvaged, branch, engine_session,
+                     usage.summary(usage.from_fields(spent)) if spent else "")
 
 
 class _Nothing(GriteError):

@@ -18,13 +18,14 @@ from git_brat import process, redact
 from git_brat.git import quarantine
 from git_brat.git import worktree as git_worktree
 from git_brat.brat import engines
+from git_brat.brat import kb
 from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat import trust
 from git_brat.brat.board import Board
 from git_brat.brat.config import Config
-from git_brat.brat.engines import Invocation, Preset, runner, sandbox
-from git_brat.brat.witness import confine, gate, prompt
+from git_brat.brat.engines import Invocation, Preset, runner, sandbox, usage
+from git_brat.brat.witness import brief, confine, gate, prompt
 from git_brat.brat.witness.verdict import StopReason
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import open_private, private_dir
@@ -36,6 +37,7 @@ from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
 
 TAIL_LINES = 30
+END_READ = 64 << 20    # bytes of a session's output read for what it spent, at its end
 Phase = Literal["setup", "engine"]
 
 
@@ -75,6 +77,12 @@ class LiveSession:
     plan: sandbox.Plan | None = None
     confinement: str = "none"  # what its sandbox actually confines (sandbox.describe)
     gate: gate.Gate | None = None
+    brief: brief.Brief | None = None   # what the engine reads besides its prompt, written
+    started_wall: float = field(default_factory=time.time)   # side channels written since
+    resume_id: str = ""        # the conversation it continues ("": a new one)
+    budget_reason: str = ""    # why the witness stopped it at its budget
+    meter_offset: int = 0      # how far its log was read for what it spent while it runs
+    meter: usage.Usage = field(default_factory=usage.Usage)   # what that reading found
 
     def __post_init__(self):
         self.deadline = self.deadline or self.started
@@ -202,6 +210,7 @@ class Leftovers(NamedTuple):
     tail: str                    # the log's tail, secrets redacted (it syncs to every clone)
     engine_session: str          # what the next attempt resumes
     error: str | None            # the engine's own error, redacted
+    usage: usage.Usage           # what the engine reported spending (reported=False: nothing)
 
 
 def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
@@ -217,15 +226,62 @@ def wind_up(store, live: LiveSession, preset: Preset) -> Leftovers:
     engine_ran = live.phase == "engine"
     output = runner.read_from(live.log, live.engine_offset) if engine_ran else ""
     result = engines.read_result(preset, output) if engine_ran else None
-    salvaged, kept_all, kept = save_work(store, live, preset.scratch)
+    salvaged, kept_all, kept = save_work(store, live, [*preset.scratch, *briefed(
+        store, live, live.start_head or live.base)])
     engine_session = (result.session_id if result and result.session_id else "") or \
         live.session_uuid or ""
     if not engine_session and preset.resumes and not preset.session_keys and engine_ran:
         # An engine that resumes from its files (aider's chat history), not by an id.
         engine_session = layout.session_dir(store, live.sid)
     error = redact.text(result.message) if result is not None and result.is_error else None
+    # The whole output (up to END_READ): an engine that reports every step has its first
+    # reports at the top of a long log.
+    spent = spent_so_far(live, preset, runner.read_from(live.log, live.engine_offset, END_READ),
+                         engine_session) if engine_ran else usage.Usage()
     return Leftovers(salvaged, kept_all, kept, redact.text(runner.tail(live.log, TAIL_LINES)),
-                     engine_session, error)
+                     engine_session, error, spent)
+
+
+def spent_so_far(live: LiveSession, preset: Preset, output: str | None = None,
+                 engine_session: str = "") -> usage.Usage:
+    """What the engine of a session reported spending up to now, as it reported it (a
+    cumulative engine: its conversation's totals): from `output` (its whole output, at its
+    end), else what its log holds, read on from where the last look stopped; or from its side
+    channel."""
+    if preset.usage is None or live.phase != "engine":
+        return usage.Usage()
+    env = {**live.env, **(live.inv.env if live.inv else {})}
+
+    def measure(text: str) -> usage.Usage:
+        return usage.measure(preset, text, env=env, workdir=live.worktree,
+                             engine_session=engine_session or live.session_uuid or
+                             _resumed_id(live), since=live.started_wall)
+    if output is not None or preset.usage.file:
+        return measure(output or "")
+    live.meter_offset = max(live.meter_offset, live.engine_offset)
+    text, live.meter_offset = _new_lines(live.log, live.meter_offset)
+    part = measure(text)
+    if part.reported:
+        each = preset.usage.each
+        live.meter = live.meter.plus(part) if each and live.meter.reported else part
+    return live.meter
+
+
+def _new_lines(path: str, offset: int, limit: int = 4 << 20) -> tuple[str, int]:
+    """The whole lines a log gained since byte `offset` (at most `limit` bytes of them), and
+    the offset after them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return "", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode("utf-8", "replace"), offset + end
+
+
+def _resumed_id(live: LiveSession) -> str:
+    return live.resume_id
 
 
 def save_work(store, live: LiveSession, skip: list[str]) -> tuple[str, bool, list[ss.Kept]]:
@@ -325,6 +381,7 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
     prior: list[Entity] = info["prior"]
     live.env = agent_env(g, preset, live.sid, tid, live.worktree)
     os.makedirs(confine.engine_dir(g.store, live.sid), exist_ok=True)
+    write_brief(g, live)
     confine_session(g, live, cfg)
     # What the previous sessions leave this one: a conversation to resume, a reply, a failure.
     reply_id, reply = ss.pending_reply(task, prior)
@@ -349,13 +406,17 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         notes=notes[-10:], reply=reply,
         resumed_after_crash=bool(last is not None and last.get("status") in ("crashed", "stopped")),
         commits=g.store.objects.count(live.base, live.branch) if resumed_branch else 0,
-        store=g.store, tree=live.start_head)
+        store=g.store, tree=live.start_head,
+        engine_reads=live.brief.engine_reads if live.brief else [],
+        knowledge=knowledge_for(g, task))
     text = prompt.continuation(pin) if resume_id else prompt.build(pin)
     with open_private(layout.session_prompt(g.store, live.sid), "wb") as f:
         f.write(text.encode("utf-8", "surrogateescape"))
     live.session_uuid = str(uuid.uuid4()) if preset.new_session_args and not resume_id else ""
+    live.resume_id = resume_id
     live.inv = engines.invocation(preset, text, live.worktree, sdir, resume_id,
-                                  live.session_uuid, trusted=True)
+                                  live.session_uuid, trusted=True,
+                                  brief=live.brief.brief_file if live.brief else "")
     fields = {"status": "starting", "base": live.base, "start_head": live.start_head,
               "argv": redact.argv(engines.shown_argv(live.inv.argv, text)), "resumed": resume_id,
               "engine_version": engine_version(), "reply_id": reply_id,
@@ -371,6 +432,36 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
         record_proc(g, live, proc, "setup")
     else:
         spawn_engine(g, live)
+
+
+def write_brief(g: Grite, live: LiveSession) -> None:
+    """(worker) The project's instructions and skills where the session's engine reads them,
+    and the agent's git told to ignore them (they are the session's, not the project's work)."""
+    live.brief = brief.write(g.store, live.start_head, live.worktree, live.preset,
+                             confine.engine_dir(g.store, live.sid))
+    path = os.path.join(layout.session_dir(g.store, live.sid), "exclude")
+    with open_private(path, "wb") as f:
+        f.write(brief.excludes(g.store, live.brief.written).encode("utf-8", "replace"))
+    live.env = git_worktree.excludes_env(live.env, path)
+    for note in live.brief.refused:
+        log_line(live.log, f"brief: not written: {note}")
+
+
+def knowledge_for(g: Grite, task: Entity) -> str:
+    """The knowledge notes for a task's prompt: by its paths and the words of its text."""
+    return kb.section(kb.relevant(kb.notes(g), list(task.get("paths", [])),
+                                  f"{task.get('title', '')}\n{task.get('body', '')}"))
+
+
+def briefed(store, live: LiveSession, commit: str | None) -> list[str]:
+    """What a salvage of the session's tree (on `commit`) leaves out: what the witness wrote
+    there, for this session or for an earlier one, whatever its engine."""
+    written = live.brief.written if live.brief else []
+    try:
+        planted = brief.planted(store, commit) if commit else []
+    except GriteError:
+        planted = []
+    return sorted({*written, *planted})
 
 
 def refuse_unapproved_settings(g: Grite, live: LiveSession) -> None:
@@ -407,7 +498,7 @@ def make_worktree(g: Grite, live: LiveSession) -> bool:
             # so the session starts in a tree that holds its branch and nothing else.
             salvage(store, live.tid, f"work left in {live.branch}'s work tree", live.env or
                     agent_env(g, live.preset, live.sid, live.tid, path),
-                    live.preset.scratch, deletions=False)
+                    [*live.preset.scratch, *briefed(store, live, existing)], deletions=False)
             git_worktree.restore(path)
         else:
             ss.remove_worktree(store, live.tid)
@@ -498,4 +589,4 @@ def record_proc(g: Grite, live: LiveSession, proc: process.Proc, status: str) ->
 __all__ = ["LiveSession", "Phase", "TAIL_LINES", "agent_env", "salvage", "save_work",
            "publish_log", "stop_strays", "prepare", "make_worktree",
            "spawn_engine", "record_proc", "log_line", "prompt_of", "confine_session",
-           "confined", "unconfine"]
+           "confined", "unconfine", "spent_so_far"]

@@ -11,7 +11,7 @@ from git_brat.brat.config import Witness as Policy
 
 # Why the witness stopped a session ("" when the agent exited by itself).
 StopReason = Literal["", "timeout", "done", "blocked", "moved", "stop-requested", "lease-lost",
-                     "witness"]
+                     "witness", "budget"]
 
 
 class Facts(msgspec.Struct, kw_only=True, frozen=True):
@@ -35,6 +35,7 @@ class Facts(msgspec.Struct, kw_only=True, frozen=True):
     now: int = 0                   # ms
     head: str = ""                 # its branch's tip at the end
     reply_head: str = ""           # the head a human's reply (request changes) answered
+    over_budget: str = ""          # why the task may spend no more (its budget, its convoy's)
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -93,6 +94,15 @@ def decide(f: Facts, policy: Policy) -> Verdict:
         by = f.stop_requested_by or "a user"
         return Verdict("stopped", f"stopped by {by}", "blocked",
                        f"session {f.session[:7]} was stopped by {by}")
+    # Stopped at its budget, unless it had finished by itself as it was stopped (exit 0: its
+    # last report, claude's result, comes as it exits): then its end is judged as any other.
+    stopped = f.stop_reason == "budget" and f.exit_code != 0
+    if stopped or (f.over_budget and not f.commits and not f.done):
+        # Spent: never retried on its own, a human decides (raise the budget, or drop it).
+        reason = f"stopped at its budget: {f.over_budget}" if stopped else \
+            f"{why or 'it ended without a commit'}; {f.over_budget}"
+        return Verdict("stopped" if stopped else "failed", reason, "blocked", reason,
+                       {"needs_human": f.over_budget})
     if why and not (f.done and f.commits):
         to, reason, fields = retry(f, policy, why)
         return Verdict("timed-out" if f.stop_reason == "timeout" else "failed", why, to, reason,
@@ -118,4 +128,13 @@ def decide(f: Facts, policy: Policy) -> Verdict:
     return Verdict("failed", why, to, reason, fields)
 
 
-__all__ = ["Facts", "Verdict", "StopReason", "failure", "retry", "decide"]
+def failed_tasks(ended) -> int:
+    """Tasks whose last session of a witness run (its SessionEnd list) failed."""
+    from git_brat.brat.sessions import FAILED
+    last: dict = {}
+    for e in ended:
+        last[e.task] = e
+    return sum(1 for e in last.values() if e.status in FAILED or e.task_status == "failed")
+
+
+__all__ = ["Facts", "Verdict", "StopReason", "failure", "retry", "decide", "failed_tasks"]

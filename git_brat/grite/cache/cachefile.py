@@ -28,7 +28,8 @@ from git_brat.grite.log.refs import grite_dir
 # grite.maxClockJump is not believed (one made before may hold its events). 11: a lease token
 # is believed only from its lease's records (lease_held, lease_basis). 12: an event not of its
 # kind's schema (grite.model.schema) is rejected (one made before may hold its mistyped values).
-CACHE_VERSION = 12
+# 13: a comment keeps the session it came through (Entity.vias, Comment.via).
+CACHE_VERSION = 13
 DB = "state.db"
 
 

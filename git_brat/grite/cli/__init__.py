@@ -17,7 +17,8 @@ from git_brat.clikit import LazyGroup, run
 _MODULES = {"repo": ("init", "log", "export", "import", "doctor", "rebuild", "snapshot"),
             "issue": ("issue", "dep", "ready"), "actor": ("actor",),
             "sync": ("sync", "remote", "uninstall", "deepen", "fetch-cold", "hook"),
-            "lock": ("lock",), "trust": ("trust",), "completion": ("completion",)}
+            "lock": ("lock",), "trust": ("trust",), "completion": ("completion",),
+            "context": ("context",), "agents": ("agents-md", "skill")}
 COMMANDS = {name: f"git_brat.grite.cli.{module}" for module, names in _MODULES.items()
             for name in names}
 

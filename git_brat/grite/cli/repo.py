@@ -52,30 +52,35 @@ def log(entity, limit, as_json):
         for a in entries:
             what = f"{a.kind}.{a.op}" if a.kind else a.op
             flag = f"  [REJECTED: {a.rejected}]" if a.rejected else ""
-            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<14} {a.actor_name} "
+            via = f" via {a.via[:7]}" if a.via else ""
+            lines.append(f"{when(a.at)}  {a.entity[:7]}  {what:<14} {a.actor_name}{via} "
                          f"@{a.replica[:8]}  {a.summary}{flag}".rstrip())
         return "\n".join(lines) or "no events"
     emit(as_json, entries, human)
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["json", "md"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "csv"]), default="json",
+              show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="Write to this file instead of stdout.")
 @click.option("--json", "as_json", is_flag=True,
               help="The JSON export (the same as --format json, the default).")
 def export(fmt, output, as_json):
-    """Export every issue (with comments and dependencies) as JSON or Markdown."""
+    """Export every issue, convoy and task (with comments, dependencies and state) as JSON,
+    Markdown or CSV (one row each; `import` takes the issues of a JSON export back)."""
     import msgspec
     from git_brat.grite import transfer
     from git_brat.errors import UsageError
     if as_json and fmt != "json":
-        raise UsageError("--json and --format md contradict each other: give one")
+        raise UsageError(f"--json and --format {fmt} contradict each other: give one")
     g = open_grite()
     state = g.state()
     report_problems(g)
     if fmt == "json":
         data = msgspec.json.format(msgspec.json.encode(transfer.export(state)), indent=2) + b"\n"
+    elif fmt == "csv":
+        data = printable(transfer.export_csv(state)).encode()   # cells read by people too
     else:
         data = printable(transfer.export_markdown(state)).encode()   # a document for people
     if output:
@@ -105,9 +110,12 @@ def import_(file, as_json):
         raise NotFound(f"cannot read {file}: {exc.strerror}")
     items = transfer.parse(data, "<stdin>" if file == "-" else file)
     result = transfer.import_issues(g, items, "stdin" if file == "-" else file)
+    result.left_out = transfer.left_out(data)
     emit(as_json, result, lambda: f"imported {len(result.created)} issues"
          + (f" in {len(result.commits)} parts" if len(result.commits) > 1 else "")
-         + (f", {len(result.skipped)} already present" if result.skipped else ""))
+         + (f", {len(result.skipped)} already present" if result.skipped else "")
+         + "".join(f"\n{n} {key} left out (brat's: import takes issues)"
+                   for key, n in result.left_out.items()))
 
 
 @click.command()

@@ -139,7 +139,7 @@ def _redacted(d: Draft) -> Draft:
     the hub, whichever command wrote it (a comment, a reason, a check's or an engine's output)."""
     op = d.op
     if isinstance(op, ev.Comment):
-        op = ev.Comment(redact.text(op.body))
+        op = msgspec.structs.replace(op, body=redact.text(op.body))
     elif isinstance(op, (ev.Create, ev.SetFields)):
         op = msgspec.structs.replace(op, fields={k: redact.value(v) for k, v in op.fields.items()})
     else:

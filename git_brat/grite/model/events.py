@@ -61,6 +61,10 @@ class RemoveFrom(msgspec.Struct, array_like=True, tag="r"):
 
 class Comment(msgspec.Struct, array_like=True, tag="m"):
     body: str
+    # The session (an entity id) whose agent said it, written by the witness that speaks for
+    # it; "" when the actor said it. Readers believe it only of a session the same actor
+    # created (see brat/board.credit): anyone may write it, but only about their own sessions.
+    via: str = ""
 
 
 class LeaseToken(msgspec.Struct, array_like=True, tag="k"):
@@ -295,6 +299,8 @@ def _schema_problem(e: Event) -> str | None:
     kind = type(op)
     if kind is SetFields:
         return schema.fields_problem(op.fields)
+    if kind is Comment:
+        return schema.via_problem(op.via)
     if kind is Create:
         return schema.create_problem(e.entity, op.kind, ACTOR_KIND) or schema.fields_problem(op.fields)
     if kind is AddTo:

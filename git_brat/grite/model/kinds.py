@@ -29,8 +29,11 @@ class Kind(NamedTuple):
 
 # grite's own
 ISSUE, ACTOR = "issue", "actor"
+# grite's project context: one entity per repository, its keys (context set) fields ctx:<key>
+PROJECT = "project"
 # brat's (grite stores them; the harness gives them meaning)
 CONVOY, TASK, SESSION, MERGE, MAYOR, DEACON = "convoy", "task", "session", "merge", "mayor", "deacon"
+NOTE = "note"   # a knowledge note (`git brat kb`): what the next agent should know
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(ISSUE, "state", ("closed",)),            # exactly what `issue list` leaves out
@@ -52,6 +55,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
                            "superseded"), group=TASK),
     Kind(MAYOR, "status", ("closed",)),           # a mayor conversation
     Kind(DEACON),                                 # one record per deacon run that acted
+    Kind(PROJECT),                                # the project context: never cold
+    # a knowledge note: kept until forgotten (never cold while kept: every prompt may need it)
+    Kind(NOTE, "status", ("forgotten",)),
 )}
 
 # status_of and group_of try these fields in this order, whatever the entity's kind: the cache

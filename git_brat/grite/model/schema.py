@@ -233,7 +233,19 @@ FIELDS: dict[str, Check] = {
     "duties": map_of(_name, _long), "actions": _count,
     # actors
     "replica": pattern(REPLICA_ID, "a replica id"),
+    # attribution: the session whose agent caused a move or a comment ("" for the actor's own)
+    "via": _ref,
+    # knowledge notes (`git brat kb`): their kind and tags (paths are a task's "paths")
+    "note_kind": pattern(WORD, "a note kind (a lowercase word)"),
+    "tags": list_of(name(256), 64),
 }
+# what a session spent (brat/engines/usage.py): token counts, micro-dollars (null: unknown);
+# `reported`, a cumulative engine's totals so far, the next resumed session's starting point
+_tokens = integer(0, CLOCK_MAX)
+_spent = {"input": _tokens, "output": _tokens, "cache_read": _tokens, "cache_write": _tokens,
+          "reasoning": _tokens, "cost_micros": integer(0, CLOCK_MAX, null=True)}
+FIELDS["usage"] = record({**_spent, "cost_source": _name, "model": _name,
+                          "reported": record(_spent)})
 FIELDS.update(dict.fromkeys(("status", "state", "status_from"), _status))
 
 # Fields named by a prefix, one per record: a mayor's exchanges (x:<id>), a deacon run's actions.
@@ -246,12 +258,21 @@ PREFIXED: dict[str, Check] = {
     "action": _any_map,   # action000, action001, ...
 }
 
+# The project context (git grite context set): ctx:<key>, a key of PROJECT_KEY's form, its value
+# text ("" once unset).
+PROJECT_PREFIX = "ctx:"
+PROJECT_KEY = Form(_WORD, range(1, 65))
+PROJECT_VALUE_MAX = 65_536
+PREFIXED[PROJECT_PREFIX] = text(PROJECT_VALUE_MAX)
+
 
 def _prefixed(key: str) -> Check | None:
     if key.startswith("x:"):
         return PREFIXED["x:"]
     if key.startswith("action") and key[6:].isdigit():
         return PREFIXED["action"]
+    if key.startswith(PROJECT_PREFIX):
+        return PREFIXED[PROJECT_PREFIX]
     return None
 
 
@@ -270,6 +291,14 @@ def fields_problem(fields: Any) -> str | None:
             if why is not None:
                 return f"field {key!r} {why}"
     return None
+
+
+def via_problem(via: Any) -> str | None:
+    """A comment's `via`: the session it came through, or "" (the actor's own words)."""
+    if via == "":
+        return None
+    why = _ref(via)
+    return None if why is None else f"its via {why}"
 
 
 def header_problem(eid: str, entity: str, actor: str) -> str | None:

@@ -27,6 +27,9 @@ class Entity(msgspec.Struct):
     # Every status change, kept with the entity so its history never needs the whole log:
     # eid -> (lamport, actor, ts, the event's status, status_from, reason and forced fields).
     transitions: dict[str, tuple[int, str, int, dict[str, Any]]] = {}
+    # Comments an agent made through its session: comment eid -> that session's id (Comment.via;
+    # moves keep theirs in their transition's fields).
+    vias: dict[str, str] = {}
 
     def get(self, name: str, default: Any = None) -> Any:
         cell = self.fields.get(name)
@@ -365,7 +368,7 @@ def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
     _transition(ent, e, op.fields)
 
 
-TRANSITION_FIELDS = ("status_from", "reason", "forced")
+TRANSITION_FIELDS = ("status_from", "reason", "forced", "via")
 _MOVE_ONLY = ("status_from", "forced")   # fields no event but a status change writes
 
 
@@ -399,6 +402,8 @@ def _remove(ent: Entity, e: ev.Event, op: ev.RemoveFrom) -> None:
 
 def _comment(ent: Entity, e: ev.Event, op: ev.Comment) -> None:
     ent.comments[e.id] = (e.lamport, e.actor, e.ts, op.body)
+    if op.via:
+        ent.vias[e.id] = op.via
 
 
 _APPLY = {ev.Create: _create, ev.SetFields: _set, ev.AddTo: _add, ev.RemoveFrom: _remove,
@@ -515,6 +520,8 @@ def _entity_key(ent: Entity) -> dict:
         "tombs": sorted(set(ent.tombs)),
         "comments": ent.comments,
         "transitions": ent.transitions,
+        # (only when there are some: states written before attribution keep their digests)
+        **({"vias": ent.vias} if ent.vias else {}),
     }
 
 

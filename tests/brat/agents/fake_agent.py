@@ -3,7 +3,8 @@
 
 It reads its prompt (argv, or stdin with --stdin) and obeys lines `FAKE: ACTION ARGS` in it:
 write FILE TEXT, commit MSG, done MSG (said from a subdirectory), block MSG, comment MSG,
-exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child), error-json [MSG]. With $FAKE_PLAN
+kb KIND PATH TEXT, exit N, fail-first, hang, hang-once, sleep S, orphan (a setsid child),
+error-json [MSG], print LINE. With $FAKE_PLAN
 set, a request for a plan (the mayor's) is answered with that file. Every run appends one JSON line to $FAKE_RECORD:
 its argv, cwd, pid, process group, session and prompt. Installed as `claude` too, it speaks
 claude's flags: -p PROMPT, --session-id ID / --resume ID, and prints claude's JSON result.
@@ -27,6 +28,21 @@ elif args and args[0] == "--stdin":
 else:
     prompt = args[-1] if args else ""
 
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
 record = os.environ.get("FAKE_RECORD")
 if record:
     with open(record, "a") as f:
@@ -35,7 +51,10 @@ if record:
                             "task": os.environ.get("BRAT_TASK"), "prompt": prompt,
                             "author": os.environ.get("GIT_AUTHOR_NAME"),
                             "api_key": os.environ.get("FAKE_API_KEY"),
-                            "preset_env": os.environ.get("FAKE_PRESET_ENV")}) + "\n")
+                            "preset_env": os.environ.get("FAKE_PRESET_ENV"),
+                            "claude_md": _read("CLAUDE.md"),
+                            "skills": {d: _read(os.path.join(".claude/skills", d, "SKILL.md"))
+                                       for d in _listdir(".claude/skills")}}) + "\n")
 
 plan = os.environ.get("FAKE_PLAN")
 if plan and '"tasks"' in prompt and '"convoy"' in prompt:   # asked for a plan, as the mayor asks
@@ -64,6 +83,14 @@ for line in prompt.splitlines():
         proc = subprocess.run(["git", "brat", "task", action, "-m", rest], cwd="sub/dir",
                               capture_output=True, text=True)
         print(f"task {action}: rc={proc.returncode} {proc.stdout.strip()} {proc.stderr.strip()}")
+        if proc.returncode:
+            rc = 9
+    elif action == "kb":   # kb KIND PATH TEXT: a knowledge note about PATH
+        kind, _, rest = rest.partition(" ")
+        path, _, text = rest.partition(" ")
+        proc = subprocess.run(["git", "brat", "kb", "add", "--kind", kind, "--path", path,
+                               "-m", text, "--json"], capture_output=True, text=True)
+        print(f"kb add: rc={proc.returncode} {proc.stdout.strip()} {proc.stderr.strip()}")
         if proc.returncode:
             rc = 9
     elif action == "exit":
@@ -96,6 +123,8 @@ for line in prompt.splitlines():
         sys.stdout.flush()
         while True:
             time.sleep(1)
+    elif action == "print":   # a line of output as an engine prints it (its usage reports)
+        print(rest, flush=True)
     elif action == "error-json":
         # The message may be given (backslash escapes decoded: an engine's output is anyone's).
         message = rest.encode().decode("unicode_escape") if rest else "model overloaded"

@@ -176,3 +176,31 @@ def test_a_rebase_or_a_merge_in_the_users_checkout_starts_the_refinery(brepo, re
     _wait_for(lambda: status_of(brepo, second) == "merged", 60, "post-merge to start it")
     _wait_for(lambda: _idle(brepo / ".git"), 30, "the refinery to exit")
     assert _has(brepo, "main", "one.txt") and _has(brepo, "main", "two.txt")
+
+
+def test_an_approval_synced_to_a_hub_over_a_path_remote_starts_its_refinery(tmp_path, refineries):
+    """`git grite sync` pushes the log with grite's own hooks off on this side; over a path
+    remote git ran the hub's hooks with that same environment, so the hub's post-receive took
+    the switch as its own and an approval reached the hub without starting its refinery: the
+    approved task never landed (over git daemon or ssh it did)."""
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    hub = seeded_hub(srv)
+    brat_json(hub, "init", "--hub")
+    refineries.append(hub)
+    a = clone(str(hub), tmp_path / "a", init=False)
+    brat(a, "init")
+    tid = task(a, convoy(a, "Over a path"), "Waits for review")
+    commit_on(a, f"brat/{tid}", {"p.txt": "p\n"}, "Work p")
+    move(a, tid, "running", "needs-review")
+    grite(a, "sync")
+    push = run(["git", "push", "-q", "origin", f"brat/{tid}"], a)
+    assert "error" not in push.err.lower()
+    # The hub's refinery ran for the branch and landed nothing: nobody approved it.
+    _wait_for(lambda: (hub / "brat" / "refinery.log").exists() and _idle(hub), 60,
+              "the hub's refinery to run for the pushed branch and exit")
+    assert not _has(hub, "main", "p.txt")
+    brat(a, "task", "approve", tid)
+    grite(a, "sync")
+    _wait_for(lambda: _has(hub, "main", "p.txt"), 90, "the hub to land the approved task")
+    _wait_for(lambda: _idle(hub), 30, "the hub's refinery to exit")

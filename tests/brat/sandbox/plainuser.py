@@ -81,16 +81,10 @@ def rerun_as_plain_user(*files: str, timeout: float = 900) -> None:
                     "PYTHONDONTWRITEBYTECODE": "1"})
         where = _checkout_copy(base, uid, gid)
         python = _python(_as_user(uid, gid), env, where)
-        for _try in range(2):
-            proc = subprocess.run(
-                [*_as_user(uid, gid), python, "-m", "pytest", "-q", "-rs",
-                 "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"), *files],
-                cwd=where, env=env, capture_output=True, text=True, timeout=timeout)
-            # KNOWN FLAKE, not understood: under a loaded parallel run, pasta started as this
-            # user sometimes exits at once and the session fails closed (exit 125, the agent
-            # never ran). Run once more then; any other failure fails at once.
-            if proc.returncode == 0 or "the engine exited 125" not in proc.stdout:
-                break
+        proc = subprocess.run(
+            [*_as_user(uid, gid), python, "-m", "pytest", "-q", "-rs",
+             "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"), *files],
+            cwd=where, env=env, capture_output=True, text=True, timeout=timeout)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     tail = (proc.stdout + proc.stderr)[-6000:]

@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,37 @@ def test_an_outbound_sandbox_reaches_the_engines_own_loopback_endpoint_and_no_ot
     assert "PROBE endpoint reached" in said, log
     assert any(line.startswith("PROBE other refused") for line in said), log
     assert f"ports {endpoint} forwarded" in sess["confinement"], sess
+
+
+ROUTE_PROBE = ("import sys\n"
+               "rows = open('/proc/net/route').read().splitlines()[1:]\n"
+               "sys.exit(0 if any(r.split()[1:2] == ['00000000'] for r in rows) else 3)\n")
+
+
+@needs_bwrap
+@needs_pasta
+def test_outbound_sandboxes_started_all_at_once_each_get_their_network(tmp_path):
+    """As a plain user, bwrap nests a second user namespace after making the sandbox's
+    network; a pasta that started after that nesting could not configure the network, and
+    many sandboxes started at once lost that race most times (exit 125, the agent never ran).
+    Every one of them starts, and its command sees the route out pasta gave it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from git_brat.brat.engines import sandbox
+    plan = sandbox.Plan(network="outbound", userns=sandbox.user_namespaces(),
+                        reachable=[str(tmp_path)])
+    # (this user's python: the plain-user pass's interpreter may be one only root may start)
+    python = sys.executable if os.access(sys.executable, os.X_OK) else shutil.which("python3")
+    command = sandbox.argv(plan, [python, "-I", "-S", "-c", ROUTE_PROBE],
+                           bwrap=shutil.which("bwrap"))
+    command = [python if word == sys.executable else word for word in command]
+
+    def start(_):
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                              start_new_session=True)
+        return proc.returncode, proc.stderr[-400:]
+
+    with ThreadPoolExecutor(8) as pool:
+        ended = list(pool.map(start, range(24)))
+    failed = [end for end in ended if end[0] != 0]
+    assert not failed, f"{len(failed)} of {len(ended)} sandboxes failed: {failed[:3]}"
