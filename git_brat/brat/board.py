@@ -221,14 +221,16 @@ class Board:
                 if c is not None and c.created and c.kind == CONVOY:
                     convoys[cid] = c
             tasks = {t.id: t for t in hot}
-            for cid in convoys:
-                tasks.update((t.id, t) for t in state.of_group(TASK, cid))
+            # ... and the settled ones of those convoys (the rest are in hot already).
+            tasks.update((t.id, t) for t in state.of_groups(TASK, list(convoys),
+                                                            (FINISHED, cold_before)))
             self.tasks = Lookup(state, TASK, tasks.values())
             self.convoys = Lookup(state, CONVOY, convoys.values())
         else:
             self.tasks = Lookup(state, TASK, state.of_kind(TASK))
             self.convoys = Lookup(state, CONVOY, state.of_kind(CONVOY))
-        self.pre = prerequisites(state, TASK, list(self.tasks.values()))
+        self._pre: dict[str, set[str]] | None = None      # every task's, once asked for
+        self._some_pre: dict[str, set[str]] = {}          # those of the tasks asked about
         self.names = actor_names(state)
         self.by_convoy: dict[str, list[Entity]] = {}
         for t in sorted(self.tasks.values(), key=age_key):
@@ -244,10 +246,26 @@ class Board:
             self.by_convoy[cid] = found
         return self.by_convoy.get(cid, [])
 
+    @property
+    def pre(self) -> dict[str, set[str]]:
+        """Every task's prerequisites (read when first asked: a page of a few cards of a 10k
+        board asks about its cards only, through prereqs)."""
+        if self._pre is None:
+            self._pre = prerequisites(self.state, TASK, list(self.tasks.values()))
+        return self._pre
+
     def prereqs(self, tid: str) -> set[str]:
-        if tid not in self.pre:
-            self.pre.update(prerequisites(self.state, TASK, [self.tasks[tid]]))
-        return self.pre[tid]
+        if self._pre is not None and tid in self._pre:
+            return self._pre[tid]
+        if tid not in self._some_pre:
+            self.prereqs_of([tid])
+        return self._some_pre[tid]
+
+    def prereqs_of(self, tids: list[str]) -> None:
+        """Read the prerequisites of many tasks at once (prereqs then answers from memory)."""
+        want = [self.tasks[t] for t in tids if t not in self._some_pre]
+        if want:
+            self._some_pre.update(prerequisites(self.state, TASK, want))
 
     def is_ready(self, tid: str) -> bool:
         t = self.tasks[tid]

@@ -20,15 +20,25 @@ from git_brat.clikit import emit, json_option, warn
 @json_option
 @click.pass_context
 def ui(ctx, port, host, no_open, detach, in_background, as_json):
-    """Serve a live web board of this repository: convoys, tasks, sessions and their logs, the
-    merge queue, the mayor; with actions (reply, approve, re-queue, block, drop, stop).
+    """Serve a live web board of this repository: tasks in columns with a search, what needs
+    you, a review screen per task, sessions and their logs, the merge queue, the mayor; with
+    actions (approve, request changes with line notes, re-queue, block, drop, stop; create a
+    task or convoy, start and stop a witness, run a refinery pass, push the log).
 
-    Prints one line, the address with its access token (--json: {"url", "port", "pid"}).
+    Prints one line, the address with its access token (--json: {"url", "port", "pid"});
+    when a board already runs for this repository, its address, and starts no other.
     """
     if ctx.invoked_subcommand is not None:
         return
     from git_brat.brat.ui import serve
     g = open_grite()
+    already = None if in_background else serve.running(g.store)
+    if already is not None:   # one board per clone: say where it is (the owner may read its token)
+        shown = serve.Shown(already.url, already.port, already.pid)
+        emit(as_json, shown, lambda: shown.url)
+        if not no_open:
+            serve.open_browser(g.store, shown.url)
+        return
     note = serve.warn_host(host)
     if note:
         warn(note)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from typing import Any
 
 import msgspec
 
+from git_brat import process
 from git_brat.brat import board as model
 from git_brat.brat import layout
 from git_brat.brat import mayor as m
@@ -21,6 +23,7 @@ from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
 from git_brat.errors import Conflict, NotFound, UsageError
 from git_brat.grite.log.refs import log_tips
+from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
 
 # The board's columns, left to right; a task in a state not shown (dropped) is in none.
@@ -29,6 +32,7 @@ LOG_CHUNK = 64 * 1024        # most bytes of a session log sent at once
 DIFF_LIMIT = 512 * 1024      # most bytes of a task's diff shown
 CARDS_SHOWN = 200            # cards per column on the unfiltered board
 CARDS_FILTERED = 2000        # cards per column once a filter narrows the board
+WITNESSES_SEEN = 2.0         # seconds a list of the live sessions' witnesses is kept
 
 
 class Repo:
@@ -37,6 +41,9 @@ class Repo:
     def __init__(self, path: str):
         self.path = path
         self._mayor_lock = threading.Lock()
+        self._reader_lock = threading.Lock()
+        self._reader: tuple[str, Grite] | None = None
+        self._witnesses: tuple[str, list[process.Proc]] = ("", [])   # per log tip
         self.pending: dict[str, m.Answer] = {}   # the mayor's plans waiting for confirm / discard
         # A bare hub's board shows everything pushed to it and changes nothing: the clones'
         # humans and agents write, the hub's refinery merges.
@@ -51,34 +58,97 @@ class Repo:
     def grite(self) -> Grite:
         return model.open_grite(self.path)
 
+    def reader(self) -> Grite:
+        """A Grite to read with, shared by every view drawn at the same log tip: the tasks a
+        10k-task board decodes once serve every page, filter and search until the log moves.
+        Writes take a fresh one (grite())."""
+        tip = self.log_tip()
+        with self._reader_lock:
+            if self._reader is None or self._reader[0] != tip:
+                self._reader = (tip, self.grite())
+            return self._reader[1]
+
     def config(self, g: Grite) -> Config:
         return trust.load(g.store).config
 
     def tip(self) -> str:
+        """log_tip, and whether each witness of a live session is still there: a witness
+        killed writes nothing, and its sessions are shown dead at once all the same."""
+        log = self.log_tip()
+        # Looked up again every WITNESSES_SEEN seconds too: a session's local record may land
+        # after the log write that started it.
+        key = f"{log}:{int(time.monotonic() / WITNESSES_SEEN)}"
+        with self._reader_lock:
+            known = self._witnesses if self._witnesses[0] == key else None
+        if known is None:
+            known = (key, self._live_witnesses())
+            with self._reader_lock:
+                self._witnesses = known
+        if not known[1]:
+            return log
+        alive = "".join("1" if process.same_process(p) else "0" for p in known[1])
+        return f"{log}-{alive}"
+
+    def _live_witnesses(self) -> list[process.Proc]:
+        """The witnesses (on this host, as this clone recorded them) of the live sessions."""
+        g = self.reader()
+        out = []
+        try:
+            sessions = board_of(g).hot(model.SESSION, model.SESSION_ENDED)
+        except Exception:   # noqa: BLE001 - the page that reads them says what is wrong
+            return []
+        for e in sessions:
+            if e.get("status") in ss.LIVE:
+                rec = ss.read_local(g.store, e.id, e.get("task", ""))
+                w = ss.process_of(rec, "witness") if rec is not None else None
+                if w is not None and w.host == process.hostname():
+                    out.append(w)
+        return out
+
+    def log_tip(self) -> str:
         """A digest of every event log's tip and of when a branch last moved: it changes
         whenever anything is written or synced, or an agent or the refinery commits.
 
         A branch moves by renaming a file into refs/heads/ (or brat/ below it), or by a
         rewrite of packed-refs: a stat each, however many branches a year of tasks left."""
         parts: list = sorted(log_tips(self.store).items())
-        for rel in ("packed-refs", "refs/heads", "refs/heads/brat"):
+        paths = [os.path.join(self.store.common_dir, rel)
+                 for rel in ("packed-refs", "refs/heads", "refs/heads/brat")]
+        # A role started or stopped here (its pid file written or removed) shows at once too.
+        paths += [layout.pid_file(self.store, role) for role in ("witness", "refinery")]
+        for path in paths:
             try:
-                parts.append((rel, os.stat(os.path.join(self.store.common_dir, rel)).st_mtime_ns))
+                parts.append((path, os.stat(path).st_mtime_ns))
             except OSError:
                 pass
         return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
+
+
+def board_of(g: Grite) -> Board:
+    """The board of g's current state, built once per state: the views of one page, and the
+    pages read at one log tip (Repo.reader), share it instead of each reading every task."""
+    with _BUILDING:   # (two views of one page asking at once build it once)
+        state = g.state()
+        kept = getattr(g, "_ui_board", None)
+        if kept is None or kept.state is not state:
+            kept = model.Board(state, g.cold_before)
+            g._ui_board = kept
+        return kept
+
+
+_BUILDING = threading.RLock()
 
 
 # -- views: the same shapes as the commands' --json ---------------------------------------
 
 def status(g: Grite, cfg: Config, convoy: str | None = None) -> st.Status:
     """`git brat status --json`."""
-    return st.build(g, cfg, convoy, model.board(g))
+    return st.build(g, cfg, convoy, board_of(g))
 
 
 def task_list(g: Grite, convoy: str | None = None, statuses: list[str] = ()) -> list[model.TaskView]:
     """`git brat task list --json`."""
-    b = model.board(g)
+    b = board_of(g)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
     return b.task_list(cid, list(statuses))
 
@@ -86,24 +156,24 @@ def task_list(g: Grite, convoy: str | None = None, statuses: list[str] = ()) -> 
 def task_show(g: Grite, ref: str) -> model.TaskDetail:
     """`git brat task show ID --json`."""
     tid = g.resolve(ref, model.TASK).id
-    b = model.board(g)
+    b = board_of(g)
     return b.task_detail(b.tasks[tid], model.history(g, tid))
 
 
 def convoy_list(g: Grite) -> list[model.ConvoyView]:
     """`git brat convoy list --json`."""
-    return model.board(g).convoy_list()
+    return board_of(g).convoy_list()
 
 
 def convoy_show(g: Grite, ref: str) -> model.ConvoyDetail:
     """`git brat convoy show ID --json`."""
-    b = model.board(g)
+    b = board_of(g)
     return b.convoy_detail(b.convoys[g.resolve(ref, model.CONVOY).id])
 
 
 def session_list(g: Grite, everything: bool = False, task: str | None = None) -> list[ss.SessionDetail]:
     """`git brat session list [--all] [--task ID] --json`."""
-    b = model.board(g)
+    b = board_of(g)
     tid = g.resolve(task, model.TASK).id if task else None
     ents = [e for e in ss.all_sessions(b, None if everything or tid else ss.LIVE)
             if tid is None or e.get("task") == tid]
@@ -222,54 +292,150 @@ class Card(msgspec.Struct):
     labels: list[str]
     needs: list[str]
     spent: spend.Spent | None = None   # tokens and cost over its sessions (None: none ran)
+    message: str = ""          # the agent's last word on it (its question, when it blocked)
+    liveness: str = ""         # alive, dead or paused, while a session is live ("" otherwise)
+    session: str = ""          # its latest session
+    running_for: float | None = None   # seconds its live session has run
+    cost: str = ""             # what its sessions spent so far, in a few words ("" if nothing)
+    updated: int = 0           # when it last changed (ms)
+
+
+class ConvoyRow(msgspec.Struct):
+    """A convoy as the board lists it: counted from the tasks the board holds already (its
+    derived status, which asks whether anything can still move, is on `convoy show`)."""
+    id: str
+    title: str
+    total: int
+    counts: dict[str, int]
 
 
 class BoardPage(msgspec.Struct):
-    convoys: list[model.ConvoyView]
+    convoys: list[ConvoyRow]
     columns: dict[str, list[Card]]
     engines: list[str]
     labels: list[str]
     filters: dict[str, str]
     hidden: dict[str, int] = {}    # cards left out of a column, past the limit
+    found: int = 0                 # cards a search matched, every column together
 
 
 def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
-               label: str = "") -> BoardPage:
-    b = model.board(g)
+               label: str = "", search: str = "") -> BoardPage:
+    b = board_of(g)
     cid = g.resolve(convoy, model.CONVOY).id if convoy else None
-    latest: dict[str, str] = {}
+    latest: dict[str, Entity] = {}
     for s in sorted(b.hot(model.SESSION, model.SESSION_ENDED), key=model.age_key):
-        eng = s.get("engine", "")
-        latest[s.get("task", "")] = eng if isinstance(eng, str) else ""
-    cols: dict[str, list[Card]] = {c: [] for c in COLUMNS}
+        latest[s.get("task", "")] = s
+    picked: dict[str, list[tuple]] = {c: [] for c in COLUMNS}
     engines, labels = set(), set()
-    pool = b.convoy_tasks(cid) if cid else sorted(b.tasks.values(), key=model.age_key)
+    words = search.lower().split()
+    # Every task is looked at (filters, search, the lists of engines and labels); a card is
+    # made for the ones shown only.
+    pool = b.convoy_tasks(cid) if cid else b.tasks.values()
     for t in pool:
         tl = [x for x in t.members("labels") if isinstance(x, str)]
-        if t.get("step"):
-            tl.append(f"step:{t.get('step')}")
-        eng = latest.get(t.id, "")
-        engines.update([eng] if eng else [])
+        step = t.get("step")
+        if step:
+            tl.append(f"step:{step}")
+        eng = text_field(latest[t.id], "engine") if t.id in latest else ""
+        if eng:
+            engines.add(eng)
         labels.update(tl)
         s = status_of(t)
-        if s not in cols or (state and s != state) or (engine and eng != engine) \
-                or (label and label not in tl):
+        if s not in picked or (state and s != state) or (engine and eng != engine) \
+                or (label and label not in tl) or (words and not matches(t, words)):
             continue
-        cols[s].append(Card(t.id, t.get("title", ""), s, t.get("convoy", ""),
-                            model.priority_of(t), b.is_ready(t.id), eng, tl,
-                            sorted(b.prereqs(t.id)), _spent(b, t.id)))
+        # The most urgent first, the latest moved first within a priority.
+        picked[s].append((urgency(model.priority_of(t)), -t.updated_at, t.id, eng, tl))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
-    limit = CARDS_FILTERED if (cid or state or engine or label) else CARDS_SHOWN
-    hidden = {}
-    for name, c in cols.items():
-        c.sort(key=lambda x: (urgency(x.priority), not x.ready))
-        if len(c) > limit:
-            hidden[name] = len(c) - limit
-            del c[limit:]
-    return BoardPage(b.convoy_list(), cols, sorted(engines), sorted(labels),
-                     {"convoy": cid or "", "state": state, "engine": engine, "label": label},
-                     hidden)
+    limit = CARDS_FILTERED if (cid or state or engine or label or words) else CARDS_SHOWN
+    hidden, cols = {}, {}
+    for name, rows in picked.items():
+        rows.sort(key=lambda r: r[:3])
+        if len(rows) > limit:
+            hidden[name] = len(rows) - limit
+            del rows[limit:]
+        # What costs a look per card (readiness, the last message, the witness's pid) is
+        # worked out for the cards shown only: a 10k-task board shows a few hundred.
+        b.prereqs_of([r[2] for r in rows])
+        cols[name] = c = []
+        for _u, _when, tid, eng, tl in rows:
+            t = b.tasks[tid]
+            card = Card(tid, t.get("title", ""), name, t.get("convoy", ""), model.priority_of(t),
+                        False, eng, tl, [], updated=t.updated_at)
+            fill_card(g, b, card, latest.get(tid))
+            c.append(card)
+        c.sort(key=lambda x: (urgency(x.priority), not x.ready, -x.updated))
+    found = sum(len(c) for c in cols.values()) + sum(hidden.values())
+    return BoardPage(convoy_rows(b), cols, sorted(engines), sorted(labels),
+                     {"convoy": cid or "", "state": state, "engine": engine, "label": label,
+                      "q": search}, hidden, found)
+
+
+def convoy_rows(b: Board) -> list[ConvoyRow]:
+    out = []
+    for c in sorted(b.convoys.values(), key=model.age_key):
+        counts: dict[str, int] = {}
+        for t in b.by_convoy.get(c.id, ()):
+            counts[status_of(t)] = counts.get(status_of(t), 0) + 1
+        out.append(ConvoyRow(c.id, text_field(c, "title"), sum(counts.values()), counts))
+    return out
+
+
+def matches(t: Entity, words: list[str]) -> bool:
+    """Whether every word of a search is in the task's title or body, or starts its id."""
+    text = f"{text_field(t, 'title')}\n{text_field(t, 'body')}".lower()
+    return all(t.id.startswith(w) or w in text for w in words)
+
+
+def text_field(e: Entity, name: str) -> str:
+    v = e.get(name, "")
+    return v if isinstance(v, str) else ""
+
+
+def fill_card(g: Grite, b: Board, card: Card, session: Entity | None) -> None:
+    t = b.tasks[card.id]
+    card.ready = b.is_ready(card.id)
+    card.needs = sorted(b.prereqs(card.id))
+    card.message = last_message(t)
+    if session is None:
+        return
+    card.session = session.id
+    card.spent = _spent(b, card.id)     # (a task no session ran reads nothing)
+    card.cost = spend.text(card.spent, short=True) if card.spent and card.spent.sessions else ""
+    if session.get("status") in ss.LIVE:
+        card.liveness = liveness(g, session)
+        card.running_for = max(0.0, (process.now_ms() - session.created_at) / 1000)
+    elif session.get("status") == "paused":
+        card.liveness = "paused"
+
+
+MESSAGE_SHOWN = 200   # characters of an agent's last message on its card
+
+
+def last_message(t: Entity) -> str:
+    """The agent's last word on a task: the latest comment that is not a human's reply, else
+    the reason given with its status (a block's question)."""
+    for _eid, _l, _actor, _ts, body in reversed(t.sorted_comments()):
+        if isinstance(body, str) and not body.startswith("reply: "):
+            return body[:MESSAGE_SHOWN]
+    return model.reason_of(t)[:MESSAGE_SHOWN] if isinstance(model.reason_of(t), str) else ""
+
+
+# The session fields a usage limit leaves, when its writer records them (read only when
+# present: a board never makes up a pause).
+PAUSE_FIELDS = ("paused_until", "paused", "limit")
+
+
+def liveness(g: Grite, session: Entity) -> str:
+    """alive, dead (its witness is gone on this host: crashed, not running) or paused (the
+    session record says it waits on a usage limit)."""
+    if ss.witness_gone(g.store, session):
+        return "dead"
+    if any(session.get(f) not in (None, "", 0, False) for f in PAUSE_FIELDS):
+        return "paused"
+    return "alive"
 
 
 def _spent(b: model.Board, tid: str) -> spend.Spent | None:
@@ -286,7 +452,7 @@ def urgency(priority: Any) -> tuple:
 
 
 def sessions_of_task(g: Grite, tid: str) -> list[ss.SessionDetail]:
-    return [ss.detail(g, e) for e in ss.of_task(model.board(g), tid)]
+    return [ss.detail(g, e) for e in ss.of_task(board_of(g), tid)]
 
 
 # -- actions: each the library call its command makes -------------------------------------
@@ -296,15 +462,16 @@ def _actor(g: Grite) -> str:
 
 
 def reply(g: Grite, ref: str, message: str, notes: list[dict] = ()) -> model.TaskDetail:
-    """`git brat task reply ID -m MESSAGE`; comments on diff lines become part of the reply."""
-    lines = [message.strip()] if message.strip() else []
+    """`git brat task reply ID -m MESSAGE --note PATH:LINE: TEXT…` (request changes): notes on
+    diff lines go to the review gate as the CLI's --note do."""
+    lines = []
     for n in notes:
         path, line, text = str(n.get("path", "")), str(n.get("line", "")), str(n.get("text", ""))
         if text.strip():
-            lines.append(f"- {path}:{line}: {text.strip()}")
-    if not lines:
+            lines.append(f"{path}:{line}: {text.strip()}")
+    if not message.strip() and not lines:
         raise UsageError("a reply needs text: write your answer, or a comment on a diff line")
-    tid = ss.reply(g, ref, "\n".join(lines))
+    tid = ss.reply(g, ref, message.strip() or "see my notes on the diff", lines)
     return task_show(g, tid)
 
 
@@ -339,7 +506,7 @@ def approve(g: Grite, ref: str) -> model.TaskDetail:
     human looked at goes to the merge queue."""
     from git_brat.brat import review
     tid = g.resolve(ref, model.TASK).id
-    if model.status_of(model.board(g).tasks[tid]) in ("blocked", "failed"):
+    if model.status_of(board_of(g).tasks[tid]) in ("blocked", "failed"):
         retry(g, tid)
     review.approve(g, tid)
     return task_show(g, tid)
@@ -356,7 +523,7 @@ def stop_session(g: Grite, ref: str) -> dict[str, str]:
 def stop_task_session(g: Grite, ref: str) -> dict[str, str]:
     """Stop the live session of a task."""
     tid = g.resolve(ref, model.TASK).id
-    live = [e for e in ss.of_task(model.board(g), tid) if e.get("status") in ss.LIVE]
+    live = [e for e in ss.of_task(board_of(g), tid) if e.get("status") in ss.LIVE]
     if not live:
         raise Conflict(f"task {tid[:7]} has no live session to stop")
     return stop_session(g, live[-1].id)
@@ -407,4 +574,4 @@ __all__ = ["Repo", "COLUMNS", "status", "task_list", "task_show", "convoy_list",
            "session_list", "session_show", "refinery_status", "mayor_status", "mayor_log",
            "session_log", "task_diff", "board_page", "reply", "requeue", "drop", "block",
            "approve", "retry", "stop_session", "stop_task_session", "mayor_ask", "mayor_confirm",
-           "mayor_discard", "Board"]
+           "mayor_discard", "Board", "board_of"]

@@ -8,11 +8,12 @@ from datetime import datetime
 from typing import Any, Iterable
 from urllib.parse import urlencode
 
-from git_brat.brat.ui import data
+from git_brat.brat.ui import control, data
 
 READ_ONLY = ('<p class="warn">This board serves a bare hub: everything pushed to it, read-only. '
              'Act from a clone.</p>')
 LOGS_SHOWN = 4      # session logs streamed on the Sessions page
+CONVOYS_LISTED = 50   # convoys in the board's table, newest first (the filter names them all)
 NAV = (("/", "Board"), ("/needs-you", "Needs you"), ("/sessions", "Sessions"),
        ("/queue", "Merge queue"), ("/mayor", "Mayor"))
 
@@ -98,14 +99,17 @@ def task_link(tid: str, title: str = "") -> str:
 NONCE_MARK = "\x00nonce\x00"
 
 
-def page(title: str, body: str, nonce: str, here: str = "/") -> str:
+def page(title: str, body: str, nonce: str, here: str = "/", needs: int | None = None) -> str:
     """The whole page; nonce: this render's, on its script (the CSP allows no other) and on
-    its action forms (the script posts no other)."""
-    nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}</a>'
-                  for href, name in NAV)
+    its action forms (the script posts no other). needs: what waits on the human, counted in
+    the title and on "Needs you" (the script keeps both current)."""
+    badge = f' <span id="needs-count" class="badge">{"" if needs is None else number(needs)}</span>'
+    nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}'
+                  f'{badge if href == "/needs-you" else ""}</a>' for href, name in NAV)
     n = e(nonce)
+    shown = (f"({number(needs)}) " if needs else "") + f"{e(title)} · git brat"
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
-            f"<meta name=viewport content='width=device-width'><title>{e(title)} · git brat</title>"
+            f"<meta name=viewport content='width=device-width'><title>{shown}</title>"
             f'<meta name="brat-render" content="{n}">'
             '<link rel=stylesheet href="/static/board.css">'
             f'<script src="/static/board.js" nonce="{n}" defer></script></head><body>'
@@ -143,35 +147,109 @@ def _select(name: str, current: str, options: list[tuple[str, str]]) -> str:
 
 # -- pages ---------------------------------------------------------------------------------
 
-def board(p: data.BoardPage) -> str:
+def board(p: data.BoardPage, roles: control.Roles | None = None) -> str:
+    """Columns of cards first, under a search and the filters; what runs and what is not yet
+    pushed beside them; the convoys' table last. roles: None on a read-only board."""
     f = p.filters
     filters = ('<form class="filters" method=get action="/">'
+               f'<input type=search name=q value="{e(f.get("q", ""))}" '
+               'placeholder="search titles, ids, bodies" aria-label="search">'
                + _select("convoy", f["convoy"], [(c.id, f"{str(c.id)[:7]} {c.title}") for c in p.convoys])
                + _select("state", f["state"], [(s, s) for s in data.COLUMNS])
                + _select("engine", f["engine"], [(x, x) for x in p.engines])
                + _select("label", f["label"], [(x, x) for x in p.labels])
                + "<button type=submit>filter</button></form>")
-    convoys = table(["convoy", "status", "progress", "title"], [
+    found = (f'<p class="found">{number(p.found)} task(s) match</p>'
+             if any(f.get(k) for k in ("q", "convoy", "state", "engine", "label")) else "")
+    convoys = table(["convoy", "merged", "open work", "title"], [
         [f'<a href="/?{e(urlencode({"convoy": c.id}))}">{short(c.id)}</a>',
-         f'<span class="st st-{e(c.status)}">{e(c.status)}</span>',
-         f"{number(c.counts.get('merged', 0))}/{number(c.total)}", e(c.title)] for c in p.convoys],
-        "no convoys yet: ask the mayor, or `git brat workflow run`")
+         f"{number(c.counts.get('merged', 0))}/{number(c.total)}",
+         e(", ".join(f"{n} {s}" for s, n in c.counts.items() if s not in ("merged", "dropped"))),
+         e(c.title)] for c in p.convoys[-CONVOYS_LISTED:][::-1]],
+        "no convoys yet: create one above, ask the mayor, or `git brat workflow run`")
+    if len(p.convoys) > CONVOYS_LISTED:
+        convoys += f'<p class="empty">the {CONVOYS_LISTED} newest of {len(p.convoys)}: choose one above</p>'
     cols = []
     for state, cards in p.columns.items():
-        items = "".join(
-            f'<li class="card" data-task="{e(c.id)}"><a href="/task/{e(c.id)}">'
-            f'<span class="id">{short(c.id)}</span> <span class="title">{e(c.title)}</span></a>'
-            f'<small>p{number(c.priority)}{" · ready" if c.ready else ""}'
-            f'{" · " + e(c.engine) if c.engine else ""}'
-            f'{"".join(" · " + e(x) for x in c.labels)}</small></li>' for c in cards)
+        items = "".join(card(c) for c in cards)
         more = p.hidden.get(state, 0)
         if more:
             items += (f'<li class="more"><a href="/?{e(urlencode({**f, "state": state}))}">'
                       f'and {more} more</a></li>')
         cols.append(f'<div class="column" data-state="{e(state)}"><h2>{e(state)} '
                     f'<span class="count">{len(cards) + more}</span></h2><ul>{items}</ul></div>')
-    return filters + live("convoys", "<h2>Convoys</h2>" + convoys) + \
-        live("columns", f'<div class="columns">{"".join(cols)}</div>')
+    top = filters + (create_forms(p) if roles is not None else "")
+    return (top + (live("roles", roles_strip(roles)) if roles is not None else "")
+            + live("columns", found + f'<div class="columns">{"".join(cols)}</div>')
+            + live("convoys", f'<details class="convoys"><summary>Convoys ({len(p.convoys)})'
+                              f'</summary>{convoys}</details>'))
+
+
+def card(c: data.Card) -> str:
+    facts = [f"p{number(c.priority)}"] + (["ready"] if c.ready else []) + \
+        ([e(c.engine)] if c.engine else [])
+    if c.liveness:
+        facts.append(f'<span class="liveness {e(c.liveness)}">{e(c.liveness)}</span>')
+    if c.running_for is not None:
+        facts.append(f'<span class="elapsed">{e(span(c.running_for))}</span>')
+    if c.cost:
+        facts.append(f'<span class="cost">{e(c.cost)}</span>')
+    facts += [e(x) for x in c.labels]
+    msg = f'<p class="msg">{e(c.message)}</p>' if c.message else ""
+    return (f'<li class="card{" dead" if c.liveness == "dead" else ""}" data-task="{e(c.id)}">'
+            f'<a href="/task/{e(c.id)}"><span class="id">{short(c.id)}</span> '
+            f'<span class="title">{e(c.title)}</span></a>{msg}<small>{" · ".join(facts)}</small></li>')
+
+
+def span(seconds: float) -> str:
+    """A duration as people read it: 45s, 12m, 3h05m."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def roles_strip(r: control.Roles) -> str:
+    witness = (f'witness running (pid {number(r.witness)}) '
+               + action("/api/v1/witness/stop", "stop the witness", cls="witness-stop")
+               if r.witness else
+               "no witness runs here " + action("/api/v1/witness/start", "start a witness",
+                                                 cls="witness-start"))
+    refinery = (f"refinery running (pid {number(r.refinery)})" if r.refinery else
+                "refinery idle " + action("/api/v1/refinery/pass", "run a refinery pass",
+                                          cls="refinery-pass"))
+    if not r.remotes:
+        sync = '<span class="empty">no remote syncs this log (everything stays here)</span>'
+    elif r.never_pushed or r.unpushed:
+        what = ("this clone's log was never pushed" if r.never_pushed else
+                f"{number(r.unpushed)} change(s) not yet pushed")
+        sync = (f'<span class="unpushed">{e(what)} to {e(", ".join(r.remotes))}</span> '
+                + action("/api/v1/sync/push", "push now", cls="push"))
+    else:
+        sync = f'<span class="pushed">everything is pushed to {e(", ".join(r.remotes))}</span>'
+    return (f'<div class="roles"><span>{witness}</span><span>{refinery}</span>'
+            f'<span>{sync}</span><output data-result></output></div>')
+
+
+def create_forms(p: data.BoardPage) -> str:
+    options = "".join(f'<option value="{e(c.id)}"{" selected" if c.id == p.filters["convoy"] else ""}>'
+                      f'{short(c.id)} {e(c.title)}</option>' for c in reversed(p.convoys))
+    prios = "".join(f'<option value="{x}"{" selected" if x == 2 else ""}>p{x}</option>'
+                    for x in (0, 1, 2, 3, 4))
+    return ('<details class="create"><summary>New task or convoy</summary><div class="actions">'
+            + action("/api/v1/tasks", "create the task",
+                     f'<select name="convoy" aria-label="convoy">{options}</select>'
+                     '<input name="title" placeholder="task title" aria-label="task title">'
+                     f'<select name="priority" aria-label="priority">{prios}</select>'
+                     '<textarea name="body" rows=2 placeholder="what to do"></textarea>',
+                     "new-task")
+            + action("/api/v1/convoys", "create the convoy",
+                     '<input name="title" placeholder="convoy title" aria-label="convoy title">'
+                     '<textarea name="body" rows=2 placeholder="what it is for"></textarea>',
+                     "new-convoy")
+            + "<output data-result></output></div></details>")
 
 
 def needs_you(s, review: list) -> str:
@@ -200,15 +278,30 @@ def needs_you(s, review: list) -> str:
             + live("recovery", "<h2>Crashed sessions (the recovery report)</h2>" + rec))
 
 
-def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
+ACTIONS = {   # each action a task page may offer: (label, fields, class)
+    "approve": ("approve: to the merge queue", "", "approve"),
+    "reply": ("request changes (re-queue with your answer and notes)",
+              '<textarea name="message" rows=3 placeholder="what to change (notes on diff '
+              'lines go with it: click a line number)"></textarea><ul class="notes"></ul>', "reply"),
+    "requeue": ("re-queue", "", "requeue"),
+    "block": ("block", '<input name="message" placeholder="why">', "block"),
+    "drop": ("drop", "", "drop"),
+    "retry": ("retry the failed merge", "", "retry"),
+    "stop": ("stop its session", "", "stop"),
+}
+
+
+def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str, allowed: list[str] = (),
+         check: control.CheckOutput | None = None, dead: set[str] | frozenset = frozenset()) -> str:
+    """The review screen: the diff, and beside it what the task is, the check's output and the
+    decision (only the actions legal now); the timeline and the sessions below."""
     tid = d.id
     facts = [("status", f'<span class="st st-{e(d.status)}">{e(d.status)}</span>'
               + (" ready" if d.ready else "")),
              ("convoy", f'<a href="/?convoy={e(d.convoy)}">{short(d.convoy)}</a> {e(convoy_title)}'),
              ("priority", f"p{number(d.priority)}"),
              ("needs", ", ".join(task_link(n) for n in d.needs) or "nothing"),
-             ("needed by", ", ".join(task_link(n) for n in d.dependents) or "nothing"),
-             ("next", e(", ".join(map(str, d.allowed)) or "nothing (final)"))]
+             ("needed by", ", ".join(task_link(n) for n in d.dependents) or "nothing")]
     if d.reason:
         facts.append(("reason", f"<pre>{e(d.reason)}</pre>"))
     head = "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
@@ -225,72 +318,102 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str) -> str:
     srows = []
     for s in sessions:
         srows.append([f'<a href="/sessions#s-{e(s.id)}">{short(s.id)}</a>', e(s.engine),
-                      number(s.attempt), f'<span class="st st-{e(s.status)}">{e(s.status)}</span>',
+                      number(s.attempt), session_status(s, dead),
                       f"{number(duration(s), '.0f')}s", e(s.reason)])
     logs = "".join(log_view(s.id) for s in sessions[-1:])
-    files = []
-    for f in diff.files:
-        rows = []
-        for line, cls, where in diff_lines(f.diff):
-            # A note names the line as a reviewer would: its number in the new file (old
-            # file's, with a minus, for a removed line); the headers take none.
-            button = (f'<button type=button class="note" data-nonce="{NONCE_MARK}" '
-                      f'data-path="{e(f.path)}" '
-                      f'data-line="{e(where)}" title="comment on this line">{e(where)}</button>'
-                      if where else "")
-            rows.append(f'<tr class="{cls}"><td class="ln">{button}</td>'
-                        f'<td><code>{e(line)}</code></td></tr>')
-        files.append(f'<details open class="file"><summary>{e(f.path)}</summary>'
-                     f'<table class="diff">{"".join(rows)}</table></details>')
-    diff_html = ("".join(files) or f'<p class="empty">no changes on {e(diff.branch)}</p>') + \
-        ('<p class="warn">the diff was cut: see it with git</p>' if diff.truncated else "")
-    actions = "".join([
-        action(f"/api/v1/tasks/{tid}/reply",
-               "reply (re-queue with your answer)",
-               '<textarea name="message" rows=3 placeholder="your answer to the agent"></textarea>'
-               '<ul class="notes"></ul>', "reply"),
-        action(f"/api/v1/tasks/{tid}/approve", "approve: to the merge queue", cls="approve"),
-        action(f"/api/v1/tasks/{tid}/requeue", "re-queue", cls="requeue"),
-        action(f"/api/v1/tasks/{tid}/block", "block",
-               '<input name="message" placeholder="why">', "block"),
-        action(f"/api/v1/tasks/{tid}/drop", "drop", cls="drop"),
-        action(f"/api/v1/tasks/{tid}/retry", "retry the failed merge", cls="retry"),
-        action(f"/api/v1/tasks/{tid}/stop", "stop its session", cls="stop"),
-    ])
+    decision = "".join(action(f"/api/v1/tasks/{tid}/{a}", *ACTIONS[a]) for a in ACTIONS
+                       if a in allowed)
+    # The decision redraws with the task's status (only what is legal now); the result of
+    # the last action stays beside it.
+    side = (live("facts", f"<dl>{head}</dl>")
+            + '<div class="actions decision">'
+            + live("decision", decision or '<p class="empty">no action is open to this task now</p>')
+            + '<output data-result></output></div>'
+            + live("check", check_view(check)))
     return (f'<h2 class="task-title">{e(d.title)}</h2>'
-            + live("facts", f"<dl>{head}</dl>")
             + (f'<pre class="body">{e(d.body)}</pre>' if d.body else "")
-            + f'<div class="actions">{actions}<output data-result></output></div>'
+            + '<div class="review">'
+            + live("diff", f"<h2>Diff of {e(diff.branch)} against {e(diff.target)}</h2>"
+                           + diff_view(diff, past_notes(d.comments)))
+            + f'<aside class="review-side">{side}</aside></div>'
             + live("timeline", f"<h2>Timeline</h2><ol class=timeline>{items}</ol>")
             + live("sessions", "<h2>Sessions</h2>" + table(
                 ["session", "engine", "attempt", "status", "duration", "outcome"], srows,
                 "no session has run it yet"))
-            + logs
-            + live("diff", f"<h2>Diff of {e(diff.branch)} against {e(diff.target)}</h2>{diff_html}"))
+            + logs)
+
+
+def check_view(check: control.CheckOutput | None) -> str:
+    if check is None or not check.merge:
+        return '<h3>The check</h3><p class="empty">the refinery has not checked this work yet</p>'
+    return (f'<h3>The check <span class="st st-{e(check.status)}">{e(check.status)}</span></h3>'
+            f'<pre class="check">{e(check.text) or "(no output recorded)"}</pre>')
+
+
+def diff_view(diff: data.TaskDiff, notes: dict[tuple[str, str], list[str]]) -> str:
+    """Each file's diff; a line's number is a button that opens a note at that line, and the
+    notes of earlier replies show at the lines they name."""
+    files = []
+    for f in diff.files:
+        rows = []
+        for line, cls, where, anchor in diff_lines(f.diff):
+            # A note names the line as a reviewer would: its number in the new file (a
+            # removed line's note goes to the line that follows it); headers take none.
+            button = (f'<button type=button class="note" data-nonce="{NONCE_MARK}" '
+                      f'data-path="{e(f.path)}" '
+                      f'data-line="{e(anchor)}" title="comment on this line">{e(where)}</button>'
+                      if where else "")
+            rows.append(f'<tr class="{cls}"><td class="ln">{button}</td>'
+                        f'<td><code>{e(line)}</code></td></tr>')
+            if where and not where.startswith("-"):
+                rows += [f'<tr class="note-row past"><td></td><td><div class="note-text">'
+                         f'{e(n)}</div></td></tr>' for n in notes.pop((f.path, where), [])]
+        files.append(f'<details open class="file"><summary>{e(f.path)}</summary>'
+                     f'<table class="diff">{"".join(rows)}</table></details>')
+    return ("".join(files) or f'<p class="empty">no changes on {e(diff.branch)}</p>') + \
+        ('<p class="warn">the diff was cut: see it with git</p>' if diff.truncated else "")
+
+
+_NOTE_LINE = re.compile(r"^- (?P<path>[^:\n]+):(?P<line>[1-9][0-9]{0,8}): (?P<text>.*)$")
+
+
+def past_notes(comments: list) -> dict[tuple[str, str], list[str]]:
+    """(path, line) -> the notes replies left there ("reply: …\n\nNotes on the diff:\n- p:l: t")."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for c in comments:
+        body = c.body if isinstance(c.body, str) else ""
+        if not body.startswith("reply: ") or "\n\nNotes on the diff:\n" not in body:
+            continue
+        for raw in body.split("\n\nNotes on the diff:\n", 1)[1].splitlines():
+            m = _NOTE_LINE.match(raw)
+            if m:
+                out.setdefault((m["path"], m["line"]), []).append(f"{c.author}: {m['text']}")
+    return out
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
-def diff_lines(text: str) -> list[tuple[str, str, str]]:
-    """(line, class, where) of each line of one file's diff; where: "12" (new file), "-9"
-    (a removed line, in the old file), or "" (headers)."""
+def diff_lines(text: str) -> list[tuple[str, str, str, str]]:
+    """(line, class, where, anchor) of each line of one file's diff; where: "12" (new file),
+    "-9" (a removed line, in the old file), or "" (headers); anchor: the new file's line a
+    note on it names (a removed line's: the line that now follows it)."""
     out, old, new, body = [], 0, 0, False
     for line in text.split("\n"):
         m = _HUNK.match(line)
         if m:
             old, new, body = int(m.group(1)), int(m.group(2)), True
-            out.append((line, "hunk", ""))
+            out.append((line, "hunk", "", ""))
         elif not body or line.startswith("\\"):
-            out.append((line, "", ""))
+            out.append((line, "", "", ""))
         elif line.startswith("+"):
-            out.append((line, "add", str(new)))
+            out.append((line, "add", str(new), str(new)))
             new += 1
         elif line.startswith("-"):
-            out.append((line, "del", f"-{old}"))
+            out.append((line, "del", f"-{old}", str(max(new, 1))))
             old += 1
         else:
-            out.append((line, "", str(new)))
+            out.append((line, "", str(new), str(new)))
             old, new = old + 1, new + 1
     return out
 
@@ -300,13 +423,22 @@ def log_view(sid: str) -> str:
             f'<pre class="log" data-log="{e(sid)}" data-nonce="{NONCE_MARK}" data-offset="0"></pre>')
 
 
-def sessions(items: list) -> str:
+def session_status(s, dead: set[str] | frozenset = frozenset()) -> str:
+    """A session's status; a live one whose witness is gone is marked dead beside it."""
+    shown = f'<span class="st st-{e(s.status)}">{e(s.status)}</span>'
+    if s.id in dead:
+        shown += (' <span class="liveness dead" title="its witness is gone: the next witness '
+                  'or deacon run recovers it">dead</span>')
+    return shown
+
+
+def sessions(items: list, dead: set[str] | frozenset = frozenset()) -> str:
     rows = []
     for s in reversed(items):
         stop = action(f"/api/v1/sessions/{s.id}/stop", "stop", cls="stop") \
             if s.status in ("starting", "running") else ""
         rows.append([f'<span id="s-{e(s.id)}">{short(s.id)}</span>', task_link(s.task),
-                     f'<span class="st st-{e(s.status)}">{e(s.status)}</span>', e(s.engine),
+                     session_status(s, dead), e(s.engine),
                      number(s.attempt), when(s.started_at), e(s.reason), stop])
     # The live sessions' logs, then the latest ended ones', up to LOGS_SHOWN.
     live_ones = [s for s in items if s.status in ("starting", "running")]

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import sys
+import threading
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlencode
@@ -20,13 +21,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from git_brat.brat.ui import data
+from git_brat.brat.ui import control, data
+from git_brat.brat.ui.live import NeedsCount, Watcher
 from git_brat.brat.ui import html as pages
 from git_brat.errors import GriteError, UsageError
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
-POLL = 0.2            # seconds between looks at the log tips (one look serves every browser)
 PING = 15.0           # seconds between keep-alive comments on an idle event stream
 LOG_POLL = 0.3        # seconds between looks at a streamed session log
 MAX_BODY = 256 * 1024
@@ -194,48 +195,6 @@ async def _refuse(scope, receive, send, status: int, message: str):
     await resp(scope, receive, send)
 
 
-class Watcher:
-    """One poll of the log tips for every connected browser; each waits for the next change."""
-
-    def __init__(self, repo: data.Repo):
-        self.repo, self.tip, self.version = repo, "", 0
-        self.cond: asyncio.Condition | None = None
-        self.task: asyncio.Task | None = None
-        self.listeners = 0
-
-    async def _poll(self):
-        while True:
-            try:
-                tip = await run_in_threadpool(self.repo.tip)
-            except Exception:   # noqa: BLE001 - a ref mid-update: look again next time
-                tip = self.tip
-            if not self.tip:   # the first look: what the pages being served already show
-                self.tip = tip
-            elif tip != self.tip:
-                self.tip = tip
-                self.version += 1
-                async with self.cond:
-                    self.cond.notify_all()
-            await asyncio.sleep(POLL)
-
-    def start(self):
-        if self.cond is None:
-            self.cond = asyncio.Condition()
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._poll())
-
-    async def wait(self, seen: int, timeout: float) -> int:
-        self.start()
-        if self.version != seen:
-            return self.version
-        async with self.cond:
-            try:
-                await asyncio.wait_for(self.cond.wait_for(lambda: self.version != seen), timeout)
-            except asyncio.TimeoutError:
-                pass
-        return self.version
-
-
 def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     repo = data.Repo(repo_path)
     guard = Guard(token, host, port)
@@ -279,10 +238,15 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             rendered[key] = render(request)
         return rendered[key]
 
+    counter = NeedsCount(repo, lambda: control.needs_count(*g_cfg()))
+    watcher.also = counter.marker
+
     def view(title: str, here: str, render: Callable[[Request], str]):
         async def endpoint(request: Request) -> Response:
+            needs = None
             try:
                 body = await run_in_threadpool(cached, render, request)
+                needs = await run_in_threadpool(counter.now)
             except GriteError as exc:
                 body = pages.error(exc.message)
             except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
@@ -290,21 +254,23 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             if repo.read_only:
                 body = pages.READ_ONLY + body
             nonce = secrets.token_urlsafe(18)
-            return HTMLResponse(pages.page(title, body, nonce, here), headers=page_headers(nonce))
+            return HTMLResponse(pages.page(title, body, nonce, here, needs),
+                                headers=page_headers(nonce))
         return endpoint
 
     q = lambda r, k: r.query_params.get(k, "") or ""  # noqa: E731
     pid = lambda r: r.path_params["id"]  # noqa: E731
 
     def g_cfg():
-        g = repo.grite()
+        g = repo.reader()
         return g, repo.config(g)
 
     # -- pages --
     def board_page(r):
-        g = repo.grite()
+        g = repo.reader()
         return pages.board(data.board_page(g, q(r, "convoy"), q(r, "state"), q(r, "engine"),
-                                           q(r, "label")))
+                                           q(r, "label"), q(r, "q")),
+                           None if repo.read_only else control.roles(g))
 
     def needs_page(_r):
         g, cfg = g_cfg()
@@ -315,12 +281,15 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
     def task_page(r):
         g, cfg = g_cfg()
         d = data.task_show(g, pid(r))
-        b = data.model.board(g)
+        b = data.board_of(g)
         title = b.convoys[d.convoy].get("title", "") if d.convoy in b.convoys else ""
-        return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title)
+        return pages.task(d, data.sessions_of_task(g, d.id), data.task_diff(g, cfg, d.id), title,
+                          control.legal_actions(g, d.id, repo.read_only), control.check_output(g, d.id),
+                          control.dead_sessions(g))
 
     def sessions_page(_r):
-        return pages.sessions(data.session_list(repo.grite(), everything=True))
+        g = repo.reader()
+        return pages.sessions(data.session_list(g, everything=True), control.dead_sessions(g))
 
     def queue_page(_r):
         g, cfg = g_cfg()
@@ -387,11 +356,31 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             raise UsageError("notes must be a list of {path, line, text}")
         return v
 
+    def _priority(b: dict) -> int:
+        v = b.get("priority", data.model.DEFAULT_PRIORITY)
+        try:
+            p = int(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else -1
+        except ValueError:
+            p = -1
+        if p not in data.model.PRIORITIES:
+            raise UsageError("priority is one of 0 (most urgent) to 4")
+        return p
+
     async def events(r: Request) -> Response:
         return await _events(r, watcher)
 
     async def log_stream(r: Request) -> Response:
         return await _log_stream(r, repo)
+
+    def warm() -> None:
+        """Read the board once as the server starts, before a browser asks: at 10k tasks the
+        first read of every task is most of a first render."""
+        try:
+            data.board_of(repo.reader())
+            counter.count(repo.tip())
+        except Exception:   # noqa: BLE001 - the first request will say what is wrong
+            pass
+    threading.Thread(target=warm, name="brat-board-warm", daemon=True).start()
 
     routes = [
         Route("/", view("Board", "/", board_page)),
@@ -431,6 +420,18 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             lambda g, t, b: data.stop_task_session(g, t))), methods=["POST"]),
         Route("/api/v1/sessions/{id}/stop", api(act(
             lambda g, s, b: data.stop_session(g, s))), methods=["POST"]),
+        Route("/api/v1/convoys", api(lambda r, b: control.create_convoy(
+            repo.grite(), _text(b, "title"), _text(b, "body"))), methods=["POST"]),
+        Route("/api/v1/tasks", api(lambda r, b: control.create_task(
+            repo.grite(), _text(b, "convoy"), _text(b, "title"), _text(b, "body"),
+            _priority(b))), methods=["POST"]),
+        Route("/api/v1/witness/start", api(lambda r, b: control.witness_start(repo.grite())),
+              methods=["POST"]),
+        Route("/api/v1/witness/stop", api(lambda r, b: control.witness_stop(repo.grite())),
+              methods=["POST"]),
+        Route("/api/v1/refinery/pass", api(lambda r, b: control.refinery_pass(repo.grite())),
+              methods=["POST"]),
+        Route("/api/v1/sync/push", api(lambda r, b: control.push(repo.grite())), methods=["POST"]),
         Route("/api/v1/mayor/ask", api(
             lambda r, b: data.mayor_ask(repo, repo.grite(), _text(b, "question"))), methods=["POST"]),
         Route("/api/v1/mayor/confirm", api(

@@ -113,9 +113,35 @@ def start(repo, *args: str, timeout: float = 30) -> Board:
     return Board(proc, json.loads(line))
 
 
+def thousand_tasks(repo, count: int = 1000, per_convoy: int = 10) -> str:
+    """count tasks in convoys of per_convoy, written as one batch by this clone's own writer,
+    all waiting for one blocked task (so no witness picks them): the id of that task."""
+    from git_brat.brat import tasks
+    from git_brat.grite.log.wal import Draft
+    from git_brat.grite.model import events as ev
+    from git_brat.grite.repo import Grite
+    g = Grite.open(str(repo))
+    drafts, gate = [], ev.new_entity_id()
+    first = ev.new_entity_id()
+    drafts.append(Draft(first, ev.Create("convoy", {"title": "Filler 0", "body": ""})))
+    drafts += tasks.task_drafts(gate, first, "Filler gate: everything waits for it", "", [], 2, [])
+    cid = first
+    for i in range(count - 1):
+        if i and i % per_convoy == 0:
+            cid = ev.new_entity_id()
+            drafts.append(Draft(cid, ev.Create("convoy", {"title": f"Filler {i // per_convoy}",
+                                                          "body": ""})))
+        drafts += tasks.task_drafts(ev.new_entity_id(), cid, f"Filler task {i:04d}: tidy part {i}",
+                                    f"part {i} of the filler work", [gate], i % 5, [])
+    g.append(drafts, f"tests: {count} filler tasks")
+    subprocess.run(["git", "brat", "task", "block", gate, "-m", "filler: waits for nothing"],
+                   cwd=str(repo), check=True, stdout=subprocess.DEVNULL)
+    return gate
+
+
 def host_port(url: str) -> tuple[str, int]:
     parts = urlsplit(url)
     return parts.hostname, parts.port
 
 
-__all__ = ["Board", "start", "host_port"]
+__all__ = ["Board", "start", "host_port", "thousand_tasks"]

@@ -173,7 +173,7 @@ def test_actions_are_the_commands_and_their_refusals(seeded):
     code, out = b.post(f"/api/v1/tasks/{queued}/reply", {
         "message": "ok, go", "notes": [{"path": "CHANGES", "line": 3, "text": "say why"}]})
     assert code == 200 and out["status"] == "queued"
-    assert out["comments"][-1]["body"] == "reply: ok, go\n- CHANGES:3: say why"
+    assert out["comments"][-1]["body"] == "reply: ok, go\n\nNotes on the diff:\n- CHANGES:3: say why"
     code, out = b.post(f"/api/v1/tasks/{queued}/drop", {"message": "not needed"})
     assert code == 200 and brat_json(repo, "task", "show", queued)["status"] == "dropped"
     assert status(repo) == ""
@@ -249,7 +249,7 @@ def test_a_host_other_than_loopback_is_warned_about(tmp_path):
     assert "warning: serving on 127.0.0.2" in board.stderr
 
 
-def test_detach_then_stop(tmp_path):
+def test_detach_then_ui_again_reprints_the_running_board_then_stop(tmp_path):
     repo = make_repo(tmp_path / "r")
     brat(repo, "init")
     (repo / "sub").mkdir()
@@ -257,8 +257,10 @@ def test_detach_then_stop(tmp_path):
     shown = brat_json(repo / "sub", "ui", "--detach", "--no-open")
     try:
         assert set(shown) == {"url", "port", "pid"}
-        again = brat(repo, "ui", "--detach", "--no-open", check=False)
-        assert again.returncode == 5 and "already runs" in again.err
+        # Asked again (from anywhere in the repository), it says where the running board is.
+        assert brat_json(repo, "ui", "--detach", "--no-open") == shown
+        assert brat_json(repo / "sub", "ui", "--no-open") == shown
+        assert brat(repo, "ui", "--no-open").out.strip() == shown["url"]
         board = boardkit.Board(None, shown)
         assert board.get_json("/api/v1/tasks") == []
     finally:
@@ -303,7 +305,41 @@ def test_in_a_bare_hub_the_board_shows_everything_pushed_and_changes_nothing(tmp
         before = git(hub, "for-each-ref", "refs/grite/")
         code, out = board.post(f"/api/v1/tasks/{tid}/block", {"message": "from the hub"})
         assert code == 409 and "read-only" in out["error"]
+        # No action is offered: not on a task, not to create, start or push.
+        for path in ("/", f"/task/{tid}"):
+            _c, _h, page = board.request("GET", path)
+            assert b"data-action=" not in page, path
+        assert b"no action is open to this task now" in board.request("GET", f"/task/{tid}")[2]
+        for action in ("tasks", "convoys", "witness/start", "refinery/pass", "sync/push"):
+            code, out = board.post(f"/api/v1/{action}", {"title": "from the hub"})
+            assert code == 409 and "read-only" in out["error"], action
         assert git(hub, "for-each-ref", "refs/grite/") == before
+    finally:
+        board.stop()
+
+
+def test_what_is_not_yet_pushed_shows_with_a_push_that_publishes_it(tmp_path):
+    from sync_helpers import clone, seeded_hub
+    from helpers import grite
+    hub = seeded_hub(tmp_path)
+    mine = clone(str(hub), tmp_path / "mine", init=False)
+    brat(mine, "init")
+    c = convoy(mine, "Shared")
+    grite(mine, "sync")
+    board = boardkit.start(mine)
+    try:
+        def roles() -> bytes:
+            return board.request("GET", "/")[2].split(b'id="roles"', 1)[1].split(b"</section>", 1)[0]
+        assert b"everything is pushed to origin" in roles()
+        # A reply made here stays here until pushed, and the board says so.
+        code, _out = board.post("/api/v1/tasks", {"convoy": c, "title": "Made here"})
+        assert code == 200
+        assert b"1 change(s) not yet pushed to origin" in roles()
+        assert b'data-action="/api/v1/sync/push"' in roles()
+        code, out = board.post("/api/v1/sync/push")
+        assert code == 200 and out["ok"] and out["remotes"][0]["status"] == "pushed"
+        assert b"everything is pushed to origin" in roles()
+        assert git(hub, "for-each-ref", "refs/grite/replicas/") != ""
     finally:
         board.stop()
 

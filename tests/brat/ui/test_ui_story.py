@@ -119,12 +119,12 @@ def test_watching_and_steering_the_demo_loop_from_the_board(tmp_path, browser, a
         mean_id = _task_by_title(repo, mean.title)["id"]
         go(f"/task/{mean_id}")
         page.locator("tr.add button.note").first.click()
-        page.fill("form.reply ul.notes input", "keep the guard from main")
+        page.fill("tr.note-draft input", "keep the guard from main")
         page.fill("form.reply textarea[name=message]", "rebase onto main")
         page.click("form.reply button")
         page.locator("#timeline", has_text="keep the guard from main").wait_for()
         body = brat_json(repo, "task", "show", mean_id)["comments"][-1]["body"]
-        assert body.startswith("reply: rebase onto main\n- textstats/stats.py:")
+        assert body.startswith("reply: rebase onto main\n\nNotes on the diff:\n- textstats/stats.py:")
         assert body.endswith(": keep the guard from main")
 
         # A reply typed in the browser re-queues the task; the next session gets it.

@@ -44,9 +44,18 @@
           if (freshNonce !== "" && el.dataset.nonce === freshNonce) el.dataset.nonce = nonce;
           else { delete el.dataset.action; delete el.dataset.nonce; delete el.dataset.log; }
         }
-        for (const fresh of doc.querySelectorAll("#main > section[data-live][id]")) {
+        const drafts = keepDrafts();
+        for (const fresh of doc.querySelectorAll("#main section[data-live][id]")) {
           const here = document.getElementById(fresh.id);
           if (here && here.innerHTML !== fresh.innerHTML) here.innerHTML = fresh.innerHTML;
+        }
+        restoreDrafts(drafts);
+        // What waits on you: counted on "Needs you" and in the title, on every page.
+        // (A page drawn before the count was worked out leaves the last one shown.)
+        const count = doc.getElementById("needs-count"), here = document.getElementById("needs-count");
+        if (count && here && count.textContent !== "") {
+          here.textContent = count.textContent;
+          document.title = doc.title;
         }
         wireNotes();
         startLogs();
@@ -91,26 +100,58 @@
     }
   }
 
-  // Comments on diff lines become part of the reply.
+  // Notes on diff lines: each opens under the line it is about, and goes with the reply.
+  function noteRow(path, line, text) {
+    const tr = document.createElement("tr");
+    tr.className = "note-row note-draft";
+    const td = document.createElement("td");
+    td.colSpan = 2;
+    const label = document.createElement("span");
+    label.textContent = `${path}:${line} `;
+    const input = document.createElement("input");
+    input.name = "note";
+    input.dataset.path = path;
+    input.dataset.line = line;
+    input.placeholder = "your note on this line (sent with the reply)";
+    input.value = text || "";
+    td.append(label, input);
+    tr.append(td);
+    return tr;
+  }
+
+  function lineRow(path, line) {
+    for (const btn of document.querySelectorAll("button.note")) {
+      if (btn.dataset.path === path && btn.dataset.line === line && rendered(btn)) return btn.closest("tr");
+    }
+    return null;
+  }
+
+  // A redraw of the diff keeps the notes being written, each at its line.
+  function keepDrafts() {
+    return [...document.querySelectorAll("tr.note-draft input[name=note]")]
+      .map((el) => ({path: el.dataset.path, line: el.dataset.line, text: el.value}));
+  }
+
+  function restoreDrafts(drafts) {
+    for (const d of drafts) {
+      const already = [...document.querySelectorAll("tr.note-draft input[name=note]")]
+        .some((el) => el.dataset.path === d.path && el.dataset.line === d.line);
+      const row = lineRow(d.path, d.line);
+      if (!already && row) row.after(noteRow(d.path, d.line, d.text));
+    }
+  }
+
   function wireNotes() {
     for (const btn of document.querySelectorAll("button.note")) {
       if (btn.dataset.wired || !rendered(btn)) continue;
       btn.dataset.wired = "1";
       btn.addEventListener("click", () => {
-        const form = [...document.querySelectorAll("form.reply[data-action]")].find(rendered);
-        const list = form?.querySelector("ul.notes");
-        if (!list) return;
-        const li = document.createElement("li");
-        const label = document.createElement("span");
-        label.textContent = `${btn.dataset.path}:${btn.dataset.line} `;
-        const input = document.createElement("input");
-        input.name = "note";
-        input.dataset.path = btn.dataset.path;
-        input.dataset.line = btn.dataset.line;
-        input.placeholder = "your comment on this line";
-        li.append(label, input);
-        list.appendChild(li);
-        input.focus();
+        const row = btn.closest("tr");
+        const next = row.nextElementSibling;
+        if (next && next.classList.contains("note-draft")) { next.querySelector("input").focus(); return; }
+        const tr = noteRow(btn.dataset.path, btn.dataset.line, "");
+        row.after(tr);
+        tr.querySelector("input").focus();
       });
     }
   }
@@ -177,7 +218,7 @@
     for (const el of form.querySelectorAll("input[name], textarea[name], select[name]")) {
       if (el.name !== "note") body[el.name] = el.value;
     }
-    const notes = [...form.querySelectorAll('input[name="note"]')]
+    const notes = [...(form.classList.contains("reply") ? document : form).querySelectorAll('input[name="note"]')]
       .map((el) => ({path: el.dataset.path, line: el.dataset.line, text: el.value}))
       .filter((n) => n.text.trim());
     if (notes.length) body.notes = notes;
@@ -189,11 +230,13 @@
         planView(r.body);
         show(form, "the mayor answered: confirm or discard the plan", true);
       } else {
-        show(form, r.ok ? "done" : r.body.error, r.ok);
+        const made = form.matches(".new-task, .new-convoy") && r.body.id;
+        show(form, r.ok ? (made ? `created ${String(r.body.id).slice(0, 7)}` : "done") : r.body.error, r.ok);
       }
       if (r.ok) {
         for (const el of form.querySelectorAll("textarea, input")) el.value = "";
         form.querySelector("ul.notes")?.replaceChildren();
+        if (form.classList.contains("reply")) for (const tr of document.querySelectorAll("tr.note-draft")) tr.remove();
         redraw();
       }
     } finally {
