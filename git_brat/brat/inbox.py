@@ -46,7 +46,7 @@ GIT_CONFIG = {"command": "brat.inbox.command", "ntfy": "brat.inbox.ntfy",
 
 class Item(msgspec.Struct):
     key: str          # the same on every clone: kind:task:event
-    kind: str         # review / question / failure / needs-human (more kinds as roles add them)
+    kind: str         # review / red-target / question / failure / needs-human / limit
     task: str
     convoy: str
     title: str
@@ -129,7 +129,31 @@ def _since(t) -> datetime:
 
 # Sources in the order items are shown; a role that records a new kind of wait (a red main, a
 # usage-limit pause, a budget stop) adds its function here.
-SOURCES: list[Callable[[Board, object, Config], list[Item]]] = [reviews, stops]
+def red_main(board: Board, store, cfg: Config) -> list[Item]:
+    """The target failing its own check (refinery/red.py): one item, named once, whichever
+    task's check found it (none of them is to blame)."""
+    from git_brat.brat.refinery import red
+    r = red.red_target(board, cfg.refinery.target_branch)
+    if r is None:
+        return []
+    return [Item(f"red-target:{r.id}:{r.commit}", "red-target", "", "", f"{r.target} is red",
+                 f"{r.result} — {r.advice}", r.log_command, r.since)]
+
+
+def limits(board: Board, store, cfg: Config) -> list[Item]:
+    """Tasks paused on a usage limit (the witness resumes them at the reset, or holds them for
+    you with task update --no-resume: then they are blocked, a question above)."""
+    out = []
+    for t in board.tasks.values():
+        if not isinstance(t.id, str) or not _TASK_ID.fullmatch(t.id):
+            continue
+        pause = model.paused_of(t).get("paused")
+        if pause:
+            out.append(_item("limit", t, "paused_until", pause, f"git brat task show {t.id[:7]}"))
+    return out
+
+
+SOURCES: list[Callable[[Board, object, Config], list[Item]]] = [reviews, red_main, stops, limits]
 
 
 def items(g: Grite, cfg: Config, board: Board | None = None) -> list[Item]:

@@ -86,9 +86,18 @@ class CheckOutput(msgspec.Struct):
 
 
 def check_output(g: Grite, tid: str) -> CheckOutput:
-    """The check's output for a task: what its latest merge record carries (the excerpt the
-    refinery wrote). The one place the review screen reads it from."""
-    merges = sorted(g.state().of_group(model.MERGE, tid), key=model.age_key)
+    """The check's output for a task, the one place the review screen reads it from: its last
+    failed check as `task show` gives it (refinery/report.py: the failing tests, the output's
+    last lines, redacted, and the command for the whole log), else what its latest merge
+    record says."""
+    from git_brat.brat.refinery import report
+    board = board_of(g)
+    state = board.state
+    failed = report.check_report(g, board, tid)
+    if failed is not None:
+        return CheckOutput(failed.get("merge") or "", "failed",
+                           "\n".join(report.lines(failed, tail=report.TAIL)))
+    merges = sorted(state.of_group(model.MERGE, tid), key=model.age_key)
     # The latest that says something (a merge request re-queued or superseded says nothing).
     said = [m for m in merges if text_field(m, "result")]
     if not said:

@@ -294,6 +294,7 @@ class Card(msgspec.Struct):
     spent: spend.Spent | None = None   # tokens and cost over its sessions (None: none ran)
     message: str = ""          # the agent's last word on it (its question, when it blocked)
     liveness: str = ""         # alive, dead or paused, while a session is live ("" otherwise)
+    paused: str = ""           # "paused until 21:00 (claude usage limit)" while that lasts
     session: str = ""          # its latest session
     running_for: float | None = None   # seconds its live session has run
     cost: str = ""             # what its sessions spent so far, in a few words ("" if nothing)
@@ -399,6 +400,9 @@ def fill_card(g: Grite, b: Board, card: Card, session: Entity | None) -> None:
     card.ready = b.is_ready(card.id)
     card.needs = sorted(b.prereqs(card.id))
     card.message = last_message(t)
+    card.paused = model.paused_of(t).get("paused", "")   # (the witness's own pause record)
+    if card.paused:
+        card.liveness = "paused"
     if session is None:
         return
     card.session = session.id
@@ -407,7 +411,7 @@ def fill_card(g: Grite, b: Board, card: Card, session: Entity | None) -> None:
     if session.get("status") in ss.LIVE:
         card.liveness = liveness(g, session)
         card.running_for = max(0.0, (process.now_ms() - session.created_at) / 1000)
-    elif session.get("status") == "paused":
+    elif session.get("status") == "paused" and card.paused:
         card.liveness = "paused"
 
 
@@ -423,18 +427,11 @@ def last_message(t: Entity) -> str:
     return model.reason_of(t)[:MESSAGE_SHOWN] if isinstance(model.reason_of(t), str) else ""
 
 
-# The session fields a usage limit leaves, when its writer records them (read only when
-# present: a board never makes up a pause).
-PAUSE_FIELDS = ("paused_until", "paused", "limit")
-
-
 def liveness(g: Grite, session: Entity) -> str:
-    """alive, dead (its witness is gone on this host: crashed, not running) or paused (the
-    session record says it waits on a usage limit)."""
+    """alive, or dead (its witness is gone on this host: crashed, not running). (A pause on
+    a usage limit is the task's: fill_card.)"""
     if ss.witness_gone(g.store, session):
         return "dead"
-    if any(session.get(f) not in (None, "", 0, False) for f in PAUSE_FIELDS):
-        return "paused"
     return "alive"
 
 

@@ -189,7 +189,8 @@ def card(c: data.Card) -> str:
     facts = [f"p{number(c.priority)}"] + (["ready"] if c.ready else []) + \
         ([e(c.engine)] if c.engine else [])
     if c.liveness:
-        facts.append(f'<span class="liveness {e(c.liveness)}">{e(c.liveness)}</span>')
+        said = c.paused if c.liveness == "paused" and c.paused else c.liveness
+        facts.append(f'<span class="liveness {e(c.liveness)}">{e(said)}</span>')
     if c.running_for is not None:
         facts.append(f'<span class="elapsed">{e(span(c.running_for))}</span>')
     if c.cost:

@@ -68,12 +68,16 @@ def test_a_red_main_fails_no_task_is_named_once_and_the_queue_resumes_when_main_
     assert status["red_target"]["id"] == red["id"] and len(status["red_target"]["held"]) == 2
     text = brat(repo, "status").out
     assert text.count("main is red") == 1 and "test_negative" in text
+    # and the inbox holds it once, as the target's, no task's
+    reds = [i for i in brat_json(repo, "inbox") if i["kind"] == "red-target"]
+    assert len(reds) == 1 and reds[0]["task"] == "" and "test_negative" in reds[0]["text"]
     assert brat_json(repo, "task", "show", first)["status"] == "needs-review"
     # Someone fixes main: the queue resumes, both land, nothing counted against them.
     commit_on(repo, "main", {"test_calc.py": BROKEN.replace("-3", "-2")}, "fix the test")
     report = refine(repo)
     assert outcomes(report) == {first: "merged", second: "merged"}
     assert brat_json(repo, "status")["red_target"] is None
+    assert not [i for i in brat_json(repo, "inbox") if i["kind"] == "red-target"]
     assert "main is red" not in brat(repo, "status").out
     assert "main is not red" in fail(repo, "refinery", "log", "--target")[1]
     assert not field(repo, first, "merge_failures")

@@ -3,7 +3,7 @@ you, review on one screen, approve and watch it land, create and start work, see
 
 Each story runs on its own repository: the demo project with its scripted engine (offline), and
 a thousand more tasks waiting behind a blocked one (so the witness leaves them be). Screenshots of
-each page go to $BRAT_UI_SCREENSHOTS (default: the test's temporary directory)."""
+each page go to $BRAT_TEST_ARTIFACTS/<module>/<test> (CI keeps them; default: a temporary directory)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,13 @@ from helpers import brat, brat_json, git
 
 pytestmark = pytest.mark.slow
 
-# Read when this file is imported: the session's isolated environment drops every BRAT_* variable.
-SCREENSHOTS = os.environ.get("BRAT_UI_SCREENSHOTS")
 EXPLAIN = "Explain the design in DESIGN.md"
 VIEW = {"width": 1400, "height": 900}
 
 
 @pytest.fixture
-def shots(tmp_path, request):
-    path = os.path.join(SCREENSHOTS, request.node.name) if SCREENSHOTS else str(tmp_path / "shots")
+def shots(artifacts, request):
+    path = os.path.join(artifacts, request.node.name)
     os.makedirs(path, exist_ok=True)
     return lambda page, name: page.screenshot(path=os.path.join(path, f"{name}.png"))
 

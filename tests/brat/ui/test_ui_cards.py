@@ -31,3 +31,18 @@ def test_the_agents_last_word_is_its_latest_comment_not_the_humans_reply():
     assert data.last_message(t) == "blocked: which database?\nsqlite or postgres"
     card = _card(message="<b>which</b> database?")
     assert '<p class="msg">&lt;b&gt;which&lt;/b&gt; database?</p>' in card
+
+
+def test_a_task_paused_on_a_usage_limit_says_until_when_on_its_card():
+    import time
+    from git_brat.brat import board as model
+    until = int(time.time() * 1000) + 3_600_000
+    t = Entity("t" * 32, "task", True, fields={
+        "status": ("queued", 3, "a", "e3"), "paused_until": (until, 3, "a", "e3"),
+        "paused_why": ("claude usage limit", 3, "a", "e3")})
+    pause = model.paused_of(t)["paused"]
+    assert pause.startswith("paused until ") and pause.endswith("(claude usage limit)")
+    shown = _card(liveness="paused", paused=pause)
+    assert f'<span class="liveness paused">{pause}</span>' in shown
+    # once the reset has passed, the task is not paused any more
+    assert model.paused_of(t, now_ms=until + 1) == {}

@@ -42,6 +42,9 @@ def test_a_usage_limit_pauses_the_task_uncharged_holds_the_engine_and_resumes_th
     [row] = [r for r in bench.json("task", "list") if r["id"] == t]
     assert row["paused"] == task["paused"]
     assert f"not started: {task['paused']}: it resumes then" in bench.brat("status").out
+    # the inbox tells the human, once, until when
+    [pause] = [i for i in bench.json("inbox") if i["kind"] == "limit"]
+    assert pause["task"] == t and pause["text"] == task["paused"]
     [s] = bench.sessions(t)
     assert bench.session(s["id"])["status"] == "paused"
 
