@@ -92,7 +92,8 @@ def forget(g: Grite, ref: str, reason: str = "") -> str:
         ent = g.state().entities[nid]
         if ent.get("status") == "forgotten":
             raise Conflict(f"refused: note {nid[:7]} is already forgotten")
-        fields = {"status": "forgotten", "status_from": ent.get("status", "kept")}
+        # (no status_from: that marks a task's move, whose one writer is tasks.move)
+        fields = {"status": "forgotten"}
         if reason:
             fields["reason"] = check_text(reason, "reason")
         return [Draft(nid, ev.SetFields(fields))]

@@ -45,8 +45,8 @@ def test_credentials_an_agent_and_a_check_print_reach_no_other_clone(tmp_path):
     bench = make_bench(here, tmp_path / "bench")
     bench.config(engines__leaky__command=json.dumps(["sh", "-c", AGENT, "x", "{prompt}"]),
                  witness__engine="leaky", witness__max_retries="0",
-                 refinery__check=f'cat "{leaks}"; exit 1', refinery__on_fail="fail",
-                 refinery__review="auto")
+                 refinery__check=f'cat "{leaks}"; test ! -e work.txt', refinery__on_fail="fail",
+                 refinery__review="auto")   # (the check fails on the task's work, not main)
     git(here, "add", "-A")
     git(here, "commit", "-q", "-m", "brat config")
     git(here, "push", "-q", "origin", "main")

@@ -40,7 +40,7 @@ def test_deacon_and_refinery_work_from_a_subdirectory(brepo):
     (brepo / "deep" / "er").mkdir(parents=True)
     before = status(brepo)
     out = brat_json(brepo / "deep" / "er", "deacon", "run", "--once")
-    assert set(out["duties"]) == {"leases", "sessions", "worktrees", "logs", "sync"}
+    assert set(out["duties"]) == {"leases", "sessions", "worktrees", "logs", "sync", "inbox"}
     assert json.loads(brat(brepo / "deep", "deacon", "status", "--json").out)["ran_at"]
     assert status(brepo) == before
 
