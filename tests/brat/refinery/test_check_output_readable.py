@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
+
 from bratkit import fail
 from helpers import brat, brat_json
 from refinerykit import commit_on, configure, outcomes, refine, request
@@ -69,3 +71,21 @@ def test_refinery_log_of_a_task_never_checked_says_so(queue):
     tid = task(repo, cid, "Untouched")
     code, msg = fail(repo, "refinery", "log", tid)
     assert code != 0 and "has no check output" in msg
+
+
+@pytest.mark.slow
+def test_the_boards_review_screen_shows_the_failing_test_and_the_outputs_last_lines(queue):
+    import sys as _sys
+    from pathlib import Path
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ui"))
+    import boardkit
+    repo, tid = _project_with_a_wrong_fix(queue)
+    board = boardkit.start(repo)
+    try:
+        _c, _h, page = board.request("GET", f"/task/{tid}")
+    finally:
+        board.stop()
+    text = page.decode()
+    assert "failing: test_calc.py::test_adds" in text and "1 failed, 1 passed" in text
+    assert f"git brat refinery log {tid[:7]}" in text
+    assert TOKEN not in text                                   # redacted, as it syncs
