@@ -80,8 +80,10 @@ def hostile_events(draw):
     entity, actor, fence = draw(st.sampled_from([TASK1, TASK2, CONVOY, SESSION, MERGE])), MALLORY, None
     header = None
     if what in ("field", "create-field"):
-        name = draw(st.sampled_from(sorted(schema.FIELDS) + ["x:0a1b2c", "action001"]))
-        check = schema.FIELDS.get(name) or schema.PREFIXED[name[:2] if ":" in name else "action"]
+        name = draw(st.sampled_from(sorted(schema.FIELDS) + ["x:0a1b2c", "action001",
+                                                           "ctx:build_command"]))
+        check = schema.FIELDS.get(name) or schema.PREFIXED[
+            name[:name.index(":") + 1] if ":" in name else "action"]
         value = draw(HOSTILE.filter(lambda v: not _fits(check, v)))
         op = ev.SetFields({name: value}) if what == "field" else \
             ev.Create(draw(st.sampled_from(["task", "convoy", "session", "merge"])), {name: value})

@@ -3,17 +3,13 @@ side channel) as the engine reports it (brat/engines/usage.py reads, prices and 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from git_brat.brat.engines import Preset, usage
 
-if TYPE_CHECKING:   # (session.py calls this at a session's end)
-    from git_brat.brat.witness.session import LiveSession
 
-
-def spent_so_far(live: "LiveSession", preset: Preset, output: str | None = None,
+def spent_so_far(live, preset: Preset, output: str | None = None,
                  engine_session: str = "") -> usage.Usage:
-    """What the engine of a session reported spending up to now, as it reported it (a
+    """What the engine of a session (a witness/session.LiveSession: not imported, session.py
+    calls this at a session's end) reported spending up to now, as it reported it (a
     cumulative engine: its conversation's totals): from `output` (its whole output, at its
     end), else what its log holds, read on from where the last look stopped; or from its side
     channel."""
