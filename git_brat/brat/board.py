@@ -8,7 +8,6 @@ from datetime import datetime
 import msgspec
 
 from git_brat.brat import spend
-from git_brat.brat.engines.resets import clock
 from git_brat.grite.model import kinds
 from git_brat.grite.log import identity
 from git_brat.grite.cache.projection import actor_names
@@ -98,6 +97,7 @@ def paused_of(t: Entity, now_ms: int | None = None) -> dict:
     if type(until) is not int or until <= now_ms or status_of(t) not in ("queued", "blocked"):
         return {}
     why = t.get("paused_why") or "usage limit"
+    from git_brat.brat.engines.resets import clock   # (zoneinfo: only for a paused task)
     return {"paused_until": until, "paused": f"paused until {clock(until, now_ms)} ({why})"}
 
 
