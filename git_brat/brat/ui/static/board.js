@@ -44,12 +44,13 @@
           if (freshNonce !== "" && el.dataset.nonce === freshNonce) el.dataset.nonce = nonce;
           else { delete el.dataset.action; delete el.dataset.nonce; delete el.dataset.log; }
         }
-        const drafts = keepDrafts();
+        const drafts = keepDrafts(), typed = keepTyped();
         for (const fresh of doc.querySelectorAll("#main section[data-live][id]")) {
           const here = document.getElementById(fresh.id);
           if (here && here.innerHTML !== fresh.innerHTML) here.innerHTML = fresh.innerHTML;
         }
         restoreDrafts(drafts);
+        restoreTyped(typed);
         // What waits on you: counted on "Needs you" and in the title, on every page.
         // (A page drawn before the count was worked out leaves the last one shown.)
         const count = doc.getElementById("needs-count"), here = document.getElementById("needs-count");
@@ -141,6 +142,29 @@
     }
   }
 
+  // A decision's form redraws with the task (only legal actions show): what is typed in it
+  // survives, in the same action's field, while that action is still offered.
+  function typedKey(el) {
+    const form = el.closest("section[data-live] form[data-action]");
+    return form && el.name && el.name !== "note" ? `${form.dataset.action}\n${el.name}` : null;
+  }
+
+  function keepTyped() {
+    const kept = new Map();
+    for (const el of document.querySelectorAll("section[data-live] form[data-action] :is(input, textarea)")) {
+      const key = typedKey(el);
+      if (key && el.type !== "hidden" && el.value) kept.set(key, el.value);
+    }
+    return kept;
+  }
+
+  function restoreTyped(kept) {
+    for (const el of document.querySelectorAll("section[data-live] form[data-action] :is(input, textarea)")) {
+      const key = typedKey(el);
+      if (key && kept.has(key) && !el.value) el.value = kept.get(key);
+    }
+  }
+
   function wireNotes() {
     for (const btn of document.querySelectorAll("button.note")) {
       if (btn.dataset.wired || !rendered(btn)) continue;
@@ -156,13 +180,21 @@
     }
   }
 
-  function show(form, text, ok) {
+  // Where a form's result is shown, found before it is posted: the write it makes redraws
+  // the live section the form sits in, and a form replaced mid-post has no place of its own.
+  function resultBox(form) {
     let out = form.closest(".actions")?.querySelector("output[data-result]");
     if (!out) {
       out = document.createElement("output");
       form.after(out);
     }
-    if (out) { out.textContent = text; out.className = ok ? "ok" : "error"; }
+    return out;
+  }
+
+  function show(where, text, ok) {
+    const out = where instanceof HTMLFormElement ? resultBox(where) : where;
+    out.textContent = text;
+    out.className = ok ? "ok" : "error";
   }
 
   function planView(plan) {
@@ -223,15 +255,16 @@
       .filter((n) => n.text.trim());
     if (notes.length) body.notes = notes;
     const button = form.querySelector("button");
+    const out = resultBox(form);
     button.disabled = true;
     try {
       const r = await post(form.dataset.action, body);
       if (r.ok && form.dataset.action === "/api/v1/mayor/ask") {
         planView(r.body);
-        show(form, "the mayor answered: confirm or discard the plan", true);
+        show(out, "the mayor answered: confirm or discard the plan", true);
       } else {
         const made = form.matches(".new-task, .new-convoy") && r.body.id;
-        show(form, r.ok ? (made ? `created ${String(r.body.id).slice(0, 7)}` : "done") : r.body.error, r.ok);
+        show(out, r.ok ? (made ? `created ${String(r.body.id).slice(0, 7)}` : "done") : r.body.error, r.ok);
       }
       if (r.ok) {
         for (const el of form.querySelectorAll("textarea, input")) el.value = "";
