@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -85,6 +86,8 @@ class Chaos:
         self.tasks: dict[str, dict] = {}        # task id -> {text, file}
         self.seed_files: list[str] = []
         self.findings: list[str] = []           # what went wrong while settling
+        self.final_syncs: dict[str, str] = {}   # clone -> what its last `grite sync` said
+        self.settle_s = 0.0
 
     # -- setup -----------------------------------------------------------------------
 
@@ -342,8 +345,10 @@ class Chaos:
                 time.sleep(1.0)
         for _ in range(2):
             for c in CLONES:
-                self.git(self.clone(c), "grite", "sync", check=False)
+                r = self.git(self.clone(c), "grite", "sync", check=False)
+                self.final_syncs[c] = f"rc {r.returncode}: {(r.stdout + r.stderr).strip()[-400:]}"
                 self.git(self.clone(c), "fetch", "-q", "origin", check=False)
+        self.settle_s = time.monotonic() - deadline + budget_s
         return done
 
     def statuses(self, c: str) -> dict[str, str]:
@@ -396,6 +401,31 @@ class Chaos:
         if any(v == "running" for v in st.values()):
             bad.append("no-ghost: a task is still running with no witness alive")
         return bad
+
+    def evidence(self, bad: list[str]) -> str:
+        """What a failed run leaves to read (CI keeps no directory): how long settling took,
+        each clone's last sync, the moves of the tasks the failures name as each clone has
+        them, and the tail of each clone's settle and role logs."""
+        named = sorted({w for line in bad for w in re.findall(r"\b[0-9a-f]{7}\b", line)})
+        out = [f"settling took {self.settle_s:.0f}s"]
+        out += [f"{c}: last sync {said}" for c, said in sorted(self.final_syncs.items())]
+        for short in named[:3]:
+            for c in CLONES:
+                p = self.brat(c, "task", "show", short, "--json", check=False)
+                try:
+                    h = json.loads(p.stdout).get("history", [])
+                    moves = "; ".join(f"{m.get('from_status')}->{m.get('to_status')} by {m.get('actor', '')[:20]}"
+                                      f" ({(m.get('reason') or '')[:60]})" for m in h[-6:])
+                except ValueError:
+                    moves = (p.stderr or "").strip()[-200:]
+                out.append(f"{c} {short}: {moves}")
+        for c in CLONES:
+            for name in ("settle", "refinery", "witness"):
+                path = self.tmp / f"{c}.{name}.log"
+                if path.exists():
+                    tail = path.read_text(errors="replace").strip().splitlines()[-8:]
+                    out.append(f"--- {c}.{name}.log\n    " + "\n    ".join(tail))
+        return "\n  ".join(out)
 
     def dump(self, c: str) -> dict[str, str]:
         """Every entity of the clone's log state, as JSON text (what an export would hold)."""

@@ -42,4 +42,5 @@ if os.environ.get("CHAOS_SEED"):
 def test_three_clones_under_a_seeded_chaos_schedule_keep_every_invariant(tmp_path, seed, steps):
     bad, ch = chaoskit.run(tmp_path, seed, steps)
     assert not bad, (f"seed {seed}, {steps} steps broke:\n  " + "\n  ".join(bad)
-                     + "\nschedule:\n  " + "\n  ".join(ch.log))
+                     + "\nschedule:\n  " + "\n  ".join(ch.log)
+                     + "\nevidence:\n  " + ch.evidence(bad))
