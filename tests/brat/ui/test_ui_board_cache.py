@@ -8,6 +8,7 @@ import pytest
 
 from bratkit import convoy, task
 from helpers import brat, brat_json, grite
+from refinerykit import two_clones
 
 
 def _board(repo):
@@ -49,12 +50,7 @@ def _same_as_the_commands(board, repo) -> None:
 
 @pytest.mark.slow
 def test_after_a_cli_move_a_comment_and_a_pulled_batch_the_board_shows_what_status_says(tmp_path):
-    from sync_helpers import clone, seeded_hub
-    hub = seeded_hub(tmp_path)
-    mine = clone(str(hub), tmp_path / "mine", init=False)
-    brat(mine, "init")
-    theirs = clone(str(hub), tmp_path / "theirs", init=False)
-    brat(theirs, "init")
+    _hub, mine, theirs = two_clones(tmp_path)
     c = convoy(mine, "Shared")
     first, second, third = (task(mine, c, f"Task {i}") for i in range(3))
     grite(mine, "sync")
