@@ -371,6 +371,7 @@ def prune_claims(g: Grite, waiting: list[Item], now: int | None = None) -> list[
     lock = locks.settings(g.store, fallback=False)
     keep = {locks.ref_for(claim_name(i.key)) for i in waiting}
     store = g.store
+    here = store.refs.under(CLAIMS)
     if lock.remote:
         tips = {n: s for n, s in store.remote.ls_remote(
             lock.remote, [CLAIMS.decode() + "*"], lock.timeout).items() if n.startswith(CLAIMS)}
@@ -378,18 +379,29 @@ def prune_claims(g: Grite, waiting: list[Item], now: int | None = None) -> list[
         if missing:
             store.remote.fetch_objects(lock.remote, missing, lock.timeout)
     else:
-        tips = store.refs.under(CLAIMS)
-    old = {}
-    for ref, sha in sorted(tips.items()):
-        if ref in keep or len(old) >= PRUNED_PER_PASS:
-            continue
-        if _claim_ended(store, sha, now - CLAIMS_KEPT_DAYS * DAY_MS):
-            old[ref] = sha
+        tips = here
+    before = now - CLAIMS_KEPT_DAYS * DAY_MS
+    old = _ended(store, tips, keep, before, PRUNED_PER_PASS)
     gone = store.remote.delete_leased(lock.remote, old, lock.timeout) if lock.remote \
         else set(old)
+    # Copies here of claims the remote no longer has (another clone pruned them there).
+    gone |= set(_ended(store, {r: s for r, s in here.items() if r not in tips}, keep, before,
+                       PRUNED_PER_PASS - len(old)))
     for ref in gone:
         _forget_here(store, ref)
     return sorted(ref[len(CLAIMS):].decode() for ref in gone)
+
+
+def _ended(store, claims: dict[bytes, bytes], keep: set[bytes], before: int,
+           most: int) -> dict[bytes, bytes]:
+    """Of these claims (ref -> sha), at most `most` that are not kept and ended before then."""
+    out: dict[bytes, bytes] = {}
+    for ref, sha in sorted(claims.items()):
+        if len(out) >= most:
+            break
+        if ref not in keep and _claim_ended(store, sha, before):
+            out[ref] = sha
+    return out
 
 
 def _claim_ended(store, sha: bytes, before: int) -> bool:

@@ -94,6 +94,8 @@ def test_through_a_hub_a_waiting_items_claim_is_never_pruned_so_no_clone_sends_i
     pruned = _prune(b, EIGHT_DAYS_MS)
     assert len(pruned) == 1 and len(_claims(hub)) == 1        # on the hub, and here
     assert not any(r.endswith(pruned[0]) for r in _claims(b))
+    assert len(_claims(a)) == 2                               # a's copy, until a prunes too
+    assert _prune(a, EIGHT_DAYS_MS) == pruned and len(_claims(a)) == 1
     # A clone that never looked at the waiting item (its record of what it saw is gone)
     # finds its claim taken: it is not sent again.
     for clone in (a, b):
