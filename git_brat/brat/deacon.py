@@ -244,10 +244,15 @@ def deliver_inbox(g: Grite, cfg: Config, report: Report) -> None:
     """Send what waits for the human to the configured sinks, each item once across clones
     (after sync: items other clones' agents raised are seen, and their claims)."""
     from git_brat.brat import inbox
+    out_sinks = inbox.sinks(g.store, cfg)
+    skipped = "skipped: no sink (inbox.* or git config brat.inbox.*)"
+    if not out_sinks and not g.store.refs.under(inbox.CLAIMS):
+        report.duties["inbox"] = skipped   # (and no claim here to prune: no remote asked)
+        return
     board = model.board(g, refresh=True)
     pruned = _prune_claims(g, cfg, board, report)
-    if not inbox.sinks(g.store, cfg):
-        report.duties["inbox"] = "skipped: no sink (inbox.* or git config brat.inbox.*)" + pruned
+    if not out_sinks:
+        report.duties["inbox"] = skipped + pruned
         return
     failed = 0
     for d in inbox.deliver(g, cfg, board):
