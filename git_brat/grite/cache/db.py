@@ -230,29 +230,27 @@ class Decoded:
 
     def entity(self, eid: str, raw: bytes) -> Entity:
         with self.lock:
-            kept = self.now.get(eid) or self.before.get(eid)
-            if kept is None or kept[0] != raw:
-                kept = (bytes(raw), _entity.decode(raw))
-                self.decodes += 1
-            self.now[eid] = kept
-            return kept[1]
+            return self._take(eid, raw)
 
     def entities(self, loaded: dict, rows) -> list[Entity]:
         """The entities of (id, bytes) rows, each one already loaded kept as it is."""
         out = []
         with self.lock:
-            now, before = self.now, self.before
             for eid, raw in rows:
                 ent = loaded.get(eid, _MISSING)
                 if ent is _MISSING:
-                    kept = now.get(eid) or before.get(eid)
-                    if kept is None or kept[0] != raw:
-                        kept = (bytes(raw), _entity.decode(raw))
-                        self.decodes += 1
-                    now[eid] = kept
-                    ent = loaded[eid] = kept[1]
+                    ent = loaded[eid] = self._take(eid, raw)
                 out.append(ent)
         return out
+
+    def _take(self, eid: str, raw: bytes) -> Entity:
+        """(Under the lock.) The entity kept for these bytes, else decoded from them."""
+        kept = self.now.get(eid) or self.before.get(eid)
+        if kept is None or kept[0] != raw:
+            kept = (bytes(raw), _entity.decode(raw))
+            self.decodes += 1
+        self.now[eid] = kept
+        return kept[1]
 
     def turn(self) -> None:
         """A new generation (the log moved): what the one before last used and this one has
