@@ -12,7 +12,8 @@
 The tasks are written with `git fast-import` as recent, unsettled work in convoys of ten
 (queued, running, needs-review, blocked, failed spread over them), so all of them are on the board.
 
-Usage: python bench/bench_board.py [--quick]   (--quick: 1k tasks only, fewer runs)
+Usage: python bench/bench_board.py [--quick | --after-write]   (--quick: 1k tasks only, fewer
+runs; --after-write: only the first render after a CLI write at 10k tasks, with the floor)
 """
 
 from __future__ import annotations
@@ -123,8 +124,34 @@ def rendered(browser, board: Board, runs: int) -> float:
     return statistics.median(times)
 
 
+def after_write(tasks: int, runs: int) -> None:
+    """The first render after a CLI write at this many tasks, against the import floor measured
+    in the same run (the machine is shared: the ratio is what compares across runs)."""
+    repo = board_repo(tasks)
+    board = Board(repo)
+    try:
+        board.get("/")
+        base = floor(runs)
+        report("  import floor (dulwich, msgspec, click)", base)
+        same = statistics.median([_timed(lambda i=i: board.get(f"/?same={i}")) for i in range(runs)])
+        report(f"  GET / at {tasks} tasks, a fresh render at the same tip", same,
+               note=f"{same / base:.2f}x floor")
+        cid = brat(repo, "convoy", "create", "Moved")
+        after = []
+        for i in range(runs):
+            brat(repo, "task", "create", "--convoy", cid, f"Moved {i}")
+            after.append(_timed(lambda i=i: board.get(f"/?after={i}")))
+        med = statistics.median(after)
+        report(f"  GET / at {tasks} tasks, after a CLI write (median of {runs})", med,
+               note=f"{med / base:.2f}x floor; max {max(after) * 1000:.0f} ms")
+    finally:
+        board.stop()
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
+    if "--after-write" in sys.argv:   # the one figure, at 10k tasks: before/after comparisons
+        return after_write(10000, 7)
     sizes = [1000] if quick else [1000, 10000]
     p, browser = chromium()
     print("Time to a rendered board")

@@ -161,6 +161,9 @@ in
 .BR "git brat trust" )
 or git config
 .BR brat.inbox.command ", " brat.inbox.ntfy ", " brat.inbox.webhook .
+A sink seen for the first time is not sent what already waited longer than
+.B inbox.backlog_grace
+(600 s); the claims of items gone for a week are pruned.
 """,
         "mcp": r"""
 An MCP server on stdio whose tools

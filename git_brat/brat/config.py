@@ -196,6 +196,10 @@ class Inbox(_Section):
     debounce: _d(float, "Seconds an item waits before it is sent (one answered sooner is "
                         "never sent).", ge=0) = 30
     timeout: _d(float, "Seconds one delivery may take.", gt=0, le=60) = 5
+    # (boardfast: a new sink and the backlog)
+    backlog_grace: _d(float, "A sink this clone sees for the first time is sent only what has "
+                             "waited less than this many seconds; what waited longer is a backlog "
+                             "it is not sent (`git brat inbox` lists it).", ge=0) = 600
 
 
 class Engine(_Section):

@@ -27,6 +27,7 @@ DEACON = "deacon"                       # one entity per run that did something
 LIVE_SESSIONS = ("starting", "running")
 RECOVERY_UNAVAILABLE = "skipped: witness recovery unavailable"
 NO_SESSION_GRACE = 600.0                # seconds a worktree with no session record is left alone
+CLAIMS_PRUNED_EVERY = 3600.0            # seconds between two prunings of the inbox's claims
 
 
 class Action(msgspec.Struct):
@@ -243,18 +244,50 @@ def deliver_inbox(g: Grite, cfg: Config, report: Report) -> None:
     """Send what waits for the human to the configured sinks, each item once across clones
     (after sync: items other clones' agents raised are seen, and their claims)."""
     from git_brat.brat import inbox
-    if not inbox.sinks(g.store, cfg):
-        report.duties["inbox"] = "skipped: no sink (inbox.* or git config brat.inbox.*)"
+    out_sinks = inbox.sinks(g.store, cfg)
+    skipped = "skipped: no sink (inbox.* or git config brat.inbox.*)"
+    if not out_sinks and not g.store.refs.under(inbox.CLAIMS):
+        report.duties["inbox"] = skipped   # (and no claim here to prune: no remote asked)
+        return
+    board = model.board(g, refresh=True)
+    pruned = _prune_claims(g, cfg, board, report)
+    if not out_sinks:
+        report.duties["inbox"] = skipped + pruned
         return
     failed = 0
-    for d in inbox.deliver(g, cfg, model.board(g, refresh=True)):
+    for d in inbox.deliver(g, cfg, board):
         detail = ", ".join(d.sinks) + (f" ({d.detail})" if d.detail else "")
         if d.outcome == "claimed-elsewhere":
             report.kept.append(Action("inbox", "claimed-elsewhere", d.key, "another clone sent it"))
             continue
         failed += d.outcome == "failed" or bool(d.detail)
         report.actions.append(Action("inbox", d.outcome, d.key, detail))
-    report.duties["inbox"] = "ok" if not failed else f"failed: {failed} delivery(ies), see actions"
+    report.duties["inbox"] = ("ok" if not failed else
+                              f"failed: {failed} delivery(ies), see actions") + pruned
+
+
+def _prune_claims(g: Grite, cfg: Config, board, report: Report) -> str:
+    """Remove the delivery claims of items long gone (inbox.prune_claims), at most once every
+    CLAIMS_PRUNED_EVERY seconds (it asks the lock remote for every claim): a note for the duty."""
+    from git_brat.brat import inbox
+    stamp = layout.inbox_pruned(g.store)
+    try:
+        if time.time() - os.stat(stamp).st_mtime < CLAIMS_PRUNED_EVERY:
+            return ""
+    except OSError:
+        pass
+    try:
+        gone = inbox.prune_claims(g, inbox.items(g, cfg, board))
+    except GriteError as exc:   # the lock remote unreachable: tried again next pass
+        return f"; claims not pruned: {exc.message}"
+    layout.ensure_root(g.store)
+    with open(stamp, "w"):
+        pass
+    if gone:
+        report.actions.append(Action("inbox", "pruned", f"{len(gone)} claim(s)",
+                                     f"delivered over {inbox.CLAIMS_KEPT_DAYS} days ago, "
+                                     f"no longer waiting"))
+    return ""
 
 
 # -- a pass, its record, and what status shows ----------------------------------------------

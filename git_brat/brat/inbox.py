@@ -40,6 +40,10 @@ KINDS = ("review", "question", "failure", "needs-human")
 MAX_PER_PASS = 20            # items claimed by one deacon pass (the rest wait for the next)
 MAX_SEEN = 5000              # keys remembered as settled here (older ones are asked again)
 CLAIM_TTL = 300.0            # seconds a claimant has to send (every sink bounded: ≤ 60 s each)
+DAY_MS = 86_400_000
+CLAIMS_KEPT_DAYS = 7         # a delivered item's claim is kept this long once it no longer waits
+PRUNED_PER_PASS = 100        # claims removed by one deacon pass at most
+CLAIMS = b"refs/grite/locks/inbox/"   # where the claims are (locks.ref_for("inbox:…"))
 GIT_CONFIG = {"command": "brat.inbox.command", "ntfy": "brat.inbox.ntfy",
               "webhook": "brat.inbox.webhook"}
 
@@ -300,26 +304,127 @@ def claim(g: Grite, key: str, lock: locks.Settings, holder: locks.Holder) -> boo
 
 
 def deliver(g: Grite, cfg: Config, board: Board | None = None) -> list[Delivery]:
-    """Send each item waiting longer than inbox.debounce, not yet settled here, to every sink:
-    at most MAX_PER_PASS claims a pass, each send bounded by inbox.timeout."""
+    """Send each item waiting longer than inbox.debounce, not yet settled here, to every sink
+    that was there before it waited (sinks_since): at most MAX_PER_PASS claims a pass, each
+    send bounded by inbox.timeout."""
     out_sinks = sinks(g.store, cfg)
     if not out_sinks:
         return []
     lock = msgspec.structs.replace(locks.settings(g.store, fallback=False), ttl=CLAIM_TTL)
     seen = _read_seen(g)
     known = set(seen)
-    due = process.now_ms() - int(cfg.inbox.debounce * 1000)
+    now = process.now_ms()
+    since = sinks_since(g, out_sinks, now - int(cfg.inbox.backlog_grace * 1000))
+    due = now - int(cfg.inbox.debounce * 1000)
     holder, out = claimant(g), []
     for item in items(g, cfg, board):
-        if item.key in known or item.since.timestamp() * 1000 > due:
+        at = item.since.timestamp() * 1000
+        if item.key in known or at > due:
+            continue
+        # A sink added later starts from when it was first seen: the backlog already waiting
+        # then is not sent to it (`git brat inbox` lists it).
+        to = [s for s in out_sinks if since[_sink_id(s)] <= at]
+        if not to:
+            seen.append(item.key)   # (settled here unclaimed: an older sink elsewhere sends it)
             continue
         if len(out) >= MAX_PER_PASS:
             break
-        out.append(_deliver_one(g, cfg, item, out_sinks, lock, holder))
+        out.append(_deliver_one(g, cfg, item, to, lock, holder))
         if out[-1].outcome != "failed":
             seen.append(item.key)
     _write_seen(g, seen)
     return out
+
+
+def _sink_id(sink: Sink) -> str:
+    return hashlib.sha256(f"{sink.kind}\n{sink.target}".encode()).hexdigest()[:32]
+
+
+def sinks_since(g: Grite, out_sinks: list[Sink], start: int) -> dict[str, int]:
+    """sink id -> from when that sink is sent items (ms): for a sink new in config, `start`
+    (now less inbox.backlog_grace: the deacon sees a sink a little after it is configured).
+    Sinks no longer configured are forgotten (added again, one starts anew)."""
+    path = layout.inbox_sinks(g.store)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        known = {k: v for k, v in data.items() if isinstance(k, str) and type(v) is int} \
+            if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    since = {_sink_id(s): known.get(_sink_id(s), start) for s in out_sinks}
+    if since != known:
+        layout.ensure_root(g.store)
+        atomic_write(path, json.dumps(since).encode())
+    return since
+
+
+def prune_claims(g: Grite, waiting: list[Item], now: int | None = None) -> list[str]:
+    """Remove the claims (lease refs, on the lock remote and here) of items that no longer
+    wait and whose claim was last written over CLAIMS_KEPT_DAYS ago, at most PRUNED_PER_PASS:
+    the claims removed (their lease names).
+
+    An item still waiting keeps its claim however old, so no clone can claim it afresh and
+    send it twice; a key, once it stops waiting, never waits again (it names the event that
+    made it wait). The grace is for a clone that has not yet seen the item end."""
+    now = process.now_ms() if now is None else now
+    lock = locks.settings(g.store, fallback=False)
+    keep = {locks.ref_for(claim_name(i.key)) for i in waiting}
+    store = g.store
+    here = store.refs.under(CLAIMS)
+    if lock.remote:
+        tips = {n: s for n, s in store.remote.ls_remote(
+            lock.remote, [CLAIMS.decode() + "*"], lock.timeout).items() if n.startswith(CLAIMS)}
+        missing = [n.decode() for n, s in tips.items() if not store.objects.has_object(s)]
+        if missing:
+            store.remote.fetch_objects(lock.remote, missing, lock.timeout)
+    else:
+        tips = here
+    before = now - CLAIMS_KEPT_DAYS * DAY_MS
+    old = _ended(store, tips, keep, before, PRUNED_PER_PASS)
+    gone = store.remote.delete_leased(lock.remote, old, lock.timeout) if lock.remote \
+        else set(old)
+    # Copies here of claims the remote no longer has (another clone pruned them there).
+    gone |= set(_ended(store, {r: s for r, s in here.items() if r not in tips}, keep, before,
+                       PRUNED_PER_PASS - len(old)))
+    for ref in gone:
+        _forget_here(store, ref)
+    return sorted(ref[len(CLAIMS):].decode() for ref in gone)
+
+
+def _ended(store, claims: dict[bytes, bytes], keep: set[bytes], before: int,
+           most: int) -> dict[bytes, bytes]:
+    """Of these claims (ref -> sha), at most `most` that are not kept and ended before then."""
+    out: dict[bytes, bytes] = {}
+    for ref, sha in sorted(claims.items()):
+        if len(out) >= most:
+            break
+        if ref not in keep and _claim_ended(store, sha, before):
+            out[ref] = sha
+    return out
+
+
+def _claim_ended(store, sha: bytes, before: int) -> bool:
+    """Whether a claim's last record was written before `before` (ms) and is not held."""
+    try:
+        lease = locks.read_lease(store, sha)
+    except GriteError:
+        return False   # unreadable: left for `git grite doctor` to name
+    last = max(lease.written_at, lease.released_at)
+    return last < before and (lease.state == "released" or lease.expires_at < before)
+
+
+def _forget_here(store, ref: bytes) -> None:
+    """This clone's copies of a pruned claim: its own ref, and those a fetch mirrored."""
+    names = [ref] + [n for n in store.refs.under(b"refs/remotes/")
+                     if n.endswith(b"/grite/locks/inbox/" + ref[len(CLAIMS):])]
+    for name in names:
+        sha = store.refs.read(name)
+        if sha is not None:
+            try:
+                store.refs.delete_if(name, sha)
+            except GriteError:
+                pass   # (a writer holds it this instant: the next pass removes it)
 
 
 def _deliver_one(g: Grite, cfg: Config, item: Item, out_sinks: list[Sink],
@@ -345,4 +450,5 @@ def _deliver_one(g: Grite, cfg: Config, item: Item, out_sinks: list[Sink],
 
 
 __all__ = ["Item", "Sink", "Delivery", "KINDS", "SOURCES", "items", "count", "sinks",
-           "deliver", "send", "claim", "claim_name", "event_of", "message"]
+           "deliver", "send", "claim", "claim_name", "event_of", "message", "prune_claims",
+           "sinks_since"]

@@ -154,6 +154,16 @@ def inbox_seen(store: Store) -> str:
     return os.path.join(root(store), "inbox-seen.json")
 
 
+def inbox_pruned(store: Store) -> str:
+    """Touched when the deacon last pruned the inbox's delivery claims."""
+    return os.path.join(root(store), "inbox-pruned")
+
+
+def inbox_sinks(store: Store) -> str:
+    """When this clone first saw each inbox sink (local): a sink starts from then."""
+    return os.path.join(root(store), "inbox-sinks.json")
+
+
 def deacon_stamp(store: Store) -> str:
     """When the deacon last ran and what each duty did (local: every clone runs its own)."""
     return os.path.join(root(store), "deacon.json")

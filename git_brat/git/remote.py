@@ -80,6 +80,28 @@ class Remote:
                 return flag in (" ", "*", "+", "="), reason.strip()
         raise RemoteUnreachable(remote, res.error_line())
 
+    def delete_leased(self, remote: str, expected: dict[bytes, bytes],
+                      timeout: float) -> set[bytes]:
+        """Delete these refs on the remote, each only if it is still at its expected sha, in one
+        push: the refs deleted. Raises RemoteUnreachable."""
+        if not expected:
+            return set()
+        leases = [f"--force-with-lease={ref.decode()}:{sha.decode()}"
+                  for ref, sha in sorted(expected.items())]
+        res = self._lease_traffic(["push", "--porcelain", "--no-verify", "--no-follow-tags",
+                                   "--no-recurse-submodules", *leases, "--end-of-options", remote,
+                                   *(f":{ref.decode()}" for ref in sorted(expected))], remote,
+                                  timeout, check=False)
+        gone = set()
+        for line in res.out.splitlines():
+            flag, _, rest = line.partition("\t")
+            name = rest.split("\t")[0].rpartition(":")[2].encode()
+            if flag == "-" and name in expected:
+                gone.add(name)
+        if not gone and not res.ok and "\t" not in res.out:
+            raise RemoteUnreachable(remote, res.error_line())
+        return gone
+
     def _lease_traffic(self, args: list[str], remote: str, timeout: float,
                        check: bool = True) -> git.Result:
         # A lease push is not a sync: its tracking refs need no import, so no grite hooks.

@@ -26,15 +26,32 @@ from git_brat.grite.repo import Grite
 def needs_count(g: Grite, cfg: Config, b: Board | None = None) -> int:
     """How many things wait on the human: interventions, work waiting for review, and sessions
     whose witness is gone (the "Needs you" page's lists, counted without drawing them)."""
+    return len(needs_items(g, cfg, b))
+
+
+class Need(msgspec.Struct, array_like=True):
+    """One thing that waits on the human, as a browser's notification names it."""
+    key: str          # what it is about, stable while it waits: "blocked:<task id>"
+    words: str        # "blocked: Rename the module"
+    since: int        # ms
+
+
+def needs_items(g: Grite, cfg: Config, b: Board | None = None) -> list[Need]:
+    """What needs_count counts, one Need each, the latest first."""
     from git_brat.brat import review
     b = b or board_of(g)
     lease_list, _problems = st.leases(g)
-    count = len(st.interventions(b, cfg, lease_list, process.now_ms()))
-    count += len(review.waiting(b, g.store, cfg))
+    out = [Need(f"{i.kind}:{i.task}", f"{i.kind}: {i.title}", int(i.since.timestamp() * 1000))
+           for i in st.interventions(b, cfg, lease_list, process.now_ms())]
+    out += [Need(f"review:{t.id}", f"review: {text_field(t, 'title')}", t.updated_at)
+            for t in review.waiting(b, g.store, cfg)]
     for v in b.sessions():
         e = b.state.entities.get(v.id)
-        count += bool(e is not None and ss.witness_gone(g.store, e))
-    return count
+        if e is not None and ss.witness_gone(g.store, e):
+            out.append(Need(f"dead:{e.get('task', '')}", f"dead session: task "
+                            f"{str(e.get('task', ''))[:7]}", e.updated_at))
+    out.sort(key=lambda n: -n.since)
+    return out
 
 
 def dead_sessions(g: Grite) -> set[str]:
@@ -185,5 +202,5 @@ def push(g: Grite) -> dict[str, Any]:
         "status": x.published.status if x.published else "not fetched"} for x in r.remotes]}
 
 
-__all__ = ["needs_count", "dead_sessions", "legal_actions", "check_output", "CheckOutput", "roles", "Roles",
+__all__ = ["needs_count", "needs_items", "Need", "dead_sessions", "legal_actions", "check_output", "CheckOutput", "roles", "Roles",
            "create_convoy", "create_task", "witness_start", "witness_stop", "refinery_pass", "push"]

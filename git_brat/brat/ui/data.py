@@ -22,6 +22,7 @@ from git_brat.brat import trust
 from git_brat.brat.board import Board, status_of
 from git_brat.brat.config import Config
 from git_brat.errors import Conflict, NotFound, UsageError
+from git_brat.grite.cache.db import Decoded
 from git_brat.grite.log.refs import log_tips
 from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
@@ -43,6 +44,8 @@ class Repo:
         self._mayor_lock = threading.Lock()
         self._reader_lock = threading.Lock()
         self._reader: tuple[str, Grite] | None = None
+        # The tasks decoded at one tip serve the next: a write re-decodes what it touched only.
+        self.decoded = Decoded()
         self._witnesses: tuple[str, list[process.Proc]] = ("", [])   # per log tip
         self.pending: dict[str, m.Answer] = {}   # the mayor's plans waiting for confirm / discard
         # A bare hub's board shows everything pushed to it and changes nothing: the clones'
@@ -65,7 +68,10 @@ class Repo:
         tip = self.log_tip()
         with self._reader_lock:
             if self._reader is None or self._reader[0] != tip:
-                self._reader = (tip, self.grite())
+                g = self.grite()
+                g.cache.decoded = self.decoded
+                self.decoded.turn()
+                self._reader = (tip, g)
             return self._reader[1]
 
     def config(self, g: Grite) -> Config:
@@ -334,34 +340,29 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
     # made for the ones shown only.
     pool = b.convoy_tasks(cid) if cid else b.tasks.values()
     for t in pool:
-        tl = [x for x in t.members("labels") if isinstance(x, str)]
-        step = t.get("step")
-        if step:
-            tl.append(f"step:{step}")
+        s, tl, order = card_facts(t)
         eng = text_field(latest[t.id], "engine") if t.id in latest else ""
         if eng:
             engines.add(eng)
         labels.update(tl)
-        s = status_of(t)
         if s not in picked or (state and s != state) or (engine and eng != engine) \
                 or (label and label not in tl) or (words and not matches(t, words)):
             continue
-        # The most urgent first, the latest moved first within a priority.
-        picked[s].append((urgency(model.priority_of(t)), -t.updated_at, t.id, eng, tl))
+        picked[s].append((order, eng, tl))
     # A column of thousands of cards helps nobody and costs the browser seconds: the most
     # urgent ones are shown, with the count of the rest (a filter narrows it down).
     limit = CARDS_FILTERED if (cid or state or engine or label or words) else CARDS_SHOWN
     hidden, cols = {}, {}
     for name, rows in picked.items():
-        rows.sort(key=lambda r: r[:3])
+        rows.sort(key=lambda r: r[0])
         if len(rows) > limit:
             hidden[name] = len(rows) - limit
             del rows[limit:]
         # What costs a look per card (readiness, the last message, the witness's pid) is
         # worked out for the cards shown only: a 10k-task board shows a few hundred.
-        b.prereqs_of([r[2] for r in rows])
+        b.prereqs_of([r[0][2] for r in rows])
         cols[name] = c = []
-        for _u, _when, tid, eng, tl in rows:
+        for (_u, _when, tid), eng, tl in rows:
             t = b.tasks[tid]
             card = Card(tid, t.get("title", ""), name, t.get("convoy", ""), model.priority_of(t),
                         False, eng, tl, [], updated=t.updated_at)
@@ -374,12 +375,36 @@ def board_page(g: Grite, convoy: str = "", state: str = "", engine: str = "",
                       "q": search}, hidden, found)
 
 
+_FACTS: dict[str, tuple[Entity, tuple]] = {}   # task id -> (the entity, its card_facts)
+FACTS_KEPT = 200_000
+
+
+def card_facts(t: Entity) -> tuple[str, list[str], tuple]:
+    """(status, labels, the order of its column: the most urgent first, the latest moved first
+    within a priority) of a task, worked out once per decoded entity: the board's entities
+    outlive a log tip (db.Decoded), so after a write only the tasks it touched are looked at
+    again."""
+    kept = _FACTS.get(t.id)
+    if kept is not None and kept[0] is t:
+        return kept[1]
+    tl = [x for x in t.members("labels") if isinstance(x, str)]
+    step = t.get("step")
+    if step:
+        tl.append(f"step:{step}")
+    facts = (status_of(t), tl, (urgency(model.priority_of(t)), -t.updated_at, t.id))
+    if len(_FACTS) >= FACTS_KEPT:
+        _FACTS.clear()
+    _FACTS[t.id] = (t, facts)
+    return facts
+
+
 def convoy_rows(b: Board) -> list[ConvoyRow]:
     out = []
     for c in sorted(b.convoys.values(), key=model.age_key):
         counts: dict[str, int] = {}
         for t in b.by_convoy.get(c.id, ()):
-            counts[status_of(t)] = counts.get(status_of(t), 0) + 1
+            s = card_facts(t)[0]
+            counts[s] = counts.get(s, 0) + 1
         out.append(ConvoyRow(c.id, text_field(c, "title"), sum(counts.values()), counts))
     return out
 

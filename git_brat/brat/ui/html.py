@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Any, Iterable
 from urllib.parse import urlencode
 
+import msgspec
+
 from git_brat.brat.ui import control, data
 
 READ_ONLY = ('<p class="warn">This board serves a bare hub: everything pushed to it, read-only. '
@@ -99,11 +101,18 @@ def task_link(tid: str, title: str = "") -> str:
 NONCE_MARK = "\x00nonce\x00"
 
 
-def page(title: str, body: str, nonce: str, here: str = "/", needs: int | None = None) -> str:
+NEEDS_NAMED = 100   # what needs you, named on each page for its notifications (the latest)
+
+
+def page(title: str, body: str, nonce: str, here: str = "/", needs: int | None = None,
+         what: list = ()) -> str:
     """The whole page; nonce: this render's, on its script (the CSP allows no other) and on
     its action forms (the script posts no other). needs: what waits on the human, counted in
-    the title and on "Needs you" (the script keeps both current)."""
-    badge = f' <span id="needs-count" class="badge">{"" if needs is None else number(needs)}</span>'
+    the title and on "Needs you" (the script keeps both current); what: those things
+    (control.Need), named for the browser's notifications."""
+    named = e(msgspec.json.encode([[n.key, n.words] for n in what[:NEEDS_NAMED]]).decode())
+    badge = (f' <span id="needs-count" class="badge" data-what="{named}">'
+             f'{"" if needs is None else number(needs)}</span>')
     nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}'
                   f'{badge if href == "/needs-you" else ""}</a>' for href, name in NAV)
     n = e(nonce)
@@ -114,6 +123,8 @@ def page(title: str, body: str, nonce: str, here: str = "/", needs: int | None =
             '<link rel=stylesheet href="/static/board.css">'
             f'<script src="/static/board.js" nonce="{n}" defer></script></head><body>'
             f'<header><strong>git brat</strong><nav>{nav}</nav>'
+            '<button id="notify" type="button" hidden title="a browser notification when '
+            'something new needs you">notify me</button>'
             '<span id="live" title="live updates">●</span></header>'
             f'<main id="main"><h1>{e(title)}</h1>{body.replace(NONCE_MARK, n)}</main></body></html>')
 

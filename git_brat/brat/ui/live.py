@@ -19,33 +19,37 @@ class NeedsCount:
     the path of the page: a page drawn before it is known shows the last count, and the count
     landing is a change the browsers redraw for (at 10k tasks it costs as much as the page)."""
 
-    def __init__(self, repo: data.Repo, count: Callable[[], int]):
+    def __init__(self, repo: data.Repo, count: Callable[[], list]):
         self.repo, self._count = repo, count
         self.lock = threading.Lock()
         self.tip, self.value, self.landed = "", None, 0
+        self.items: list = []    # what is counted (control.Need), the latest first
         self.counting: set[str] = set()
 
-    def now(self) -> int | None:
+    def now(self) -> tuple[int | None, list]:
+        """The count and what it counts, as last worked out (a new count started if the log
+        moved since)."""
         tip = self.repo.tip()
         with self.lock:
+            shown = (self.value, self.items)
             if tip == self.tip:
-                return self.value
+                return shown
             start = tip not in self.counting
             self.counting.add(tip)
         if start:
             threading.Thread(target=self.count, args=(tip,), name="brat-needs-count",
                              daemon=True).start()
-        return self.value
+        return shown
 
     def count(self, tip: str) -> None:
         try:
-            value = self._count()
+            items = self._count()
         except Exception:   # noqa: BLE001 - the Needs you page says what is wrong
-            value = None
+            items = None
         with self.lock:
             self.counting.discard(tip)
-            if value is not None:
-                self.tip, self.value = tip, value
+            if items is not None:
+                self.tip, self.value, self.items = tip, len(items), items
                 self.landed += 1
 
     def marker(self) -> str:

@@ -238,15 +238,15 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             rendered[key] = render(request)
         return rendered[key]
 
-    counter = NeedsCount(repo, lambda: control.needs_count(*g_cfg()))
+    counter = NeedsCount(repo, lambda: control.needs_items(*g_cfg()))
     watcher.also = counter.marker
 
     def view(title: str, here: str, render: Callable[[Request], str]):
         async def endpoint(request: Request) -> Response:
-            needs = None
+            needs, what = None, []
             try:
                 body = await run_in_threadpool(cached, render, request)
-                needs = await run_in_threadpool(counter.now)
+                needs, what = await run_in_threadpool(counter.now)
             except GriteError as exc:
                 body = pages.error(exc.message)
             except Exception as exc:   # noqa: BLE001 - a value no reader expected: say so, serve on
@@ -254,7 +254,7 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             if repo.read_only:
                 body = pages.READ_ONLY + body
             nonce = secrets.token_urlsafe(18)
-            return HTMLResponse(pages.page(title, body, nonce, here, needs),
+            return HTMLResponse(pages.page(title, body, nonce, here, needs, what),
                                 headers=page_headers(nonce))
         return endpoint
 

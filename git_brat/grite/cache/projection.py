@@ -47,6 +47,9 @@ class Cache(CacheFile):
         self.progress = None   # told the events replayed so far during a full replay (a TTY line)
         self.from_snapshot: snapshot.Snapshot | None = None   # what the last rebuild started from
         self.from_snapshot_events = 0                          # and how many events that gave it
+        # Entities kept between states by a long-lived reader (db.Decoded; the board's): None
+        # for everyone else.
+        self.decoded = None
 
     @property
     def leases(self):
@@ -65,19 +68,33 @@ class Cache(CacheFile):
         hot_before (ms): the caller reads no entity that is settled and unchanged since then,
         so a cache still waiting for its snapshot's cold part answers without it; otherwise
         that part is fetched and merged first (see cold)."""
+        warm = self._warm(hot_before)
+        if warm is not None:
+            return warm
+        with self._locked():
+            state = self._current(hot_before)[1]
+        if self.decoded is not None and self._stored:
+            # A reader keeping decoded entities is given the file's committed rows, never a
+            # state replay wrote into (Decoded hands out an entity only for the bytes it was
+            # decoded from).
+            return self._warm(hot_before) or state
+        return state
+
+    def _warm(self, hot_before: int) -> State | None:
+        """The file's state, if it is projected at the current frontier (no lock taken)."""
         from git_brat.grite.cache import db as cachedb
         conn = self._db()
         if conn is not None:
             meta = self._meta_of(conn)
             if meta is not None and meta.frontier == log_tips(self.store) and \
                     _enough(meta, hot_before):
-                state = cachedb.open_state(conn, meta.max_lamport, meta.event_count)
+                state = cachedb.open_state(conn, meta.max_lamport, meta.event_count,
+                                           self.decoded)
                 if not self.leases_moved(state):
                     self._answered(meta)
                     self._stored = True
                     return state
-        with self._locked():
-            return self._current(hot_before)[1]
+        return None
 
     def issues(self, cold_before: int = 0) -> list[IssueView]:
         """Every issue's list view, oldest first; closed ones untouched since cold_before left out."""

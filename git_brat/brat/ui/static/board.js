@@ -57,6 +57,7 @@
         if (count && here && count.textContent !== "") {
           here.textContent = count.textContent;
           document.title = doc.title;
+          needsNow(count);
         }
         wireNotes();
         startLogs();
@@ -67,6 +68,62 @@
       if (again) { again = false; redraw(); }
     }
   }
+
+  // Browser notifications (opted in with the header's button): raised when what needs you
+  // grows, naming what is new; never for what this page's own actions caused.
+  const NOTIFY_KEY = "brat-notify";
+  const OWN_FOR_MS = 120000;   // a task this page acted on: what it then needs is this page's doing
+  const ownActions = new Map();   // task id -> when this page acted on it
+  const notifyButton = document.getElementById("notify");
+  const needsOf = (badge) => {
+    try { return JSON.parse(badge.dataset.what || "[]"); } catch (e) { return []; }
+  };
+  const countOf = (badge) => (badge.textContent === "" ? null : Number(badge.textContent));
+  const firstBadge = document.getElementById("needs-count");
+  let needsSeen = new Set(firstBadge ? needsOf(firstBadge).map((n) => n[0]) : []);
+  let needsCount = firstBadge ? countOf(firstBadge) : null;
+
+  function notifying() {
+    let wanted = null;
+    try { wanted = localStorage.getItem(NOTIFY_KEY); } catch (e) { /* storage off */ }
+    return wanted === "on" && "Notification" in window && Notification.permission === "granted";
+  }
+
+  function showNotifyState() {
+    if (!notifyButton || !("Notification" in window)) return;
+    notifyButton.hidden = false;
+    notifyButton.textContent = Notification.permission === "denied" ? "notifications blocked"
+      : notifying() ? "notifications on" : "notify me";
+  }
+
+  notifyButton?.addEventListener("click", async () => {
+    if (notifying()) {
+      try { localStorage.setItem(NOTIFY_KEY, "off"); } catch (e) { /* storage off */ }
+    } else if (await Notification.requestPermission() === "granted") {
+      try { localStorage.setItem(NOTIFY_KEY, "on"); } catch (e) { /* storage off */ }
+    }
+    showNotifyState();
+  });
+
+  function ownDoing(key) {
+    const task = key.slice(key.indexOf(":") + 1), when = ownActions.get(task);
+    return when !== undefined && Date.now() - when < OWN_FOR_MS;
+  }
+
+  function needsNow(badge) {
+    const items = needsOf(badge), count = countOf(badge);
+    const fresh = items.filter((n) => !needsSeen.has(n[0]) && !ownDoing(n[0]));
+    const grew = count !== null && needsCount !== null && count > needsCount;
+    needsSeen = new Set(items.map((n) => n[0]));
+    needsCount = count;
+    if (!grew || !fresh.length || !notifying()) return;
+    const more = fresh.length > 3 ? `\nand ${fresh.length - 3} more` : "";
+    new Notification(`git brat: ${count} need${count === 1 ? "s" : ""} you`, {
+      body: fresh.slice(0, 3).map((n) => n[1]).join("\n") + more, tag: "brat-needs-you",
+    });
+  }
+
+  showNotifyState();
 
   const events = new EventSource("/events");
   events.addEventListener("change", redraw);
@@ -257,6 +314,8 @@
     const button = form.querySelector("button");
     const out = resultBox(form);
     button.disabled = true;
+    const acted = /^\/api\/v1\/tasks\/([0-9a-f]+)\//.exec(form.dataset.action);
+    if (acted) ownActions.set(acted[1], Date.now());   // (before the post: its redraw may come first)
     try {
       const r = await post(form.dataset.action, body);
       if (r.ok && form.dataset.action === "/api/v1/mayor/ask") {
