@@ -294,7 +294,9 @@ def claim(g: Grite, key: str, lock: locks.Settings, holder: locks.Holder) -> boo
     """Whether this process sends item key: it was granted the first token of the item's
     lease, or took over the claim of one that died before it sent (see the module's doc)."""
     try:
-        got = locks.acquire(g, claim_name(key), lock, holder)
+        # Nothing is ever fenced by a claim's token: recording it would add an event to the
+        # log that every clone syncs, for each item sent (record=False).
+        got = locks.acquire(g, claim_name(key), lock, holder, record=False)
     except locks.LeaseHeld:
         return False
     if got.token == 1 or got.action == "takeover":

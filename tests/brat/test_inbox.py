@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bratkit import convoy, move, task
-from helpers import brat, brat_json, git
+from helpers import brat, brat_json, git, grite
 from refinerykit import two_clones
 
 RECORD = """import sys
@@ -137,6 +137,9 @@ def test_a_committed_sink_runs_nothing_until_its_settings_are_approved(brepo, tm
     report = brat_json(brepo, "deacon", "run", "--once")
     assert [a["action"] for a in report["actions"] if a["duty"] == "inbox"] == ["sent"]
     assert out.read_text() == "ran\n"
+    # Its claim is a lease on the lock remote's refs; no token of it goes into the event log
+    # that every clone syncs (recorded for each item sent, it would only grow the log).
+    assert "inbox:" not in grite(brepo, "log", "--json").out
 
 
 @pytest.mark.slow
