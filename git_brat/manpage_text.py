@@ -128,6 +128,11 @@ defined under
 .BR [engines.\fIname\fB] :
 binary, whether it is on PATH, version, the argv a session runs.
 """,
+        "engine release": r"""
+Lifts the engine's usage-limit hold now (a limit known to be over): the witness starts its
+sessions again on its next pass, and the tasks the limit paused run then. Only a hold this clone
+honours can be lifted; exit 3 when the engine is not held (nothing is written).
+""",
         "witness run": r"""
 Each session runs in its own work tree under
 .B .git/brat/worktrees/
