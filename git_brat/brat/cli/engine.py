@@ -80,6 +80,9 @@ def show(name, as_json):
             lines.append(f"env:      {k}={v}")
         if i.timeout:
             lines.append(f"timeout:  {i.timeout:g}s")
+        lines += [f"reads:    {i.instructions or 'no instructions file in its work tree'}"
+                  + (f", skills in {i.skills}/" if i.skills else ""),
+                  f"meter:    {i.meter or 'none (its spending is unknown)'}"]
         return "\n".join(lines)
     emit(as_json, i, human)
 
