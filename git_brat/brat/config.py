@@ -243,8 +243,8 @@ def tree_path_problem(path: str) -> str:
         return "expected a path inside the work tree, not an absolute one"
     if any(p in ("", ".", "..") for p in parts):
         return "expected a path inside the work tree (no '.' or '..' part, no '//')"
-    if any(p.lower() == ".git" for p in parts):
-        return "expected a path inside the work tree, not in .git"
+    if any(p.lower() == ".git" for p in parts) or parts[0] == ".brat":
+        return "expected a path inside the work tree, not in .git or .brat (git-brat's own)"
     if any(not c.isprintable() or c == "\\" for c in path):
         return "expected a path of printable characters, '/' between its parts"
     return ""

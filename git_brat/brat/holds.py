@@ -86,8 +86,12 @@ def engine_hold(board: Board, engine: str, now_ms: int,
                 vouched: Callable[[str], str] = vouch.anyone) -> Hold | None:
     """Whether `engine` is held now: the latest believed pause of a session of it (on any clone
     this one trusts: the pause is in the log)."""
-    held = [h for _s, h, why in pauses(board, now_ms, vouched, engine) if not why]
-    return max(held, default=None, key=lambda h: h.until)
+    return latest(pauses(board, now_ms, vouched, engine))
+
+
+def latest(found: list[tuple[Entity, Hold, str]]) -> Hold | None:
+    """The believed hold of these pauses that lasts longest (None: none is believed)."""
+    return max((h for _s, h, why in found if not why), default=None, key=lambda h: h.until)
 
 
 def ignored(board: Board, engine: str, now_ms: int,
@@ -148,5 +152,5 @@ def release(g: Grite, engine: str) -> Released:
     return Released(engine, done["sessions"], done["tasks"], res.events[0].id)
 
 
-__all__ = ["Hold", "HoldView", "Released", "LONGEST_MS", "LIFTED", "pauses", "engine_hold",
+__all__ = ["Hold", "HoldView", "Released", "LONGEST_MS", "LIFTED", "pauses", "engine_hold", "latest",
            "ignored", "views", "release"]

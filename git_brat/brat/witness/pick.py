@@ -61,7 +61,7 @@ def engine_held(g: Grite, board, engine: str, now_ms: int, say, said: set[str]) 
             said.add(hold.session)
             say(f"warning: engine {engine} is said to be paused until {when(hold.until, now_ms)} "
                 f"by session {hold.session[:7]}, not honoured: {why}")
-    held = max((h for _s, h, why in found if not why), default=None, key=lambda h: h.until)
+    held = holds.latest(found)
     if held is not None and held.session not in said:
         said.add(held.session)
         say(f"engine {engine} paused until {when(held.until, now_ms)} ({held.why}): no "

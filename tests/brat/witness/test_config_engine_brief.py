@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from helpers import git
 from witnesskit import make_bench
 
@@ -29,6 +31,7 @@ subprocess.run(["git", "brat", "task", "done", "-m", "greeted"], check=True)
 SKILL = "---\nname: greet\ndescription: How this project greets people.\n---\nSay hi.\n"
 
 
+@pytest.mark.slow
 def test_a_config_engine_gets_its_instructions_file_and_skills_and_its_usage_metered(
         repo, tmp_path):
     bench = make_bench(repo, tmp_path)
@@ -70,6 +73,7 @@ def test_a_config_engine_path_outside_the_work_tree_or_an_unknown_meter_is_refus
     for key, value, why in (("instructions", "../HOLD.md", "inside the work tree"),
                             ("instructions", "/etc/motd", "not an absolute one"),
                             ("skills", ".git/hooks", "not in .git"),
+                            ("instructions", ".brat/config.toml", "not in .git or .brat"),
                             ("skills", "a/../../b", "inside the work tree"),
                             ("meter", "tokens-please", "claude-json")):
         out = bench.brat("config", "set", f"engines.hold.{key}", value, check=False)

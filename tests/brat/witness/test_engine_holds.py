@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from gritekit import pusher_append
 from helpers import brat, git, grite
 from witnesskit import make_bench
@@ -28,6 +30,7 @@ def _log_refs(repo) -> str:
     return git(repo, "for-each-ref", "refs/grite/")
 
 
+@pytest.mark.slow
 def test_a_pushers_forged_pause_holds_no_engine_here_until_its_key_is_trusted(tmp_path):
     """Through a real hub: Mallory (a key of her own, valid signatures) pushes a session
     'paused' on fake's limit for an hour. The victim's witness starts work all the same, and
@@ -81,6 +84,7 @@ def test_a_pushers_edit_of_a_trusted_pause_moves_no_hold_onto_another_engine(tmp
     assert out.returncode == 3 and "not honoured here" in out.err
 
 
+@pytest.mark.slow
 def test_engine_release_lifts_a_hold_and_the_task_it_paused_runs_on_the_next_pass(repo, tmp_path):
     from git_brat.grite.log.wal import Draft
     from git_brat.grite.model import events as ev
