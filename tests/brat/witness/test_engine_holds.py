@@ -99,6 +99,8 @@ def test_engine_release_lifts_a_hold_and_the_task_it_paused_runs_on_the_next_pas
     assert bench.show(t)["paused"].startswith("paused until")
     held = bench.brat("witness", "run", "--once")
     assert "engine fake paused until" in held.out + held.err
+    said = bench.brat("status").out
+    assert "ENGINE HOLDS" in said and "$ git brat engine release fake" in said
 
     (repo / "sub").mkdir()
     before, tree = _log_refs(repo), git(repo, "status", "--porcelain")
