@@ -128,6 +128,11 @@ defined under
 .BR [engines.\fIname\fB] :
 binary, whether it is on PATH, version, the argv a session runs.
 """,
+        "engine release": r"""
+Lifts the engine's usage-limit hold now (a limit known to be over): the witness starts its
+sessions again on its next pass, and the tasks the limit paused run then. Only a hold this clone
+honours can be lifted; exit 3 when the engine is not held (nothing is written).
+""",
         "witness run": r"""
 Each session runs in its own work tree under
 .B .git/brat/worktrees/
@@ -298,7 +303,8 @@ The JSON export holds
 is one row per issue, convoy and task; a cell that a spreadsheet would run as a formula
 starts with a quote.
 .B import
-takes the issues back and says how many convoys and tasks it left out.
+takes it all back: each task is created queued and moved to its status by the state machine's
+own moves (one in flight where it was exported comes back queued).
 """,
         "context": r"""
 .B .git/grite/context/index.sqlite

@@ -35,7 +35,8 @@ FLOORS = [
     ["git_brat.brat.config", "git_brat.brat.layout"],
     ["git_brat.brat.trust", "git_brat.brat.config_text"],   # what config takes effect
     ["git_brat.brat.board"],
-    ["git_brat.brat.tasks", "git_brat.brat.sessions", "git_brat.brat.review"],
+    ["git_brat.brat.tasks", "git_brat.brat.sessions", "git_brat.brat.review",
+     "git_brat.brat.holds"],
     ["git_brat.brat.daemon", "git_brat.brat.workflows"],
     ["git_brat.brat.refinery"],
     ["git_brat.brat.witness"],

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from git_brat.brat.engines.presets import PRESET_NAMES
+from git_brat.brat.engines.presets import METER_NAMES, PRESET_NAMES
 from git_brat.brat.engines.usage import spending_problem
 from git_brat.errors import NotFound, UsageError
 
@@ -202,6 +202,9 @@ class Inbox(_Section):
                              "it is not sent (`git brat inbox` lists it).", ge=0) = 600
 
 
+MeterName = Literal.__getitem__(METER_NAMES)
+
+
 class Engine(_Section):
     """Overrides for one engine preset, or a new engine (then `command` is required)."""
     command: _d(list[str] | None, "argv template, e.g. [\"claude\", \"-p\", \"{prompt}\"]; "
@@ -223,6 +226,32 @@ class Engine(_Section):
     state: _d(list[str] | None, "Where the engine keeps its own state, writable in a sandbox "
                                 "(\"~/x/\" a directory, \"~/x\" a file, \"$VAR|~/x/\" the "
                                 "variable's value when set); unset: the preset's.") = None
+    # What the engine reads besides its prompt, and where it reports its spending, as the
+    # presets say it (engines/presets.py); each unset: the preset's.
+    instructions: _d(str | None, "File in the work tree the engine loads its instructions "
+                                 "from: the witness writes the project's instructions there, "
+                                 "untracked (never over a tracked file).", min_length=1,
+                     max_length=255) = None
+    skills: _d(str | None, "Folder in the work tree the engine finds skills in "
+                           "(<folder>/<name>/SKILL.md): the witness writes the project's skills "
+                           "there, untracked.", min_length=1, max_length=255) = None
+    meter: Annotated[MeterName | None, Meta(
+        description="Where its tokens and cost are read from, as a preset reads them: "
+                    + ", ".join(METER_NAMES) + ".")] = None
+
+
+def tree_path_problem(path: str) -> str:
+    """Why a path an engine setting names is not a plain path inside the work tree ("": it is)."""
+    parts = path.rstrip("/").split("/")
+    if path.startswith(("/", "~")):
+        return "expected a path inside the work tree, not an absolute one"
+    if any(p in ("", ".", "..") for p in parts):
+        return "expected a path inside the work tree (no '.' or '..' part, no '//')"
+    if any(p.lower() == ".git" for p in parts) or parts[0] == ".brat":
+        return "expected a path inside the work tree, not in .git or .brat (git-brat's own)"
+    if any(not c.isprintable() or c == "\\" for c in path):
+        return "expected a path of printable characters, '/' between its parts"
+    return ""
 
 
 class Config(_Section):
@@ -389,6 +418,11 @@ def validate(data: dict, where: str = CONFIG_PATH) -> Config:
         raise ConfigError(f"{where}: witness.backoff_max ({show_value(w.backoff_max)}) must not be "
                           f"less than witness.backoff ({show_value(w.backoff)})")
     for name, eng in cfg.engines.items():
+        for key in ("instructions", "skills"):
+            value = getattr(eng, key)
+            if value is not None and (why := tree_path_problem(value)):
+                raise ConfigError(f"{where}: engines.{name}.{key} = {show_value(value)} is not "
+                                  f"allowed: {why}")
         if name not in ENGINE_PRESETS and eng.command is None:
             raise ConfigError(f"{where}: engines.{name} is not a preset ({', '.join(ENGINE_PRESETS)}),"
                               f" so engines.{name}.command is required")

@@ -62,7 +62,9 @@ def default_text(overrides: dict[str, Any] | None = None, hub: bool = False) -> 
                    "model": "sonnet", "extra_args": [], "env": {"EXAMPLE_VAR": "1"},
                    "timeout": 3600,
                    "resume": ["claude", "-p", "{prompt}", "--resume", "{resume_id}"],
-                   "scratch": [".cache-of-my-agent/"], "state": ["~/.my-agent/"]}[f.name]
+                   "scratch": [".cache-of-my-agent/"], "state": ["~/.my-agent/"],
+                   "instructions": "CLAUDE.md", "skills": ".claude/skills",
+                   "meter": "claude-json"}[f.name]
         out += _comment(f"{f.name}: {_description(Engine, f.name)} Allowed: {allowed(f.type)}.")
         out.append(f"# {f.name} = {show_value(example)}")
     return "\n".join(out) + "\n"

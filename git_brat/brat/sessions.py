@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -133,33 +133,6 @@ def all_sessions(board: Board, statuses: tuple[str, ...] | None = None) -> list[
         pool = board.state.of_kind(SESSION, ENDED, model.NOT_SETTLED)
     return sorted((s for s in pool if statuses is None or s.get("status") in statuses),
                   key=model.age_key)
-
-
-# -- usage limits: an engine (the account behind it) is held while a session of it is paused --
-
-class Hold(NamedTuple):
-    """An engine held on a usage limit: until when (epoch ms), why, and the session that met it."""
-    until: int
-    why: str
-    session: str
-
-
-def engine_hold(board: Board, engine: str, now_ms: int,
-                longest_ms: int = 8 * 86_400_000) -> Hold | None:
-    """Whether `engine` is held now: a session of it paused on a limit that has not reset
-    (on any clone: the pause is in the log). A hold past `longest_ms` from its session's end
-    is not believed (a forged or misread reset must not hold an engine for good)."""
-    best = None
-    for sess in board.hot(SESSION, ENDED):
-        if sess.get("status") != "paused" or sess.get("engine") != engine:
-            continue
-        until, ended = sess.get("paused_until", 0), sess.get("ended_at", 0)
-        if not isinstance(until, int) or not isinstance(ended, int) or until <= now_ms:
-            continue
-        until = min(until, ended + longest_ms, now_ms + longest_ms)
-        if until > now_ms and (best is None or until > best.until):
-            best = Hold(until, str(sess.get("paused_why", "") or "usage limit"), sess.id)
-    return best
 
 
 def find(g: Grite, ref: str) -> Entity:
@@ -457,4 +430,4 @@ __all__ = ["SessionDetail", "detail", "current", "task_of", "report_done", "repo
            "comment", "reply", "request_stop", "of_task", "resource", "holder_id", "branch_for",
            "log_path", "LIVE", "ENDED", "FAILED", "LocalRecord", "write_local", "read_local",
            "process_of", "Kept", "keep_commits", "adopt_head", "remove_worktree",
-           "removal_pending", "Hold", "engine_hold"]
+           "removal_pending"]

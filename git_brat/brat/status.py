@@ -10,6 +10,8 @@ import msgspec
 
 from git_brat import process
 from git_brat.brat import board as model
+from git_brat.brat import holds
+from git_brat.brat.holds import HoldView
 from git_brat.brat import spend
 from git_brat.brat.config import Config
 from git_brat.brat.tasks import by_hand
@@ -121,6 +123,8 @@ class Status(msgspec.Struct):
     tasks: list[TaskView] = []  # every task (of the --convoy), asked for with --tasks
     spent: dict[str, spend.Spent] = {}   # convoy -> what its sessions spent (unlanded ones)
     red_target: Any = None     # the target failing its own check (refinery.red.RedTarget)
+    # engines held on a usage limit, and pauses not honoured here (untrusted writer): holds.py
+    engine_holds: list[HoldView] = []
 
 
 def leases(g: Grite) -> tuple[list[LeaseView], list[str]]:
@@ -350,7 +354,8 @@ def build(g: Grite, cfg: Config, convoy: str | None = None, board: Board | None 
                   sandbox.describe_setting(cfg.witness.sandbox, cfg.witness.sandbox_network,
                                            short=True), waiting, rv.mode(cfg),
                   board.task_list(cid) if every_task else [],
-                  _spent(board, convoys), red.red_target(board, cfg.refinery.target_branch))
+                  _spent(board, convoys), red.red_target(board, cfg.refinery.target_branch),
+                  holds.views(g, board, now_ms))
 
 
 def _spent(board: Board, convoys: list[ConvoyView]) -> dict[str, spend.Spent]:

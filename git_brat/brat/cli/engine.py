@@ -10,6 +10,7 @@ import click
 import msgspec
 
 from git_brat.brat import engines
+from git_brat.brat import holds
 from git_brat.brat.engines import sandbox
 from git_brat.brat.cli.common import load_config, open_grite
 from git_brat.clikit import emit, json_option, table
@@ -79,8 +80,28 @@ def show(name, as_json):
             lines.append(f"env:      {k}={v}")
         if i.timeout:
             lines.append(f"timeout:  {i.timeout:g}s")
+        lines += [f"reads:    {i.instructions or 'no instructions file in its work tree'}"
+                  + (f", skills in {i.skills}/" if i.skills else ""),
+                  f"meter:    {i.meter or 'none (its spending is unknown)'}"]
         return "\n".join(lines)
     emit(as_json, i, human)
+
+
+@engine.command()
+@click.argument("name")
+@json_option
+def release(name, as_json):
+    """Lift NAME's usage-limit hold now: the witness starts its sessions again on its next
+    pass, and the tasks the limit paused run then (for a limit known to be over: a new plan, a
+    reset misread)."""
+    g = open_grite()
+    done = holds.release(g, name)
+
+    def human():
+        tasks = f"; {len(done.tasks)} paused task(s) run on the witness's next pass" \
+            if done.tasks else ""
+        return f"engine {done.engine} released ({len(done.sessions)} hold(s) lifted){tasks}"
+    emit(as_json, done, human)
 
 
 def register(group: click.Group) -> None:

@@ -160,6 +160,19 @@ def _summary(s: st.Status, sid, view: View) -> list[str]:
     return lines + [""]
 
 
+def _holds(found, sid, width: int) -> list[str]:
+    """Engines held on a usage limit (and pauses not honoured here), with the way to lift one."""
+    body = []
+    for h in found:
+        if h.believed:
+            body.append(cut(f"{h.engine:<10}  {h.paused} (session {sid(h.session)})", width - 2))
+            body.append(f"{_PASTE}git brat engine release {h.engine}")
+        else:
+            body += _wrapped(f"{h.engine:<10}  ignored: {h.paused} (session {sid(h.session)}): "
+                             f"{h.ignored}", width - 2)
+    return _section("ENGINE HOLDS", body) if body else []
+
+
 def _wrapped(text: str, width: int, indent: str = "") -> list[str]:
     """text on lines of at most width columns, the later ones indented two more."""
     import textwrap
@@ -187,6 +200,7 @@ def _lists(s: st.Status, sid, names: dict[str, str], view: View) -> list[str]:
     lines += _section(f"SESSIONS (sandbox: {s.confinement or s.sandbox})" if s.sandbox
                       else "SESSIONS", _rows(rows, [7, 7, max([9] + [len(r[2]) for r in rows]),
                                                     10, None], view.width), more)
+    lines += _holds(s.engine_holds, sid, view.width)
     unreached = set(s.no_branch)
     shown, more = view.take(s.merge_queue, LIST_LIMIT)
     lines += _section("MERGE QUEUE", _rows(

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import msgspec
 
-from git_brat.brat.engines.presets import ANY_ID, PRESETS, Preset
+from git_brat.brat.engines.presets import ANY_ID, PRESETS, Preset, meter
 from git_brat.errors import NotFound, UsageError
 
 
@@ -55,6 +55,12 @@ def resolve(name: str, configured: "Mapping[str, Any] | None" = None) -> Preset:
         value = getattr(over, key)
         if value is not None:
             fields[key] = list(value)
+    if over.instructions is not None:   # a file in the tree, not the preset's argv
+        fields.update(instructions=over.instructions, instructions_args=[])
+    if over.skills is not None:
+        fields["skills"] = over.skills.rstrip("/")
+    if over.meter is not None:
+        fields["usage"] = meter(over.meter)
     fields["extra_args"] = list(over.extra_args)
     fields["env"] = {**fields.get("env", {}), **over.env}
     return msgspec.convert(fields, Preset)

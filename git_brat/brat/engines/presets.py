@@ -368,6 +368,19 @@ for _name, _endings in ENDINGS.items():
     PRESETS[_name] = msgspec.structs.replace(PRESETS[_name], endings=_endings)
 PRESET_NAMES = tuple(PRESETS)
 
+# The spending meters an engine defined in .brat/config.toml may name ([engines.X] meter): each
+# preset's own, by its engine and the shape of its report.
+METERS: dict[str, str] = {
+    "claude-json": "claude", "codex-jsonl": "codex", "opencode-jsonl": "opencode",
+    "gemini-jsonl": "gemini", "aider-lines": "aider", "cn-session-file": "cn",
+    "copilot-events-file": "copilot"}
+METER_NAMES = tuple(METERS)
+
+
+def meter(name: str) -> Meter | None:
+    """The meter named `name` (one of METER_NAMES)."""
+    return PRESETS[METERS[name]].usage
+
 
 @functools.lru_cache(maxsize=64)
 def _matcher(entries: tuple[str, ...]) -> "re.Pattern[str]":

@@ -10,7 +10,7 @@ import threading
 import msgspec
 
 from git_brat.brat.engines.invoke import Invocation, invocation
-from git_brat.brat.engines.presets import PRESETS, Preset
+from git_brat.brat.engines.presets import METER_NAMES, PRESETS, Preset, meter
 
 
 class EngineInfo(msgspec.Struct):
@@ -28,6 +28,9 @@ class EngineInfo(msgspec.Struct):
     env: dict[str, str]
     timeout: float | None
     sandbox: str = ""            # where its sessions run here: bwrap or none (witness.sandbox)
+    instructions: str = ""       # the file in the work tree it loads instructions from
+    skills: str = ""             # the folder in the work tree it finds skills in
+    meter: str = ""              # how its spending is read (presets.METERS; "": not read)
 
 
 # Generous: `engine list` asks every engine at once, and a node tool that relaunches itself
@@ -156,4 +159,6 @@ def info(p: Preset, workdir: str = "<worktree>", with_version: bool = True,
     return EngineInfo(p.name, p.binary, path,
                       version_of(p, path, repo=repo) if with_version else "",
                       p.package, p.builtin, p.resumes, p.prompt, p.result, p.model, inv.argv,
-                      dict(p.env), p.timeout)
+                      dict(p.env), p.timeout, instructions=p.instructions, skills=p.skills,
+                      meter=next((n for n in METER_NAMES if p.usage is not None
+                                  and meter(n) == p.usage), ""))

@@ -170,12 +170,14 @@ def write(store, commit: str, tree: str, preset: Preset, engine_dir: str) -> Bri
     return Brief(written, reads, brief_file, refused)
 
 
-def planted(store, commit: str) -> list[str]:
-    """Every path a session of any shipped engine would have written for `commit` (none that
-    the commit tracks): what a salvage of a tree left by an earlier session leaves out."""
+def planted(store, commit: str, also: Preset | None = None) -> list[str]:
+    """Every path a session of any shipped engine (or of `also`, one the config defines) would
+    have written for `commit` (none that the commit tracks): what a salvage of a tree left by
+    an earlier session leaves out."""
     names = [s.name for s in skills(store, commit)]
-    paths = {p.instructions for p in PRESETS.values() if p.instructions}
-    paths |= {f"{p.skills}/{n}/" for p in PRESETS.values() if p.skills for n in names}
+    engines = [*PRESETS.values(), *([also] if also is not None else [])]
+    paths = {p.instructions for p in engines if p.instructions}
+    paths |= {f"{p.skills}/{n}/" for p in engines if p.skills for n in names}
     tracked = {p for _m, _b, p in store.objects.tree_files(
         commit, sorted(p.rstrip("/") for p in paths))}
     return sorted(p for p in paths if p not in tracked and not any(

@@ -106,7 +106,7 @@ class Witness:
         self.answering_since = float("-inf")   # the lock remote answers again (-inf: no outage)
         self._told: set[str] = set()   # tasks whose passing over was said: once each
         self._freed = False        # a session ended since the last look for work
-        self._hold_said = ""       # the engine hold last announced (its paused session)
+        self._holds_said: set[str] = set()   # engine holds announced (their paused sessions)
         self.preset = engines.resolve(opts.engine, cfg.engines)
         pick.require_engine(self.preset, cfg, opts.engine)
         # Never a local lease while the lock remote is down (every clone would run every task):
@@ -231,8 +231,7 @@ class Witness:
         board = model.board(self.g, refresh=True)
         cid = self.g.resolve(self.opts.convoy, model.CONVOY).id if self.opts.convoy else None
         now = process.now_ms()
-        if (hold := ss.engine_hold(board, self.preset.name, now)) is not None:
-            self._hold_said = pick.say_held(self.say, self.preset.name, hold, now, self._hold_said)
+        if pick.engine_held(self.g, board, self.preset.name, now, self.say, self._holds_said):
             return 0   # a usage limit: nothing starts before its reset
         busy = {s.tid for s in self.live.values()}
         n = 0

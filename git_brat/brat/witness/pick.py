@@ -9,12 +9,14 @@ from typing import NamedTuple
 
 from git_brat import process
 from git_brat.brat import engines
+from git_brat.brat import holds
 from git_brat.brat import sessions as ss
 from git_brat.brat.config import Config
 from git_brat.brat.witness.verdict import when
 from git_brat.errors import GriteError, NotFound
 from git_brat.grite import locks
 from git_brat.grite.locks import LeaseView
+from git_brat.grite.log import vouch
 from git_brat.grite.model.state import Entity
 from git_brat.grite.repo import Grite
 
@@ -48,13 +50,23 @@ def passed_over(task: Entity, now_ms: int, *, running_here: Iterable[str] = (),
     return ""
 
 
-def say_held(say, engine: str, hold: ss.Hold, now_ms: int, said: str) -> str:
-    """Say once per hold (the paused session's) that this witness's engine is held on a usage
-    limit (other engines' witnesses keep working); the hold said."""
-    if hold.session != said:
-        say(f"engine {engine} paused until {when(hold.until, now_ms)} ({hold.why}): no "
+def engine_held(g: Grite, board, engine: str, now_ms: int, say, said: set[str]) -> bool:
+    """Whether this witness's engine is held on a usage limit now (other engines' witnesses
+    keep working). Each hold is said once (`said`: the paused sessions said), and so is each
+    pause this clone does not honour (written by a key it does not trust): that one holds
+    nothing."""
+    found = holds.pauses(board, now_ms, vouch.judge(g.store), engine)
+    for _sess, hold, why in found:
+        if why and hold.session not in said:
+            said.add(hold.session)
+            say(f"warning: engine {engine} is said to be paused until {when(hold.until, now_ms)} "
+                f"by session {hold.session[:7]}, not honoured: {why}")
+    held = holds.latest(found)
+    if held is not None and held.session not in said:
+        said.add(held.session)
+        say(f"engine {engine} paused until {when(held.until, now_ms)} ({held.why}): no "
             f"session starts before then")
-    return hold.session
+    return held is not None
 
 
 def engine_problem(cfg: Config, engine: str | None = None) -> str:
@@ -125,4 +137,4 @@ def log_wait(before: Previous, grace: float, answering_since: float) -> float | 
     return max(0.0, grace - min(since_end, time.monotonic() - answering_since))
 
 
-__all__ = ["passed_over", "engine_problem", "require_engine", "previous_session", "Previous", "log_wait"]
+__all__ = ["passed_over", "engine_held", "engine_problem", "require_engine", "previous_session", "Previous", "log_wait"]

@@ -426,7 +426,7 @@ def briefed(store, live: LiveSession, commit: str | None) -> list[str]:
     there, for this session or for an earlier one, whatever its engine."""
     written = live.brief.written if live.brief else []
     try:
-        planted = brief.planted(store, commit) if commit else []
+        planted = brief.planted(store, commit, live.preset) if commit else []
     except GriteError:
         planted = []
     return sorted({*written, *planted})

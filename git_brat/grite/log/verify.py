@@ -577,3 +577,8 @@ def erasures(store: Store, acknowledge: bool = False) -> list[Erasure]:
             if exc.errno not in _UNWRITABLE:
                 raise
     return out
+
+
+def actor_replicas(store: Store) -> dict[str, str]:
+    """Actors made before actors were keys -> the replica whose log declared each (as judged)."""
+    return _load(store).actors

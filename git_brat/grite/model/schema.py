@@ -246,6 +246,8 @@ FIELDS: dict[str, Check] = {
     # usage limits: a paused task and the session that met the limit (its engine is held)
     "paused_until": _stamp, "paused_why": _line, "limit_pauses": _count, "limit": _long,
     "no_resume": boolean,
+    # an engine hold lifted early by a human (`git brat engine release`): when, on the session
+    "hold_lifted_at": _stamp,
 }
 # what a session spent (brat/engines/usage.py): token counts, micro-dollars (null: unknown);
 # `reported`, a cumulative engine's totals so far, the next resumed session's starting point

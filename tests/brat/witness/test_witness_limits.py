@@ -108,11 +108,12 @@ def test_a_task_marked_no_resume_waits_for_a_human_after_a_limit(repo, tmp_path)
 @pytest.mark.slow
 def test_a_pause_recorded_far_ahead_holds_its_engine_no_longer_than_the_longest_limit(
         repo, tmp_path):
-    """Anyone who can push writes session records: one 'paused' for a year holds its engine
-    (on every clone) for at most the longest limit any engine has, counted from now."""
+    """A session record 'paused' for a year (a misread reset; a pusher's is not believed at
+    all: test_engine_holds.py) holds its engine for at most the longest limit any engine has,
+    counted from now."""
     from gritekit import pusher_append
     from git_brat.brat import board as model
-    from git_brat.brat import sessions as ss
+    from git_brat.brat import holds
     from git_brat.grite.log.wal import Draft
     from git_brat.grite.model import events as ev
     from git_brat.grite.repo import Grite
@@ -123,8 +124,8 @@ def test_a_pause_recorded_far_ahead_holds_its_engine_no_longer_than_the_longest_
         "task": "", "status": "paused", "engine": "claude", "ended_at": now + year,
         "paused_until": now + year, "paused_why": "claude usage limit"}))])
     board = model.board(Grite.open(str(repo)))
-    hold = ss.engine_hold(board, "claude", now)
+    hold = holds.engine_hold(board, "claude", now)
     assert hold is not None and hold.until <= now + 8 * 86_400_000
-    assert ss.engine_hold(board, "codex", now) is None
+    assert holds.engine_hold(board, "codex", now) is None
     said = bench.brat("witness", "run", "--once")
     assert (said.out + said.err).count("engine claude paused until") == 1
