@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 
 from git_brat.brat.config import (ENGINE_PRESETS, SECTIONS, Config, Engine, _description,
-                                  _field_info, allowed, default_target, show_value)
+                                  _field_info, allowed, show_value)
+from git_brat.brat.target_branch import default_target
 
 HEADER = """\
 # git-brat configuration. Commit this file to share the settings with everyone working here.

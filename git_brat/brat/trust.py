@@ -13,6 +13,7 @@ import msgspec
 from git_brat.approvals import fingerprint
 from git_brat import approvals
 from git_brat.brat import config, config_text, layout
+from git_brat.brat.target_branch import target_branch_problem, valid_branch
 from git_brat.errors import GriteError, UsageError
 from git_brat.files import atomic_write
 from git_brat.git.store import Store
@@ -135,7 +136,7 @@ def settings_commits(store: Store, cfg: config.Config) -> list[str]:
     """The trees whose engine settings an engine here would read: the checkout's HEAD, and
     the target branch the witness's sessions start from."""
     target = store.refs.branch_tip(cfg.refinery.target_branch) if \
-        config.valid_branch(cfg.refinery.target_branch) else None
+        valid_branch(cfg.refinery.target_branch) else None
     return [c for c in (store.objects.main_head(), target) if c]
 
 
@@ -197,7 +198,7 @@ def _default_target(store: Store, cfg: config.Config, data: dict) -> None:
     """With no target named, work lands on the repository's default branch."""
     if "target_branch" not in data.get("refinery", {}):
         cfg.refinery.target_branch = next(b for b in store.default_branch_candidates()
-                                          if config.valid_branch(b))
+                                          if valid_branch(b))
 
 
 def config_file(store: Store) -> str | None:
@@ -336,7 +337,7 @@ def _refuse_missing_target(store: Store, key: str, value) -> None:
     """A target branch that exists nowhere would fail every agent's work: refused when set."""
     if key != "refinery.target_branch":
         return
-    problem = config.target_branch_problem(store, value)
+    problem = target_branch_problem(store, value)
     if problem:
         raise UsageError(f"refused: refinery.target_branch = {config.show_value(value)}: "
                          f"{problem}; name a branch that exists, or create it first")

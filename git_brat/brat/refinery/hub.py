@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from git_brat.brat import config, config_text, layout
+from git_brat.brat.target_branch import valid_branch
 from git_brat.brat.trust import HOOK_TRIGGER, Unapproved
 from git_brat.grite.sync import shims as hooks
 from git_brat.errors import UsageError
@@ -66,7 +67,7 @@ def refuse_unless_checks_allowed(g: Grite, cfg: config.Config) -> None:
 def project_check(g: Grite, target: str) -> tuple[str, str] | None:
     """(the check, where: "main at abc123") the project's committed .brat/config.toml sets on
     the hub's target branch; None when it sets none (or cannot be read as a config)."""
-    tip = g.store.refs.branch_tip(target) if config.valid_branch(target) else None
+    tip = g.store.refs.branch_tip(target) if valid_branch(target) else None
     if not tip:
         return None
     entry = next((e for e in g.store.objects.tree_files(tip, [config.CONFIG_PATH])
@@ -122,7 +123,7 @@ def init_hub(g: Grite) -> HubInit:
         with open(path, encoding="utf-8") as f:
             config.parse(f.read(), where=path)   # a bad config stops init before any write
     else:
-        branch = next(b for b in g.store.default_branch_candidates() if config.valid_branch(b))
+        branch = next(b for b in g.store.default_branch_candidates() if valid_branch(b))
         text = config_text.default_text({"refinery.target_branch": branch,
                                     "refinery.trigger": "hook"}, hub=True)
     result = setup.init(g)

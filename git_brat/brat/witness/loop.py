@@ -19,7 +19,8 @@ from git_brat.brat import layout
 from git_brat.brat import sessions as ss
 from git_brat.brat import tasks
 from git_brat.brat.board import MERGE, SESSION, status_of
-from git_brat.brat.config import Config, target_branch_problem
+from git_brat.brat.config import Config
+from git_brat.brat.target_branch import target_branch_problem
 from git_brat.brat.refinery import guard
 from git_brat.brat.engines import runner
 from git_brat.brat.witness import budget, pick, session, verdict, watchdog
