@@ -231,3 +231,24 @@ def test_no_writer_speaks_under_the_id_that_shows_a_disputed_actors_words(tmp_pa
     fresh = clone(str(hub), tmp_path / "fresh")
     assert sorted(_authors(fresh)) == sorted(WANTED + [LIE])   # (its second claim: rejected)
     assert any("no writer speaks as it" in f["detail"] for f in _rejected(fresh))
+
+
+def test_a_clone_that_showed_an_actor_as_the_victims_shows_it_disputed_once_a_claim_arrives(
+        tmp_path):
+    hub = seeded_hub(tmp_path)
+    victim = clone(str(hub), tmp_path / "victim")
+    old = run([sys.executable, "-c", LEGACY], victim,
+              env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
+    for title in WANTED:
+        grite(victim, "issue", "create", title)
+    grite(victim, "sync")
+    early = clone(str(hub), tmp_path / "early")   # its cache holds the victim's words as the actor's
+    assert set(_authors(early).values()) == {"Old Victim"}
+    mallory = clone(str(hub), tmp_path / "mallory")
+    _claim(mallory, old)
+    grite(mallory, "sync")
+    git(early, "fetch", "-q")
+    authors = _authors(early)
+    assert sorted(authors) == sorted(WANTED + [LIE])
+    assert "Old Victim" not in authors.values()   # the words it had applied moved as well
+    assert not _findings(early, "cache-mismatch") and _findings(early, "disputed-actor")
