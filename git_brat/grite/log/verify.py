@@ -498,6 +498,11 @@ def _verdicts(store: Store, rec: Record, restarted: bool) -> Verdicts:
                     {a: rec.claims[a] for a in rec.disputes})
 
 
+def disputed(store: Store) -> dict[str, str]:
+    """The disputed actors as already judged (actor -> its holder here, "" for none)."""
+    return _load(store).disputes
+
+
 def judged_rejected(store: Store) -> set[str]:
     """Commits already judged bad, without judging anything new."""
     return {r.sha for r in _load(store).rejected}

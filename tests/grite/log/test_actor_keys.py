@@ -247,7 +247,9 @@ def test_a_clone_that_showed_an_actor_as_the_victims_shows_it_disputed_once_a_cl
     mallory = clone(str(hub), tmp_path / "mallory")
     _claim(mallory, old)
     grite(mallory, "sync")
-    git(early, "fetch", "-q")
+    synced = grite(early, "sync")
+    told = synced.out + synced.err
+    assert f"actor {old} is disputed" in told and replica_id(mallory) in told
     authors = _authors(early)
     assert sorted(authors) == sorted(WANTED + [LIE])
     assert "Old Victim" not in authors.values()   # the words it had applied moved as well
