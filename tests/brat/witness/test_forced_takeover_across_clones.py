@@ -8,15 +8,13 @@ import json
 
 import pytest
 
-from helpers import git, grite, make_repo
-from sync_helpers import bare_hub, clone
+from helpers import grite
+from sync_helpers import clone, seeded_hub
 from witnesskit import kill_group, make_bench
 
 
 def _two_clones(tmp_path):
-    hub = bare_hub(tmp_path / "hub.git")
-    seed = make_repo(tmp_path / "seed")
-    git(seed, "push", "-q", str(hub), "main")
+    hub = seeded_hub(tmp_path)
     a = clone(str(hub), tmp_path / "a", init=False)
     b = clone(str(hub), tmp_path / "b", init=False)
     # (one record of every run: the fake agent's state, writable in either clone's sandbox)

@@ -135,16 +135,22 @@ print(a.id)
 """
 
 
-def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_require_signed(
-        tmp_path):
+def _legacy_victim(tmp_path: Path):
+    """A hub where the victim, acting as an actor made before keys, published two issues."""
     hub = seeded_hub(tmp_path)
     victim = clone(str(hub), tmp_path / "victim")
     old = run([sys.executable, "-c", LEGACY], victim,
               env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
-    assert len(old) == 16
     for title in WANTED:
         grite(victim, "issue", "create", title)
     grite(victim, "sync")
+    return hub, victim, old
+
+
+def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_require_signed(
+        tmp_path):
+    hub, victim, old = _legacy_victim(tmp_path)
+    assert len(old) == 16
     mallory = clone(str(hub), tmp_path / "mallory")
     _claim(mallory, old)
     grite(mallory, "sync")
@@ -158,15 +164,9 @@ def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_requir
 
 
 def _legacy_victim_and_claim(tmp_path: Path):
-    """A hub where the victim, acting as an actor made before keys, published two issues, and a
-    pusher then declared that actor in its own signed log at Lamport 0 and spoke as it."""
-    hub = seeded_hub(tmp_path)
-    victim = clone(str(hub), tmp_path / "victim")
-    old = run([sys.executable, "-c", LEGACY], victim,
-              env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
-    for title in WANTED:
-        grite(victim, "issue", "create", title)
-    grite(victim, "sync")
+    """_legacy_victim's hub, where a pusher then declared the victim's actor in its own signed
+    log at Lamport 0 and spoke as it."""
+    hub, victim, old = _legacy_victim(tmp_path)
     mallory = clone(str(hub), tmp_path / "mallory")
     _claim(mallory, old)
     grite(mallory, "sync")
@@ -235,13 +235,7 @@ def test_no_writer_speaks_under_the_id_that_shows_a_disputed_actors_words(tmp_pa
 
 def test_a_clone_that_showed_an_actor_as_the_victims_shows_it_disputed_once_a_claim_arrives(
         tmp_path):
-    hub = seeded_hub(tmp_path)
-    victim = clone(str(hub), tmp_path / "victim")
-    old = run([sys.executable, "-c", LEGACY], victim,
-              env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
-    for title in WANTED:
-        grite(victim, "issue", "create", title)
-    grite(victim, "sync")
+    hub, victim, old = _legacy_victim(tmp_path)
     early = clone(str(hub), tmp_path / "early")   # its cache holds the victim's words as the actor's
     assert set(_authors(early).values()) == {"Old Victim"}
     mallory = clone(str(hub), tmp_path / "mallory")
