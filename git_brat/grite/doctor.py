@@ -207,7 +207,9 @@ def _dispute(actor: str, holder: str, claimants: list[str]) -> Finding:
         return Finding("settled-actor", actor, f"{names} all speak as actor {actor} (made before "
                        f"actors were keys); this clone trusts replica {holder}'s key, so its "
                        f"events keep the actor, and those of {others} are shown as their own "
-                       "replica's words", True)
+                       "replica's words; a clone that trusts no claimant's key shows every "
+                       "side's that way: whoever uses this actor ends that by moving to one "
+                       "bound to their key (`git grite actor new NAME --use`)", True)
     return Finding("disputed-actor", actor, (
         f"{names} {'both' if len(claimants) == 2 else 'all'} speak as actor {actor}, made before actors were keys: nothing tells "
         "which one owns it, so neither log is dropped and each one's events are shown as its "

@@ -201,6 +201,11 @@ def test_an_actor_made_before_keys_that_a_pusher_claims_is_disputed_and_no_histo
     assert replica_id(victim) in dispute["detail"] and replica_id(mallory) in dispute["detail"]
     assert "git grite actor new NAME --use" in dispute["detail"]
     assert not json.loads(grite(fresh, "doctor", "--json", check=False).out)["ok"]
+    # the victim learns it too, though its own clone settles it (its key): others do not
+    git(victim, "fetch", "-q")
+    assert [x["id"] for x in grite_json(victim, "actor", "list") if x["disputed"]] == [old]
+    [settled] = _findings(victim, "settled-actor")
+    assert "git grite actor new NAME --use" in settled["detail"]
 
 
 def test_a_disputed_actor_is_settled_on_a_clone_by_the_one_claimant_whose_key_it_trusts(
