@@ -542,8 +542,12 @@ def actor_names(state: State) -> dict[str, str]:
     """Actor id -> display name, from actor entities recorded in the log. The words of a
     disputed actor are shown as their writer's (model/disputes), whatever name it declared."""
     from git_brat.grite.model import disputes
-    return _Names({ent.id: disputes.describe(ent.id) if disputes.is_attributed(ent.id)
-                   else ent.get("name", ent.id) for ent in state.of_kind(ACTOR)})
+    names = {ent.id: ent.get("name", ent.id) for ent in state.of_kind(ACTOR)}
+    attributed = [i for i in names if disputes.is_attributed(i)]
+    if not attributed:   # (the common case: a plain dict, read once per row of a long list)
+        return names
+    names.update((i, disputes.describe(i)) for i in attributed)
+    return _Names(names)
 
 
 class _Names(dict):
