@@ -336,13 +336,19 @@ neither uses nor writes them.
         "actor": r"""
 Actors are who events are written as (one per agent, for example).
 .B GRITE_ACTOR
-overrides the current actor for one process.
+overrides the current actor for one process. An actor made before actors were keys (16 hex
+digits) that several replicas speak as is disputed: each one's events are shown as its own
+replica's words and \fBdoctor\fR names it; \fBactor new\fR \fINAME\fR \fB\-\-use\fR moves
+to an actor bound to this clone's key.
 """,
         "lock acquire": r"""
 With a remote (\fB\-\-remote\fR, \fB[locks] remote\fR in the
 committed \fB.brat/config.toml\fR, \fBgrite.lockRemote\fR, the one remote that syncs grite
 state, or \fBorigin\fR among several) the remote decides: of many racing clones exactly one
 wins; an ambiguous choice is refused; \fB\-\-local\fR keeps a lease on this clone only.
+\fB\-\-force\fR overrides a live lease only with a key its holder named (the keys its clone
+trusts, written in its lease), the same on every clone; otherwise it is refused (exit 5) and
+nothing is written.
 """,
         "uninstall": "What was there before is restored byte for byte.",
     },

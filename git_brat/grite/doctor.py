@@ -19,7 +19,7 @@ from git_brat.grite.sync.hookhashes import HookFile
 # Findings that say how things are, not what is wrong. A rejected event is one replay refused
 # (an illegal move, a clock or size past the bounds, a value not of its schema, a stale lease):
 # it changes nothing, so there is nothing to fix; it is listed so that who wrote it can be asked.
-NOTES = ("unknown-ops", "history-cut", "rejected", "unsigned", "quarantined")
+NOTES = ("unknown-ops", "history-cut", "rejected", "unsigned", "quarantined", "settled-actor")
 MAX_LISTED = 100   # rejected events named one by one; the rest are counted
 STALE_LOCK_SECONDS = 10.0   # writers hold a ref lock for milliseconds; older ones were abandoned
 
@@ -29,6 +29,7 @@ class Finding(msgspec.Struct):
     #            | unknown-ops | rewrite | deleted-log | lost | repaired | hooks-missing
     #            | stale-temp | history-cut | hook-changed | hook-unknown | forged-lease
     #            | rejected | rejected-batch | erased-log | unsigned | quarantined
+    #            | disputed-actor | settled-actor
     subject: str
     detail: str
     fixed: bool = False
@@ -190,10 +191,32 @@ def _check_signatures(g: Grite, fix: bool) -> list[Finding]:
                    "kept there, not believed", r.acknowledged) for r in verdicts.rejected]
     out += [Finding("erased-log", e.replica, e.describe(), e.acknowledged)
             for e in verify.erasures(g.store, acknowledge=fix)]
+    out += [_dispute(actor, holder, verdicts.claims[actor])
+            for actor, holder in sorted(verdicts.disputes.items())]
     if verdicts.unsigned:
         out.append(Finding("unsigned", "", f"{verdicts.unsigned} batches are unsigned (written "
                            "before signatures; new ones are signed)", True))
     return out
+
+
+def _dispute(actor: str, holder: str, claimants: list[str]) -> Finding:
+    """An actor made before keys that several replicas speak as: who, and how it ends."""
+    names = " and ".join(f"replica {r}" for r in claimants)
+    if holder:
+        others = ", ".join(r for r in claimants if r != holder)
+        return Finding("settled-actor", actor, f"{names} all speak as actor {actor} (made before "
+                       f"actors were keys); this clone trusts replica {holder}'s key, so its "
+                       f"events keep the actor, and those of {others} are shown as their own "
+                       "replica's words; a clone that trusts no claimant's key shows every "
+                       "side's that way: whoever uses this actor ends that by moving to one "
+                       "bound to their key (`git grite actor new NAME --use`)", True)
+    return Finding("disputed-actor", actor, (
+        f"{names} {'both' if len(claimants) == 2 else 'all'} speak as actor {actor}, made before actors were keys: nothing tells "
+        "which one owns it, so neither log is dropped and each one's events are shown as its "
+        f"own replica's words ('actor {actor[:8]} as replica … wrote it'). To end it: whoever "
+        "uses this actor moves to one bound to their key (`git grite actor new NAME --use` on "
+        "their clone); or, on this clone, trust the key of the replica that owns it (`git grite "
+        "trust add REPLICA`), which settles it here"))
 
 
 def _cached_state(g: Grite):

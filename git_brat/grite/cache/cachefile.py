@@ -52,6 +52,7 @@ class Meta(msgspec.Struct):
     problems: list[Problem] = []
     snapshot_events: int = 0    # events covered by the newest snapshot this cache started from or wrote
     cold: ColdPending | None = None
+    disputes: str = ""          # which actors were disputed, and held by whom (see disputes_mark)
 
 
 class CacheFile:

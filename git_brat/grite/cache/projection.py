@@ -9,6 +9,7 @@ A cache with no usable file starts from the best snapshot, and takes in that sna
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import TYPE_CHECKING
 
@@ -257,7 +258,8 @@ class Cache(CacheFile):
         if not judged:
             return self._update(None, None, tips, full=True)
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), meta.frontier, state.max_lamport,
-                   state.event_count, meta.problems, meta.snapshot_events, meta.cold)
+                   state.event_count, meta.problems, meta.snapshot_events, meta.cold,
+                   meta.disputes)
         self._store(new, state, set())
         self._answered(new)
         return new, state
@@ -293,10 +295,15 @@ class Cache(CacheFile):
         reader = LogReader(self.store, tips=tips)   # (judged up to these tips, no further)
         touched: set[str] | None = None
         pending: ColdPending | None = None
+        disputed = disputes_mark(reader)
+        if meta is not None and meta.disputes != disputed:
+            full = True   # an actor's words already applied are now another's, or the reverse
         if meta is None or state is None or full:
             from git_brat.grite.cache import snapshot   # (not for an extension: every write is one)
             settings = snapshot.settings(self.store)
-            start = None if full or not settings.enabled else self._adopt_snapshot(tips)
+            # (A snapshot's writer may not see the disputes this clone sees: replayed here.)
+            start = None if full or not settings.enabled or disputed else \
+                self._adopt_snapshot(tips)
             if start is None:
                 why = "" if full else (" and no snapshot here covers what came before (off by "
                                        "grite.snapshots, refused by doctor, in another format, "
@@ -318,7 +325,7 @@ class Cache(CacheFile):
                                                        meta.cold, hot_before)
             problems = _merge_problems(meta.problems, reader.problems)
         new = Meta(CACHE_VERSION, os.urandom(8).hex(), tips, state.max_lamport, state.event_count,
-                   problems, covered, pending)
+                   problems, covered, pending, disputed)
         self._store(new, state, touched)
         # (A snapshot of a cache that lacks its cold rows would leave them out for good.)
         if settings is not None and settings.every and not problems and not self.read_only and \
@@ -549,8 +556,36 @@ def cold_cutoff(store: Store, now_ms: int | None = None) -> int:
 
 
 def actor_names(state: State) -> dict[str, str]:
-    """Actor id -> display name, from actor entities recorded in the log."""
-    return {ent.id: ent.get("name", ent.id) for ent in state.of_kind(ACTOR)}
+    """Actor id -> display name, from actor entities recorded in the log. The words of a
+    disputed actor are shown as their writer's (model/disputes), whatever name it declared."""
+    from git_brat.grite.model import disputes
+    names = {ent.id: ent.get("name", ent.id) for ent in state.of_kind(ACTOR)}
+    attributed = [i for i in names if disputes.is_attributed(i)]
+    if not attributed:   # (the common case: a plain dict, read once per row of a long list)
+        return names
+    names.update((i, disputes.describe(i)) for i in attributed)
+    return _Names(names)
+
+
+class _Names(dict):
+    """Actor names; an attributed id its writer never declared is described all the same."""
+
+    def get(self, key, default=None):
+        found = super().get(key, self)
+        if found is not self:
+            return found
+        from git_brat.grite.model import disputes
+        return disputes.describe(key) if disputes.is_attributed(key) else default
+
+
+def disputes_mark(reader: LogReader) -> str:
+    """Which actors the reader's verdicts hold disputed, and by whom ("" for none): a cache
+    built under other disputes is replayed again (applied words would belong to another)."""
+    reader.skip()
+    if not reader.disputes:
+        return ""
+    text = " ".join(f"{a}={h}" for a, h in sorted(reader.disputes.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _merge_problems(old: list[Problem], new: list[Problem]) -> list[Problem]:

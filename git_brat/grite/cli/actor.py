@@ -20,12 +20,18 @@ def actor():
 @json_option
 def list_(as_json):
     """Actors known to this clone (the current one is marked *)."""
+    from git_brat.grite.log.verify import disputed
     g = open_grite()
     actors = identity.list_actors(grite_dir(g.store))
     current = g.identity.actor.id
-    rows = [[("* " if a.id == current else "  ") + a.id, a.name, a.email] for a in actors]
-    emit(as_json, [dict(**_as_dict(a), current=a.id == current) for a in actors],
-         lambda: table(rows, [34, 24, None]))
+    # Another replica speaks as it too: where no trusted key settles it, clones show each
+    # side's words as its replica's (see doctor), this one's included.
+    contested = set(disputed(g.store))
+    rows = [[("* " if a.id == current else "  ") + a.id, a.name,
+             a.email + ("  (disputed: see `git grite doctor`)" if a.id in contested else "")]
+            for a in actors]
+    emit(as_json, [dict(**_as_dict(a), current=a.id == current, disputed=a.id in contested)
+                   for a in actors], lambda: table(rows, [34, 24, None]))
 
 
 @actor.command()

@@ -12,8 +12,8 @@ from git_brat.process import now_ms
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, GriteError, NotFound, RefLocked, RemoteUnreachable
 from git_brat.grite.locks.lease import (
-    ENTRY, LOCKS, Decide, Holder, Lease, LeaseHeld, Outcome, Plan, decide_acquire, decide_release,
-    decide_renew, effective, holder_for, lock_entity, ref_for, view)
+    ENTRY, LOCKS, MAX_FORCERS, Decide, Holder, Lease, LeaseHeld, Outcome, Plan, decide_acquire,
+    decide_release, decide_renew, effective, holder_for, lock_entity, naming_forcers, ref_for, view)
 from git_brat.grite.cache import seals
 from git_brat.grite.locks import authority
 from git_brat.grite.log import sign
@@ -48,7 +48,8 @@ def apply(g: "Grite", resource: str, decide: Decide, st: Settings, record: bool 
     """Apply a decision to the lease on resource: on st.remote when there is one (locally when
     it is unreachable and st.fallback allows), else on this clone's ref."""
     ref = ref_for(resource)
-    _signer(g)   # (the key and its crypto loaded before any tip is read: the CAS window stays short)
+    # (the key and its crypto loaded before any tip is read: the CAS window stays short)
+    decide = naming_forcers(decide, _signer(g).key, _forcers(g), g.identity.replica.id)
     if st.remote:
         st = authority.resolve(g, st)
         try:
@@ -206,6 +207,14 @@ def _signer(g) -> sign.Signer:
     if where not in _SIGNERS:
         _SIGNERS[where] = sign.Signer(where)
     return _SIGNERS[where]
+
+
+def _forcers(g) -> list[str]:
+    """The keys this clone lets override the leases it holds: the keys it trusts (its own
+    first; at most MAX_FORCERS, the rest left out in a stable order)."""
+    from git_brat.grite.log.verify import trusted_keys
+    own = _signer(g).key
+    return [own, *sorted(trusted_keys(g.store) - {own})][:MAX_FORCERS]
 
 
 def _write(g, plan: Plan, parent: bytes | None) -> bytes:

@@ -12,9 +12,9 @@ from git_brat.process import hostname, now_ms
 from git_brat.grite.model import events as ev
 from git_brat.errors import Conflict, CorruptObject, NotFound, UsageError
 from git_brat.grite.model.leases import (  # noqa: F401  (their home before; names kept here)
-    DEFAULT_SKEW, ENTRY, FUTURE_MS, LOCKS, MAX_NAME, Forged, Grants, Holder, Lease, _name_problem,
-    end_of, fold, invalid as _invalid, lease_decoder, parse_resource, ref_for, refname_problem,
-    resource_of)
+    DEFAULT_SKEW, ENTRY, FUTURE_MS, HOLDERS_OWN, LOCKS, MAX_FORCERS, MAX_NAME, Forged, Grants,
+    Holder, Lease, _name_problem, end_of, fold, invalid as _invalid, lease_decoder,
+    override_refused, parse_resource, ref_for, refname_problem, resource_of)
 from git_brat.grite.model.state import iso
 from git_brat.grite.cache import seals
 from git_brat.grite.cache.leases import CHAIN, chain
@@ -62,6 +62,20 @@ class LeaseHeld(Conflict):
         super().__init__(f"{lease.resource} is held by {lease.holder.id} (token {lease.token}) "
                          f"for {left:.1f}s more, plus a {skew_ms / 1000:g}s clock-skew margin; "
                          f"wait (--wait SECONDS) or take it with --force")
+        self.lease = lease
+
+
+class OverrideRefused(Conflict):
+    """This clone's key is not one the lease's holder named as allowed to override it."""
+
+    def __init__(self, lease: Lease, now: int, key: str, replica: str):
+        left = max(0.0, (lease.expires_at - now) / 1000)
+        super().__init__(
+            f"{lease.resource} is held by {lease.holder.id} (token {lease.token}) for {left:.1f}s "
+            f"more, and its holder's clone does not let this clone's key ({key[:12]}…) override "
+            f"it: a forced takeover would count on no clone, so nothing was written. Wait for "
+            f"its release or expiry (--wait SECONDS), or have the holder's clone trust this key "
+            f"(`git grite trust add {replica}` there; it counts from its next renewal)")
         self.lease = lease
 
 
@@ -151,6 +165,24 @@ def view(lease: Lease, now: int, skew_ms: int, ref: bytes, cls=LeaseView, **extr
 
 
 # -- decisions (pure: previous record in, next record out) -------------------------
+
+
+def naming_forcers(decide: Decide, key: str, forcers: list[str], replica: str) -> Decide:
+    """decide, as written by this clone (key): a record of the holder's own names the keys that
+    may override its lease (forcers: those this clone trusts), and an override of a lease whose
+    holder did not name this key is refused here, before anything is written."""
+    def named(prev, now, remote):
+        plan = decide(prev, now, remote)
+        if plan is None:
+            return None
+        lease = plan.lease
+        if lease.action.startswith("force-") and prev is not None and \
+                override_refused(prev, key):
+            raise OverrideRefused(prev, now, key, replica)
+        if lease.action in HOLDERS_OWN:
+            plan = plan._replace(lease=msgspec.structs.replace(lease, forcers=forcers))
+        return plan
+    return named
 
 
 def decide_acquire(resource: str, holder: Holder, ttl_ms: int, skew_ms: int, force: bool) -> Decide:

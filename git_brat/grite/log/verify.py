@@ -22,10 +22,12 @@ from git_brat.git.store import Store
 from git_brat.grite.log import identity, sign
 from git_brat.git.catfile import TooLarge
 from git_brat.grite.log.refs import events_blob, grite_dir, log_tips, read_log_blob
+from git_brat.grite.model import disputes
 from git_brat.grite.model import events as ev
 from git_brat.grite.model.kinds import ACTOR
 
-VERSION = 2   # 2: clocks that jump past grite.maxClockJump are judged (batches before were not)
+VERSION = 3   # 2: clocks that jump past grite.maxClockJump are judged (batches before were not)
+#              3: an actor made before keys that two replicas speak as is disputed, not taken
 ATTIC = "refs/grite/attic/"
 WAL = "refs/grite/wal"
 REPLICAS_INFIX = "/grite/replicas/"
@@ -64,7 +66,10 @@ class Record(msgspec.Struct):
     policy: str = ""
     frontier: dict[str, str] = {}         # log ref -> the tip checked up to
     signed_tips: list[str] = []           # frontier tips whose history holds a signed batch
-    actors: dict[str, str] = {}           # actor id -> the replica whose log declared it
+    # An actor made before actors were keys -> the replicas whose believed batches speak as it
+    # (or declare it), and those claimed by more than one -> who holds it ("": disputed).
+    claims: dict[str, list[str]] = {}
+    disputes: dict[str, str] = {}
     rejected: list[RejectedBatch] = []
     rejected_blobs: list[str] = []        # digests of rejected events blobs
     unsigned: int = 0                     # batches believed without a signature (older logs)
@@ -77,6 +82,8 @@ class Verdicts(msgspec.Struct):
     unsigned: int
     unknown_signer: int
     restarted: bool        # the trust policy changed: every log was judged again
+    disputes: dict[str, str] = {}        # actor -> the claimant holding it ("": none does)
+    claims: dict[str, list[str]] = {}    # of those actors: every replica that speaks as it
 
 
 def digest(blob: bytes | memoryview) -> bytes:
@@ -202,6 +209,7 @@ def check(store: Store, acknowledge: bool = False, tips: dict[str, str] | None =
         jump = max_clock_jump(store)
         seen = _first_pass(store, rec, tips, own, jump)
         new_accepted = _judge(rec, seen, pins, require, trusted, jump)
+        rec.disputes = _disputes(rec.claims, pins, trusted, own)
         rec.frontier = dict(tips)
         if acknowledge:
             for r in rec.rejected:
@@ -336,28 +344,18 @@ def _read(store: Store, sha: str, ref: str, who: str, data=None,
 
 def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
            trusted: set[str], jump: int = MAX_CLOCK_JUMP) -> list[bytes]:
-    """Decide every new commit (actors first: who declared which); the digests believed."""
+    """Decide every new commit; the digests believed."""
     # A key-bound actor (sign.is_key_bound) belongs to its key, whatever declares it. An actor
-    # made before actors were keys belongs to the replica whose log declared it first (a pin,
-    # like keys); two new declarations of one by different replicas: the earlier event wins, the
-    # other is rejected below as naming another replica's actor. A batch refused for its
-    # signature alone declares nothing (else an untrusted key could still take an actor).
-    claims: dict[str, tuple[int, str, str]] = {}
+    # made before actors were keys is claimed by every replica whose believed batches speak as
+    # it: no clock or order of arrival can tell its owner, so none is rejected for it (see
+    # _disputes and model/disputes). A batch refused for anything else claims nothing.
     for item in seen:
         if item.problem and item.ref != WAL:
             continue
-        for actor, named, lamport, eid in item.creates:
+        for actor, named, _lamport, _eid in item.creates:
             if named and named != item.owner:
                 item.problem = f"declares actor {actor} for replica {named} in replica {item.owner}'s log"
                 break
-            if sign.is_key_bound(actor) or _refused_signer(item, pins, require, trusted):
-                continue
-            if actor not in rec.actors:
-                best = claims.get(actor)
-                if best is None or (lamport, eid) < best[:2]:
-                    claims[actor] = (lamport, eid, item.owner)
-    for actor, (_l, _e, who) in claims.items():
-        rec.actors[actor] = who
     bad = {r.sha for r in rec.rejected}
     signed = set(rec.signed_tips)
     # Unsigned batches of a replica that signs are believed only as the history its signed
@@ -428,19 +426,27 @@ def _judge(rec: Record, seen: list[_Seen], pins: dict[str, str], require: bool,
             rec.unsigned += 1
         if item.blob:
             accepted.append(item.blob)
+        for actor in item.actors:
+            if not sign.is_key_bound(actor):
+                claimants = rec.claims.setdefault(actor, [])
+                if item.owner not in claimants:
+                    claimants.append(item.owner)
+                    claimants.sort()
     rec.signed_tips = sorted(signed)   # (check keeps only the tips: later commits follow them)
     rec.rejected_blobs = sorted(rejected_blobs)
     return accepted
 
 
-def _refused_signer(item: _Seen, pins: dict[str, str], require: bool, trusted: set[str]) -> bool:
-    """Whether _judge refuses this batch for its signature or signer alone."""
-    if item.ref == WAL:
-        return False
-    if not item.signed:
-        return require
-    pinned = pins.get(item.owner)
-    return (pinned is not None and pinned != item.key) or (require and item.key not in trusted)
+def _disputes(claims: dict[str, list[str]], pins: dict[str, str], trusted: set[str],
+              own: str) -> dict[str, str]:
+    """The actors made before keys that more than one replica speaks as -> the one claimant
+    this clone trusts (its own replica, or one whose pinned key it trusts), "" if not one."""
+    out = {}
+    for actor, claimants in claims.items():
+        if len(claimants) > 1:
+            sure = [r for r in claimants if r == own or pins.get(r) in trusted]
+            out[actor] = sure[0] if len(sure) == 1 else ""
+    return out
 
 
 def _actor_problem(rec: Record, item: _Seen) -> str:
@@ -450,12 +456,9 @@ def _actor_problem(rec: Record, item: _Seen) -> str:
             if not (item.signed and sign.binds(item.key, actor)):
                 return (f"names actor {actor}, whose id binds it to another key: only batches "
                         f"signed by that key speak as it")
-            continue
-        holder = rec.actors.get(actor)
-        if holder is None:
-            rec.actors[actor] = holder = item.owner   # first use names its replica
-        if holder != item.owner:
-            return f"names actor {actor}, who belongs to replica {holder}"
+        elif disputes.is_attributed(actor):
+            return (f"names actor {actor}, an id of the shape replay gives the words of a "
+                    f"disputed actor: no writer speaks as it")
     return ""
 
 
@@ -491,7 +494,13 @@ def _verdicts(store: Store, rec: Record, restarted: bool) -> Verdicts:
         # not worth a warning (history rewritten elsewhere leaves such copies).
         shown = {d.hex() for d in believed}
         rejected = [r for r in rejected if r.blob not in shown]
-    return Verdicts(rejected, skip, rec.unsigned, rec.unknown_signer, restarted)
+    return Verdicts(rejected, skip, rec.unsigned, rec.unknown_signer, restarted, rec.disputes,
+                    {a: rec.claims[a] for a in rec.disputes})
+
+
+def disputed(store: Store) -> dict[str, str]:
+    """The disputed actors as already judged (actor -> its holder here, "" for none)."""
+    return _load(store).disputes
 
 
 def judged_rejected(store: Store) -> set[str]:

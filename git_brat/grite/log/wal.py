@@ -185,6 +185,8 @@ class LogReader:
         self._verify = verify
         self._skip: set[bytes] | None = None
         self.rejected: list = []   # verify.RejectedBatch: kept in their refs, not believed
+        # Disputed actors (see model/disputes): actor -> its holder; read with skip()
+        self.disputes: dict[str, str] = {}
         from git_brat.grite.log import quarantine
         # Set aside by `doctor --fix`: skipped without a word (doctor lists them).
         self._quarantined = quarantine.commits(store)
@@ -197,6 +199,7 @@ class LogReader:
                 from git_brat.grite.log import verify
                 verdicts = verify.check(self.store, tips=self._tips)
                 self._skip, self.rejected = verdicts.skip, verdicts.rejected
+                self.disputes = verdicts.disputes
             if self._quarantined:
                 from git_brat.grite.log import quarantine
                 self._skip |= quarantine.digests(self.store)
@@ -260,7 +263,7 @@ class LogReader:
             for blobs in self.store.catfile.stream_blobs(list(tips), "events", ev.MAX_BATCH_BYTES):
                 if skip:
                     blobs = [b for b in blobs if digest(b) not in skip]
-                yield [decode(b) for b in blobs]
+                yield [self._attributed(decode(b)) for b in blobs]
         except (GriteError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise LogUnreadable(str(exc)) from exc
 
@@ -286,9 +289,18 @@ class LogReader:
             if skip and digest(data) in skip:
                 continue
             try:
-                yield sha, ev.decode_batch(data)
+                batch = ev.decode_batch(data)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 self._note(sha, f"events blob does not decode ({exc})")
+                continue
+            yield sha, self._attributed(batch)
+
+    def _attributed(self, batch: ev.Batch) -> ev.Batch:
+        """A batch as replay believes it: the words of a disputed actor shown as its writer's."""
+        if not self.disputes:
+            return batch
+        from git_brat.grite.model.disputes import attributed
+        return attributed(batch, self.disputes)
 
     def _read_one(self, sha: str) -> tuple[str, bytes | None]:
         return sha, events_blob(self.store, sha)

@@ -44,6 +44,11 @@ class Lease(msgspec.Struct):
     by: str = ""                 # who wrote it when not the holder (--force, gc)
     remote: str = ""             # the remote that decided this record; "" = local lease
     v: int = 1
+    # The keys that may override this lease (force-*), named by its holder's clone in the
+    # records it writes (the keys it trusts): every reader judges an override by this list,
+    # so the clone that forces and the clone that holds agree on who holds it. [] = written
+    # before the holder named any (then each reader's own trust decides, as it did).
+    forcers: list[str] = []
 
 
 
@@ -154,6 +159,8 @@ class Forged(msgspec.Struct):
 
 
 FUTURE_MS = int(DEFAULT_SKEW * 1000)   # how far a record's clock may run ahead of its reader's
+MAX_FORCERS = 64                       # keys a holder names as allowed to override its lease
+HOLDERS_OWN = ("acquire", "takeover", "force-takeover", "extend", "renew")   # records that name them
 _GRANTS = ("acquire", "takeover", "force-takeover")
 
 
@@ -222,8 +229,11 @@ def unvouched(prev: Lease, rec: Lease, seal: Seal, holder_key: str | None, signi
         if seal.key is None and not signing:
             return ""
         if seal.key is None:
-            return (f"an unsigned {rec.action}: only a key this clone trusts may override a "
-                    f"lease (`git grite trust add`)")
+            who = "a key its holder named" if prev.forcers else "a key this clone trusts"
+            return (f"an unsigned {rec.action}: only {who} may override a lease (`git grite "
+                    f"trust add`)")
+        if prev.forcers:   # the holder's word, the same on every clone
+            return override_refused(prev, seal.key)
         if not trusts(seal.key):
             return (f"a {rec.action} signed by key {seal.key[:12]}…, which this clone does not "
                     f"trust (`git grite trust add`)")
@@ -234,6 +244,14 @@ def unvouched(prev: Lease, rec: Lease, seal: Seal, holder_key: str | None, signi
         return (f"{rec.action} of {prev.holder.id}'s lease (token {prev.token}) not signed by the "
                 f"key that took it")
     return ""
+
+
+def override_refused(prev: Lease, key: str) -> str:
+    """Why key may not override the lease prev ("" when it may): only a key its holder named."""
+    if not prev.forcers or key in prev.forcers:
+        return ""
+    return (f"a force by key {key[:12]}…, which {prev.holder.id}'s clone did not name as one "
+            f"that may override its lease (it counts on no clone)")
 
 
 def _no_seal(_sha: bytes) -> Seal:

@@ -31,6 +31,7 @@ class ImportResult(msgspec.Struct):
     left: list[str] = []   # fetched log refs past grite.maxFetchRefs or grite.maxFetchBytes:
     cap: int = 0           # the next read takes them in
     max_bytes: int = 0
+    disputed: dict[str, list[str]] = {}   # actors this import made disputed -> their claimants
 
     def left_warning(self) -> str | None:
         if not self.left:
@@ -52,6 +53,9 @@ class ImportResult(msgspec.Struct):
         out += _bounded([f"{r.ref}: batch {r.sha[:12]} not believed: {r.detail}"
                          for r in self.rejected], "batches not believed")
         out += _bounded([e.describe() for e in self.erasures], "logs shorter than seen")
+        out += _bounded([f"actor {a} is disputed: {' and '.join(f'replica {r}' for r in who)} "
+                         "speak as it (each one's events are shown as its own replica's words)"
+                         for a, who in sorted(self.disputed.items())], "actors disputed")
         left = self.left_warning()
         return out + ([left] if left else [])
 
@@ -228,6 +232,7 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     last = _read_stamp(store)
     known = len(attic.load(store))
     judged = verify.judged_rejected(store)
+    was_disputed = verify.disputed(store)
     relay_known(store)
     tips = log_tips(store)
     attic.keep(store, [*hint, *last.items(), *(before or {}).items()], tips)
@@ -251,7 +256,9 @@ def import_logs(g: Grite, before: dict[str, str] | None = None,
     verdicts = verify.check(store, tips=taken if left else None)
     return ImportResult(moved, attic.load(store)[known:],
                         [r for r in verdicts.rejected if r.sha not in judged],
-                        verify.erasures(store) if moved else [], left, limit, max_bytes)
+                        verify.erasures(store) if moved else [], left, limit, max_bytes,
+                        {a: verdicts.claims[a] for a, holder in verdicts.disputes.items()
+                         if not holder and a not in was_disputed})
 
 
 def keep_seen(store: Store) -> list[attic.Rewrite]:

@@ -135,21 +135,121 @@ print(a.id)
 """
 
 
-def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_require_signed(
-        tmp_path):
+def _legacy_victim(tmp_path: Path):
+    """A hub where the victim, acting as an actor made before keys, published two issues."""
     hub = seeded_hub(tmp_path)
     victim = clone(str(hub), tmp_path / "victim")
     old = run([sys.executable, "-c", LEGACY], victim,
               env={"PYTHONPATH": str(Path(__file__).parents[3])}).out.strip()
-    assert len(old) == 16
     for title in WANTED:
         grite(victim, "issue", "create", title)
     grite(victim, "sync")
+    return hub, victim, old
+
+
+def test_an_actor_made_before_keys_is_not_taken_by_an_untrusted_key_under_require_signed(
+        tmp_path):
+    hub, victim, old = _legacy_victim(tmp_path)
+    assert len(old) == 16
     mallory = clone(str(hub), tmp_path / "mallory")
     _claim(mallory, old)
     grite(mallory, "sync")
     strict = _strict_clone(tmp_path, hub, victim)
     assert _titles(strict) == WANTED
-    # the clone that had seen the victim's declaration keeps its binding
+    # the victim's own clone keeps the actor (its own key settles the dispute there)
     grite(victim, "sync")
-    assert _titles(victim) == WANTED
+    authors = _authors(victim)
+    assert [authors[t] for t in WANTED] == ["Old Victim", "Old Victim"]
+    assert authors[LIE] != "Old Victim"
+
+
+def _legacy_victim_and_claim(tmp_path: Path):
+    """_legacy_victim's hub, where a pusher then declared the victim's actor in its own signed
+    log at Lamport 0 and spoke as it."""
+    hub, victim, old = _legacy_victim(tmp_path)
+    mallory = clone(str(hub), tmp_path / "mallory")
+    _claim(mallory, old)
+    grite(mallory, "sync")
+    return hub, victim, mallory, old
+
+
+def _authors(repo: Path) -> dict[str, str]:
+    return {i["title"]: grite_json(repo, "issue", "show", i["id"])["author"]
+            for i in grite_json(repo, "issue", "list", "--state", "all")}
+
+
+def _findings(repo: Path, kind: str) -> list[dict]:
+    report = json.loads(grite(repo, "doctor", "--json", check=False).out)
+    return [f for f in report["findings"] if f["kind"] == kind]
+
+
+def test_an_actor_made_before_keys_that_a_pusher_claims_is_disputed_and_no_history_is_lost(
+        tmp_path):
+    hub, victim, mallory, old = _legacy_victim_and_claim(tmp_path)
+    fresh = clone(str(hub), tmp_path / "fresh")
+    authors = _authors(fresh)
+    assert sorted(authors) == sorted(WANTED + [LIE])   # the victim's history survives
+    # each side's words are shown as its own replica's, never under the actor's name
+    assert f"replica {replica_id(mallory)[:8]}" in authors[LIE]
+    for title in WANTED:
+        assert f"replica {replica_id(victim)[:8]}" in authors[title]
+    assert not {"Victim", "Old Victim"} & set(authors.values())
+    # neither log is dropped; doctor names the dispute, both parties, and how it ends
+    assert not _rejected(fresh)
+    [dispute] = _findings(fresh, "disputed-actor")
+    assert dispute["subject"] == old
+    assert replica_id(victim) in dispute["detail"] and replica_id(mallory) in dispute["detail"]
+    assert "git grite actor new NAME --use" in dispute["detail"]
+    assert not json.loads(grite(fresh, "doctor", "--json", check=False).out)["ok"]
+    # the victim learns it too, though its own clone settles it (its key): others do not
+    git(victim, "fetch", "-q")
+    assert [x["id"] for x in grite_json(victim, "actor", "list") if x["disputed"]] == [old]
+    [settled] = _findings(victim, "settled-actor")
+    assert "git grite actor new NAME --use" in settled["detail"]
+
+
+def test_a_disputed_actor_is_settled_on_a_clone_by_the_one_claimant_whose_key_it_trusts(
+        tmp_path):
+    hub, victim, mallory, old = _legacy_victim_and_claim(tmp_path)
+    # the victim's own clone trusts its own key: its words keep the actor, the pusher's do not
+    git(victim, "fetch", "-q")
+    authors = _authors(victim)
+    assert [authors[t] for t in WANTED] == ["Old Victim", "Old Victim"]
+    assert f"replica {replica_id(mallory)[:8]}" in authors[LIE]
+    # a fresh clone that trusts the victim's replica's key settles it the same way
+    fresh = clone(str(hub), tmp_path / "fresh")
+    grite(fresh, "trust", "add", replica_id(victim))
+    authors = _authors(fresh)
+    assert [authors[t] for t in WANTED] == ["Old Victim", "Old Victim"]
+    assert f"replica {replica_id(mallory)[:8]}" in authors[LIE]
+    assert not _findings(fresh, "disputed-actor")
+    [settled] = _findings(fresh, "settled-actor")
+    assert settled["subject"] == old and replica_id(victim) in settled["detail"]
+
+
+def test_no_writer_speaks_under_the_id_that_shows_a_disputed_actors_words(tmp_path):
+    from git_brat.grite.model.disputes import attributed_id
+    hub, victim, mallory, old = _legacy_victim_and_claim(tmp_path)
+    # the pusher writes as the id that would show the VICTIM's replica speaking
+    _claim(mallory, attributed_id(old, replica_id(victim)))
+    grite(mallory, "sync")
+    fresh = clone(str(hub), tmp_path / "fresh")
+    assert sorted(_authors(fresh)) == sorted(WANTED + [LIE])   # (its second claim: rejected)
+    assert any("no writer speaks as it" in f["detail"] for f in _rejected(fresh))
+
+
+def test_a_clone_that_showed_an_actor_as_the_victims_shows_it_disputed_once_a_claim_arrives(
+        tmp_path):
+    hub, victim, old = _legacy_victim(tmp_path)
+    early = clone(str(hub), tmp_path / "early")   # its cache holds the victim's words as the actor's
+    assert set(_authors(early).values()) == {"Old Victim"}
+    mallory = clone(str(hub), tmp_path / "mallory")
+    _claim(mallory, old)
+    grite(mallory, "sync")
+    synced = grite(early, "sync")
+    told = synced.out + synced.err
+    assert f"actor {old} is disputed" in told and replica_id(mallory) in told
+    authors = _authors(early)
+    assert sorted(authors) == sorted(WANTED + [LIE])
+    assert "Old Victim" not in authors.values()   # the words it had applied moved as well
+    assert not _findings(early, "cache-mismatch") and _findings(early, "disputed-actor")
