@@ -89,12 +89,12 @@ def shared_engines_dir() -> Path:
     venv's python included); skips naming what it cannot reach and the fix."""
     _can_rerun()
     uid, gid = _ids(PLAIN_USER)
-    bins = " ".join(str(ENGINES_DIR / "bin" / name) for name in ENGINES)
-    probe = (f'for b in {bins}; do [ -x "$b" ] || echo "$b"; done; '
-             f'"{ENGINES_DIR}/aider/bin/python" -c "" 2>/dev/null || echo aider\'s python')
-    out = subprocess.run([*_as_user(uid, gid), "sh", "-c", probe], cwd="/", capture_output=True,
-                         text=True, timeout=60).stdout.split("\n")
-    missing = [line for line in out if line]
+    python = ENGINES_DIR / "aider" / "bin" / "python"
+    probe = 'for b in "$@"; do [ -x "$b" ] || echo "$b"; done; "$0" -c "" 2>/dev/null || echo "$0"'
+    proc = subprocess.run([*_as_user(uid, gid), "sh", "-c", probe, str(python),
+                           *(str(ENGINES_DIR / "bin" / name) for name in ENGINES)],
+                          cwd="/", capture_output=True, text=True, timeout=60)
+    missing = proc.stdout.split() if proc.returncode == 0 else [proc.stderr.strip()]
     if missing:
         pytest.skip(f"{PLAIN_USER} cannot run the engines in {ENGINES_DIR} ({', '.join(missing)}):"
                     " install them where every user reads them, "
