@@ -143,6 +143,8 @@ def main() -> None:
            note=f"{taken / rev_parse:.1f}x floor (goal < 100 ms)")
     plain, boxed = engine_start(15 if quick else 40)
     report("floor: no-op engine (sh -c true), started directly", plain)
+    launcher = _spawn([sys.executable, "-I", "-S", "-c", "pass"], ".", 15 if quick else 40)
+    report("floor: python -I -S -c pass (the outbound launcher's own start)", launcher)
     for network, took in boxed.items():
         report(f"no-op engine started in the session's bwrap sandbox, network {network}", took,
                note=f"+{(took - plain) * 1000:.1f} ms (goal < 50 ms added)")

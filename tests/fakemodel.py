@@ -13,7 +13,8 @@ The replies are scripted from the request itself. The task text holds a line
 
     FAKE-EDIT: greeting.txt: hello from ENGINE
 
-(optionally `FAKE-COMMIT: message`; a request naming FAKE-FAIL gets a 400 error instead;
+(optionally `FAKE-COMMIT: message`, and `FAKE-CAT: PATH...`: the first turn reads those paths
+with the shell instead, as a hostile model would, for the sandbox to refuse; a request naming FAKE-FAIL gets a 400 error instead;
 with FAKE-HANG the first request after the read is never answered, see FakeModel; with
 FakeModel(limit=...) every model request is answered 429 in its provider's words, see
 limit_reply). Counting
@@ -47,12 +48,13 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 
 DIRECTIVE = re.compile(r"FAKE-EDIT:\s*([^\s:]+)\s*:[ \t]*([^\n\r\"\\<]*)")
 COMMIT = re.compile(r"FAKE-COMMIT:[ \t]*([^\n\r\"\\<]+)")
 # FAKE-USAGE: IN OUT in the task: every reply reports IN input and OUT output tokens (else 100, 20)
 USAGE = re.compile(r"FAKE-USAGE:[ \t]*(\d{1,7})[ \t]+(\d{1,7})")
+CAT = re.compile(r"FAKE-CAT:[ \t]*([^\n\r\"\\<]+)")
 ABSPATH = re.compile(r"(/[^\s\"'<>`|*?,;()\[\]{}]+)")
 
 
@@ -70,18 +72,28 @@ def strings(obj: Any):
             yield from strings(value)
 
 
-def find_directive(obj: Any) -> tuple[str, str, str] | None:
-    """(file, content, commit message) from the last FAKE-EDIT line in `obj`, or None."""
+class Directive(NamedTuple):
+    file: str
+    content: str
+    message: str
+    reads: tuple[str, ...] = ()     # FAKE-CAT's paths: read with the shell first
+
+
+def find_directive(obj: Any) -> Directive | None:
+    """The last FAKE-EDIT line in `obj` (with its FAKE-COMMIT and FAKE-CAT), or None."""
     found = None
     commit = ""
+    reads: tuple[str, ...] = ()
     for s in strings(obj):
         for m in DIRECTIVE.finditer(s):
             found = (m.group(1), m.group(2).strip())
         for m in COMMIT.finditer(s):
             commit = m.group(1).strip()
+        for m in CAT.finditer(s):
+            reads = tuple(m.group(1).split())
     if found is None:
         return None
-    return found[0], found[1], commit or f"fake: edit {found[0]}"
+    return Directive(found[0], found[1], commit or f"fake: edit {found[0]}", reads)
 
 
 def find_workdir(body: Any) -> str:
@@ -241,15 +253,18 @@ class Plan:
         self.tool, self.args, self.text = tool, args or {}, text
 
 
-def plan_turn(tools: dict[str, dict], done: int, directive: tuple[str, str, str] | None,
+def plan_turn(tools: dict[str, dict], done: int, directive: Directive | None,
               workdir: str) -> Plan:
     """The next step for a conversation with `done` tool results since the task."""
     if directive is None:
         return Plan(text="OK")
-    rel, content, message = directive
+    rel, content, message = directive.file, directive.content, directive.message
     path = os.path.join(workdir, rel) if workdir else rel
     shell = pick_shell(tools)
     cd = f"cd {shlex.quote(workdir)} && " if workdir else ""
+    if done == 0 and shell and directive.reads:
+        paths = " ".join(shlex.quote(p) for p in directive.reads)
+        return Plan(shell, shell_args(tools[shell], f"{cd}cat {paths}; true", workdir))
     if done == 0:
         read = pick_tool(tools, READ_NAMES)
         if read:
@@ -275,8 +290,8 @@ def plan_turn(tools: dict[str, dict], done: int, directive: tuple[str, str, str]
     return Plan(text=f"FAKE-DONE: wrote {rel} and committed it.")
 
 
-def aider_reply(body: dict, directive: tuple[str, str, str], workdir: str) -> str:
-    rel, content, _ = directive
+def aider_reply(body: dict, directive: Directive, workdir: str) -> str:
+    rel, content = directive.file, directive.content
     text = "\n".join(strings(body.get("messages") or []))
     old = None
     if workdir:

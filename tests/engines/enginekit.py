@@ -2,9 +2,10 @@
 
 The engines come from `scripts/install-engines` (a cache outside the work tree; a missing one
 makes its tests skip with the reason). Each run starts the engine and a fake model server
-together through pair.py; where `unshare -n` works (root) the pair runs in a network namespace
-holding only loopback, so nothing can leave the machine. Where it does not, the engine tests
-skip unless BRAT_ENGINES_ALLOW_NET=1 (BRAT_ENGINES_NO_NETNS=1 turns the namespace off). Every engine gets its offline config
+together through pair.py in a network namespace holding only loopback, so nothing can leave the
+machine: `unshare -n` as root, bwrap's own (`--unshare-net`, in a user namespace, uid kept) as a
+plain user. Where neither works, the engine tests skip unless BRAT_ENGINES_ALLOW_NET=1
+(BRAT_ENGINES_NO_NETNS=1 turns the namespace off). Every engine gets its offline config
 written into the test's own HOME (see `configure`).
 """
 
@@ -35,19 +36,34 @@ MODELS = {"codex": "fake-model", "opencode": "fake/fake-model", "cn": "",
           "gemini": "gemini-2.5-flash"}
 
 
-def _netns_works() -> bool:
-    if os.environ.get("BRAT_ENGINES_NO_NETNS") or not shutil.which("unshare") \
-            or not shutil.which("ip"):
-        return False
+def _works(argv: list[str]) -> bool:
     try:
-        proc = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"],
-                              capture_output=True, timeout=10)
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
-    return proc.returncode == 0
 
 
-NETNS = _netns_works()
+# A plain user may not `unshare -n`; bwrap may, in a user namespace of its own that maps the
+# user to itself (the engines and the witness inside still run as that user, without
+# privilege), and it brings the namespace's loopback up itself. The whole filesystem is the
+# host's, as with unshare.
+BWRAP_NETNS = ["bwrap", "--die-with-parent", "--unshare-net", "--dev-bind", "/", "/", "--"]
+
+
+def _netns_kind() -> str | None:
+    """What makes a loopback-only network namespace here: "unshare", "bwrap" or None."""
+    if os.environ.get("BRAT_ENGINES_NO_NETNS"):
+        return None
+    if shutil.which("unshare") and shutil.which("ip") and \
+            _works(["unshare", "-n", "ip", "link", "set", "lo", "up"]):
+        return "unshare"
+    if shutil.which("bwrap") and _works([*BWRAP_NETNS, "true"]):
+        return "bwrap"
+    return None
+
+
+NETNS_KIND = _netns_kind()
+NETNS = NETNS_KIND is not None
 # Without a namespace the engines would see the machine's network, and some make lookups of
 # their own hosts: they run only when asked to (read here: the suite's fixtures drop BRAT_*).
 ALLOW_NET = bool(os.environ.get("BRAT_ENGINES_ALLOW_NET"))
@@ -55,8 +71,9 @@ ALLOW_NET = bool(os.environ.get("BRAT_ENGINES_ALLOW_NET"))
 
 def require_isolation() -> None:
     if not NETNS and not ALLOW_NET:
-        pytest.skip("no loopback-only network namespace here (`unshare -n` needs root, and "
-                    "`ip`); set BRAT_ENGINES_ALLOW_NET=1 to run the engines without one")
+        pytest.skip("no loopback-only network namespace here (`unshare -n` needs root and "
+                    "`ip`, bwrap a user namespace); set BRAT_ENGINES_ALLOW_NET=1 to run the "
+                    "engines without one")
 
 
 def engine_missing(name: str) -> str | None:
@@ -170,8 +187,10 @@ class Sandbox:
             limit_file = self.root / f"limit-{n}.json"
             limit_file.write_text(json.dumps(limit))
             cmd += ["--limit-file", str(limit_file)]
-        if NETNS:
+        if NETNS_KIND == "unshare":
             cmd = ["unshare", "-n", *cmd, "--lo-up"]
+        elif NETNS_KIND == "bwrap":
+            cmd = [*BWRAP_NETNS, *cmd]
         full = {k: v for k, v in os.environ.items()
                 if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
         full.update({**self.env, **(env or {}), "NO_PROXY": "127.0.0.1,localhost",

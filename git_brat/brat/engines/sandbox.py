@@ -388,11 +388,17 @@ def argv(plan: Plan, command: list[str], bwrap: str = "bwrap") -> list[str]:
     out = [*out, "--", *command]
     if plan.network == "outbound":
         # -S: no site-packages scan (a venv's .pth files cost more than the rest together)
-        return [sys.executable, "-I", "-S", NETBOX, *pasta_argv(plan.forward), "--", *out]
+        return [sys.executable, "-I", "-S", "-c", NETBOX_START, *pasta_argv(plan.forward), "--",
+                *out]
     return out
 
 
 NETBOX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netbox.py")
+# netbox.py imported, not run as a script: a script is compiled at every start (2-3 ms), an
+# import uses its cached bytecode. Its directory goes last on the path (-I puts none of it
+# there), after the standard library, which no file beside it can then shadow.
+NETBOX_START = ("import sys; sys.path.append(%r); import netbox; "
+                "sys.exit(netbox.main(sys.argv[1:]))" % os.path.dirname(NETBOX))
 
 
 def pasta_argv(forward: Iterable[int]) -> list[str]:
@@ -413,4 +419,5 @@ __all__ = ["Plan", "MODES", "NETWORKS", "argv", "effective", "bwrap_path", "expa
            "state_paths", "hidden_paths", "runtime_paths", "unconfined_warning",
            "named_paths", "secrets", "describe_setting", "network_mode", "network_warning", "loopback_ports", "describe",
            "user_namespaces", "pasta_path", "pasta_argv", "without_agents", "agent_sockets",
-           "agent_socket_paths", "has_default_route", "NETBOX", "AGENT_VARIABLES"]
+           "agent_socket_paths", "has_default_route", "NETBOX", "NETBOX_START",
+           "AGENT_VARIABLES"]

@@ -4,8 +4,11 @@ only because its agent lacks privilege would pass unnoticed, and a user's sandbo
 
 `rerun_as_plain_user(*files)` runs the files in a pytest of their own, as `nobody` (setpriv:
 no capability, no group), with a HOME and a pytest temp directory that user owns; it fails
-with that run's output when a test there fails. It skips when this process is not root (the
-ordinary run is then the plain user's) or setpriv is missing.
+with that run's output when a test there fails (or skips). It skips when this process is not
+root (the ordinary run is then the plain user's) or setpriv is missing. `extra` adds variables
+to that run (the rest of BRAT_* is dropped); `workers` runs it on that many xdist workers.
+
+`shared_engines_dir()`: where the real engines are, when the plain user can run all seven.
 """
 
 from __future__ import annotations
@@ -45,7 +48,10 @@ def _python(as_user: list[str], env: dict[str, str], where: Path) -> str:
     packages = os.pathsep.join(site.getsitepackages())
     env["PYTHONPATH"] = packages
     for python in (sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin")):
-        if python and subprocess.run([*as_user, python, "-c", probe], cwd=where, env=env,
+        # started by a shell the user runs: setpriv itself execs with root's search rights
+        # still in effect, so a python under /root starts from it and from nothing else
+        started = [*as_user, "/bin/sh", "-c", 'exec "$0" -c "$1"', python or "", probe]
+        if python and subprocess.run(started, cwd=where, env=env,
                                      capture_output=True, timeout=60).returncode == 0:
             return python
     pytest.skip(f"{PLAIN_USER} can run no Python {sys.version_info[:2]} with this one's packages")
@@ -65,11 +71,41 @@ def _checkout_copy(base: Path, uid: int, gid: int) -> Path:
     return dest
 
 
-def rerun_as_plain_user(*files: str, timeout: float = 900) -> None:
+def _can_rerun() -> None:
     if os.geteuid() != 0:
         pytest.skip("not root: the ordinary run of these tests is already a plain user's")
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not installed here")
+
+
+# Read at import, as tests/engines/enginekit.py does (the suite's fixtures drop BRAT_* and HOME)
+ENGINES_DIR = Path(os.environ.get("BRAT_ENGINES_DIR")
+                   or Path.home() / ".cache" / "git-brat-engines")
+ENGINES = ("claude", "codex", "opencode", "gemini", "cn", "copilot", "aider")
+
+
+def shared_engines_dir() -> Path:
+    """ENGINES_DIR, when the plain user can run each of the seven engines there (aider's
+    venv's python included); skips naming what it cannot reach and the fix."""
+    _can_rerun()
+    uid, gid = _ids(PLAIN_USER)
+    python = ENGINES_DIR / "aider" / "bin" / "python"
+    probe = 'for b in "$@"; do [ -x "$b" ] || echo "$b"; done; "$0" -c "" 2>/dev/null || echo "$0"'
+    proc = subprocess.run([*_as_user(uid, gid), "sh", "-c", probe, str(python),
+                           *(str(ENGINES_DIR / "bin" / name) for name in ENGINES)],
+                          cwd="/", capture_output=True, text=True, timeout=60)
+    missing = proc.stdout.split() if proc.returncode == 0 else [proc.stderr.strip()]
+    if missing:
+        pytest.skip(f"{PLAIN_USER} cannot run the engines in {ENGINES_DIR} ({', '.join(missing)}):"
+                    " install them where every user reads them, "
+                    "BRAT_ENGINES_DIR=/opt/git-brat-engines scripts/install-engines, and run "
+                    "the tests with that BRAT_ENGINES_DIR")
+    return ENGINES_DIR
+
+
+def rerun_as_plain_user(*files: str, extra: dict[str, str] | None = None, workers: int = 0,
+                        timeout: float = 900) -> None:
+    _can_rerun()
     uid, gid = _ids(PLAIN_USER)
     base = Path(tempfile.mkdtemp(prefix="brat-plain-"))
     try:
@@ -78,12 +114,13 @@ def rerun_as_plain_user(*files: str, timeout: float = 900) -> None:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("GIT_", "GRITE_", "BRAT_", "PYTEST_", "SSH_", "XDG_"))}
         env.update({"HOME": str(base), "USER": PLAIN_USER, "LOGNAME": PLAIN_USER,
-                    "PYTHONDONTWRITEBYTECODE": "1"})
+                    "PYTHONDONTWRITEBYTECODE": "1", **(extra or {})})
         where = _checkout_copy(base, uid, gid)
         python = _python(_as_user(uid, gid), env, where)
         proc = subprocess.run(
             [*_as_user(uid, gid), python, "-m", "pytest", "-q", "-rs",
-             "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"), *files],
+             "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"),
+             *(["-d", "--tx", f"{workers}*popen//python={python}"] if workers else []), *files],
             cwd=where, env=env, capture_output=True, text=True, timeout=timeout)
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from plainuser import rerun_as_plain_user
+from plainuser import rerun_as_plain_user, shared_engines_dir
 
 PLAIN_USER_TESTS = ["tests/brat/sandbox/test_agent_quarantine.py",
                     "tests/brat/sandbox/test_session_quarantine.py"]
@@ -14,3 +14,13 @@ PLAIN_USER_TESTS = ["tests/brat/sandbox/test_agent_quarantine.py",
 @pytest.mark.slow
 def test_the_quarantine_holds_for_a_plain_user_as_it_holds_for_root():
     rerun_as_plain_user(*PLAIN_USER_TESTS)
+
+
+@pytest.mark.slow
+def test_the_seven_real_engines_hold_the_quarantine_for_a_plain_user_too():
+    """Each real engine, sandboxed as a plain user's witness sandboxes it, runs its task to
+    review and sends its model none of the secrets it was told to read (the engines from a
+    directory that user reads: BRAT_ENGINES_DIR, see scripts/install-engines)."""
+    engines = shared_engines_dir()
+    rerun_as_plain_user("tests/engines/test_engines_quarantined.py",
+                        extra={"BRAT_ENGINES_DIR": str(engines)}, workers=2)
