@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -145,3 +146,40 @@ def host_port(url: str) -> tuple[str, int]:
 
 
 __all__ = ["Board", "start", "host_port", "thousand_tasks"]
+
+
+@contextlib.contextmanager
+def board_of_one_convoy(path, title: str, *task_titles: str):
+    """A fresh repository holding one convoy of these tasks, its board running:
+    (repo, board, the tasks' ids); the board is stopped after."""
+    from bratkit import convoy, task
+    from helpers import brat, make_repo
+    repo = make_repo(path)
+    brat(repo, "init")
+    c = convoy(repo, title)
+    ids = [task(repo, c, t) for t in task_titles]
+    board = start(repo)
+    try:
+        yield repo, board, ids
+    finally:
+        board.stop()
+
+
+@contextlib.contextmanager
+def browser_page(browser, timeout_ms: int = 20000, init_script: str = "", **context):
+    """A page of a fresh browser context (closed after), waiting up to timeout_ms a step."""
+    ctx = browser.new_context(**context)
+    try:
+        if init_script:
+            ctx.add_init_script(init_script)
+        page = ctx.new_page()
+        page.set_default_timeout(timeout_ms)
+        yield page
+    finally:
+        ctx.close()
+
+
+def go(page, board: Board, path: str = "/") -> None:
+    """Open a page of the board (signed in by its address) and wait for its live link."""
+    page.goto(board.url.replace("/?", f"{path}?"))
+    page.locator("#live.on").wait_for()

@@ -47,16 +47,11 @@ def big(tmp_path):
 
 @pytest.fixture
 def page(browser, big):
-    ctx = browser.new_context(viewport=VIEW)
-    p = ctx.new_page()
-    p.set_default_timeout(20000)
-    yield p
-    ctx.close()
+    with boardkit.browser_page(browser, viewport=VIEW) as p:
+        yield p
 
 
-def go(page, board, path="/"):
-    page.goto(board.url.replace("/?", f"{path}?"))
-    page.locator("#live.on").wait_for()
+go = boardkit.go
 
 
 def needs_count(page) -> int:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 import boardkit
-from bratkit import convoy, task
-from helpers import brat, brat_json, make_repo
+from helpers import brat, brat_json
 
 # Holds each POST's answer back until the page has redrawn at least once after it was sent: the
 # order a loaded machine gives (the write's change event overtakes the HTTP answer).
@@ -30,25 +29,17 @@ ANSWER_AFTER_REDRAW = """() => {
 
 @pytest.fixture
 def served(tmp_path):
-    repo = make_repo(tmp_path / "repo")
-    brat(repo, "init")
-    c = convoy(repo, "Decisions")
-    t = task(repo, c, "Wait for the schema")
-    board = boardkit.start(repo)
-    yield repo, board, t
-    board.stop()
+    with boardkit.board_of_one_convoy(tmp_path / "repo", "Decisions",
+                                      "Wait for the schema") as (repo, board, (tid,)):
+        yield repo, board, tid
 
 
 @pytest.fixture
 def page(browser, served):
     _repo, board, tid = served
-    ctx = browser.new_context()
-    p = ctx.new_page()
-    p.set_default_timeout(15000)
-    p.goto(board.url.replace("/?", f"/task/{tid}?"))
-    p.locator("#live.on").wait_for()
-    yield p
-    ctx.close()
+    with boardkit.browser_page(browser, 15000) as p:
+        boardkit.go(p, board, f"/task/{tid}")
+        yield p
 
 
 def test_a_decision_whose_own_write_redraws_its_form_still_says_it_was_done(served, page):

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 import boardkit
-from bratkit import convoy, task
-from helpers import brat, make_repo
+from helpers import brat
 
 # Every Notification the page raises is kept instead of shown (the permission is granted to
 # the context, as a person's click on "Allow" would).
@@ -23,30 +22,21 @@ window.Notification = class {
 
 @pytest.fixture
 def board(tmp_path):
-    repo = make_repo(tmp_path / "repo")
-    brat(repo, "init")
-    c = convoy(repo, "Notified")
-    asked = task(repo, c, "Pick the database")
-    mine = task(repo, c, "Tidy the changelog")
-    b = boardkit.start(repo)
-    yield repo, b, asked, mine
-    b.stop()
+    with boardkit.board_of_one_convoy(tmp_path / "repo", "Notified", "Pick the database",
+                                      "Tidy the changelog") as (repo, b, (asked, mine)):
+        yield repo, b, asked, mine
 
 
 @pytest.fixture
 def page(browser, board):
     _repo, b, _asked, _mine = board
-    ctx = browser.new_context(permissions=["notifications"], base_url=b.url.split("/?")[0])
-    ctx.add_init_script(CAPTURE)
-    p = ctx.new_page()
-    p.set_default_timeout(20000)
-    yield p
-    ctx.close()
+    with boardkit.browser_page(browser, init_script=CAPTURE, permissions=["notifications"],
+                               base_url=b.base) as p:
+        yield p
 
 
 def _open(page, board, path="/"):
-    page.goto(board.url.replace("/?", f"{path}?"))
-    page.locator("#live.on").wait_for()
+    boardkit.go(page, board, path)
     page.locator("#needs-count:not(:empty)").wait_for()
     return int(page.locator("#needs-count").inner_text())
 
