@@ -303,8 +303,7 @@ The JSON export holds
 is one row per issue, convoy and task; a cell that a spreadsheet would run as a formula
 starts with a quote.
 .B import
-takes it all back: each task is created queued and moved to its status by the state machine's
-own moves (one in flight where it was exported comes back queued).
+takes the issues back and says how many convoys and tasks it left out.
 """,
         "context": r"""
 .B .git/grite/context/index.sqlite

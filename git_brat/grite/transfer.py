@@ -1,6 +1,6 @@
-"""Bulk export (JSON, Markdown, CSV) and import (in parts of whole entities, checked first,
+"""Bulk export (JSON, Markdown, CSV) and import (in parts of whole issues, checked first,
 idempotent). The export holds issues, and brat's tasks and convoys as grite stores them (their
-fields, comments and state); import takes them all back."""
+fields, comments and state); import takes the issues back."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from git_brat.grite import issues
 from git_brat.errors import Conflict, UsageError
 from git_brat.grite.log.wal import Draft
 from git_brat.grite.repo import Grite
-from git_brat.grite.model import schema
-from git_brat.grite.model.kinds import CONVOY, KINDS, TASK
+from git_brat.grite.model.kinds import CONVOY, TASK
 from git_brat.grite.cache.projection import actor_names
 from git_brat.grite.model.state import Entity, State, iso
 
@@ -51,13 +50,9 @@ class ImportResult(msgspec.Struct):
     skipped: list[str]      # already present: re-importing never duplicates
     commit: str | None      # the last part's log commit
     commits: list[str] = []  # one per part written, in order
-    # Of `created`: brat's convoys and tasks an export holds (the rest are issues)
-    convoys: list[str] = []
-    tasks: list[str] = []
-    # Tasks that were in flight where they were exported (running, in review, merging: a
-    # session, a branch or a merge request stands behind that status, and none is in the
-    # file): queued here, to be worked on again
-    requeued: list[str] = []
+    # What an export holds that import does not take: brat's convoys and tasks, by key
+    # (their moves are brat's state machine's to make, not a file's)
+    left_out: dict[str, int] = {}
 
 
 class TaskExport(msgspec.Struct):
@@ -74,7 +69,6 @@ class TaskExport(msgspec.Struct):
     created_at: datetime
     updated_at: datetime
     comments: list[issues.CommentView]
-    labels: list[str] = []
 
 
 class ConvoyExport(msgspec.Struct):
@@ -125,8 +119,7 @@ def _task(ent: Entity, names: dict[str, str]) -> TaskExport:
                       _text(ent, "convoy"), priority if type(priority) is int else None,
                       _text(ent, "step"), paths if isinstance(paths, list) else [],
                       ent.members("dep:depends_on"), names.get(ent.created_by, ent.created_by),
-                      iso(ent.created_at), iso(ent.updated_at), _comments(ent, names),
-                      [x for x in ent.members("labels") if isinstance(x, str)])
+                      iso(ent.created_at), iso(ent.updated_at), _comments(ent, names))
 
 
 def _convoy(ent: Entity, tasks: list[TaskExport], names: dict[str, str]) -> ConvoyExport:
@@ -218,6 +211,15 @@ def _markdown_work(it: TaskExport | ConvoyExport) -> list[str]:
     return out + ([""] if it.comments else [])
 
 
+def left_out(data: bytes) -> dict[str, int]:
+    """How many convoys and tasks an export holds (parse has checked it is JSON)."""
+    doc = msgspec.json.decode(data)
+    if not isinstance(doc, dict):
+        return {}
+    return {key: len(doc[key]) for key in ("convoys", "tasks")
+            if isinstance(doc.get(key), list) and doc[key]}
+
+
 def parse(data: bytes, source: str) -> list[ImportIssue]:
     """Accept what `export` writes, or a plain JSON array of {title, body?, labels?, state?}."""
     try:
@@ -264,25 +266,18 @@ def import_issues(g: Grite, items: list[ImportIssue], source: str) -> ImportResu
     groups: dict[str, list[Draft]] = {}
     for it, eid in zip(items, ids):
         groups.setdefault(eid, _issue_drafts(it, eid) + deps.get(eid, []))
-    created, skipped, commits = _write_parts(g, list(groups.items()), ids, source, "issue")
-    return ImportResult(created, skipped, commits[-1] if commits else None, commits)
-
-
-def _write_parts(g: Grite, groups: list[tuple[str, list[Draft]]], ids: list[str], source: str,
-                 noun: str) -> tuple[list[str], list[str], list[str]]:
-    """Write groups (entity id -> the drafts making it) in parts of whole entities, each one
-    batch; an entity already there is skipped. (created, skipped, the parts' commits)."""
     created: list[str] = []
     once: set[str] = set()
     skipped = [eid for eid in ids if eid in once or once.add(eid)]   # named twice in the file
     commits: list[str] = []
-    for part in _parts(groups, source, noun):
+    for part in _parts(list(groups.items()), source):
         made, had = [], []
 
         def build(part=part, made=made, had=had) -> list[Draft]:
             # Decided against the state at the tip the batch lands on, so concurrent imports
             # of the same file never duplicate anything.
-            there = g.state().kinds
+            now = g.state()
+            there = {eid for eid, k in now.kinds.items() if k == issues.KIND}
             made.clear()
             had.clear()
             out: list[Draft] = []
@@ -293,14 +288,14 @@ def _write_parts(g: Grite, groups: list[tuple[str, list[Draft]]], ids: list[str]
                 raise _NothingToImport()
             return out
         try:
-            res = g.append(build, lambda _e, made=made: f"grite: import {len(made)} {noun}s "
+            res = g.append(build, lambda _e, made=made: f"grite: import {len(made)} issues "
                                                          f"from {source}")
             commits.append(res.commit)
         except _NothingToImport:
             pass
         created += made
         skipped += had
-    return created, skipped, commits
+    return ImportResult(created, skipped, commits[-1] if commits else None, commits)
 
 
 def _import_ids(items: list[ImportIssue]) -> list[str]:
@@ -332,19 +327,18 @@ PART_EVENTS = ev.MAX_BATCH_EVENTS
 PART_ISSUES = ev.MAX_BATCH_ENTITIES
 
 
-def _parts(groups: list[tuple[str, list[Draft]]], source: str, noun: str = "issue"
-           ) -> list[list[tuple[str, list[Draft]]]]:
-    """Whole entities packed in order into parts that each fit one batch; one that alone
+def _parts(groups: list[tuple[str, list[Draft]]], source: str) -> list[list[tuple[str, list[Draft]]]]:
+    """Whole issues packed in order into parts that each fit one batch; an issue that alone
     does not fit refuses the whole file (nothing written)."""
     parts: list[list[tuple[str, list[Draft]]]] = [[]]
     size = events = 0
     for n, (eid, drafts) in enumerate(groups):
         weight = sum(len(msgspec.msgpack.encode(d.op)) + EVENT_OVERHEAD for d in drafts)
         if weight > PART_BYTES or len(drafts) > PART_EVENTS:
-            raise UsageError(f"{source}: {noun} {n + 1} ({eid[:7]}) alone is {len(drafts)} "
+            raise UsageError(f"{source}: issue {n + 1} ({eid[:7]}) alone is {len(drafts)} "
                              f"changes, about {weight} bytes: more than one batch may hold "
                              f"({PART_BYTES} bytes, {PART_EVENTS} changes); split its comments "
-                             f"over two {noun}s")
+                             f"over two issues")
         current = parts[-1]
         if current and (size + weight > PART_BYTES or events + len(drafts) > PART_EVENTS
                         or len(current) >= PART_ISSUES):
@@ -383,184 +377,4 @@ def _dep_drafts(state: State, items: list[ImportIssue], ids: list[str], taken: s
         if cycle:
             raise Conflict(f"{source}: refused: its dependencies make a cycle: "
                            + " -> ".join(c[:7] for c in cycle))
-    return drafts
-
-
-# -- brat's convoys and tasks -------------------------------------------------------------
-# grite stores them as it stores issues; a task's status is a state machine replay re-checks
-# (kinds.KINDS), so an imported task is created queued, as every task is, and moved along the
-# table's shortest path to the status it had: every move one the table allows.
-
-class ImportConvoy(msgspec.Struct):
-    id: str
-    title: str
-    body: str = ""
-    workflow: str = ""
-    comments: list[ImportComment] = []
-
-
-class ImportTask(msgspec.Struct):
-    id: str
-    title: str
-    body: str = ""
-    status: str = "queued"
-    convoy: str = ""
-    priority: int | None = None
-    step: str = ""
-    paths: list[str] = []
-    needs: list[str] = []
-    labels: list[str] = []
-    comments: list[ImportComment] = []
-
-
-# Statuses a session, a branch or a merge request stands behind (none of them is in an
-# export): such a task is queued here, to be worked on again.
-_IN_FLIGHT = ("running", "needs-review", "merging")
-_TASK_RULE = KINDS[TASK]
-
-
-def parse_work(data: bytes, source: str) -> tuple[list[ImportConvoy], list[ImportTask]]:
-    """The convoys and tasks of a grite export (none from a plain array of issues), each
-    checked as its events will be (a bad one refuses the whole file)."""
-    doc = msgspec.json.decode(data)   # (parse has said whether it is JSON)
-    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
-        return [], []
-    out = []
-    for key, kind in (("convoys", ImportConvoy), ("tasks", ImportTask)):
-        try:
-            items = msgspec.convert(doc.get(key) or [], list[kind])
-        except msgspec.ValidationError as exc:
-            raise UsageError(f"{source}: {str(exc).replace('$', '$.' + key, 1)}")
-        seen: set[str] = set()
-        for i, it in enumerate(items):
-            try:
-                _check_work(it, seen)
-            except UsageError as exc:
-                raise UsageError(f"{source}: $.{key}[{i}]: {exc.message}")
-        out.append(items)
-    return out[0], out[1]
-
-
-def _check_work(it: ImportConvoy | ImportTask, seen: set[str]) -> None:
-    if not _FULL_ID.fullmatch(it.id):
-        raise UsageError(f"id must be 32 hex digits, not {it.id!r}")
-    if it.id in seen:
-        raise UsageError(f"id {it.id[:7]} is given twice")
-    seen.add(it.id)
-    it.title = issues.check_text(it.title, "title")
-    if isinstance(it, ImportTask):
-        it.labels = [issues.check_name(x, "label") for x in it.labels]
-        if it.status not in (_TASK_RULE.transitions or {}):
-            raise UsageError(f"status {it.status!r} is not a task's status")
-        for ref in ([it.convoy] if it.convoy else []) + it.needs:
-            if not _FULL_ID.fullmatch(ref):
-                raise UsageError(f"{ref!r} is not a convoy or task id (32 hex digits)")
-    why = schema.fields_problem(_fields(it))
-    if why is not None:
-        raise UsageError(why)
-
-
-def _fields(it: ImportConvoy | ImportTask) -> dict:
-    """The fields its create carries (a task's: created queued)."""
-    if isinstance(it, ImportConvoy):
-        return {"title": it.title, "body": it.body, **({"workflow": it.workflow}
-                                                       if it.workflow else {})}
-    out = {"title": it.title, "body": it.body, "status": _TASK_RULE.initial,
-           "convoy": it.convoy, "paths": it.paths}
-    if it.priority is not None:
-        out["priority"] = it.priority
-    if it.step:
-        out["step"] = it.step
-    return out
-
-
-def _moves(goal: str) -> list[str]:
-    """The statuses a new task passes through to `goal`, by the table's shortest path."""
-    start = _TASK_RULE.initial
-    paths, todo = {start: [start]}, [start]
-    for at in todo:
-        for nxt in (_TASK_RULE.transitions or {}).get(at, ()):
-            if nxt not in paths:
-                paths[nxt] = paths[at] + [nxt]
-                todo.append(nxt)
-    return paths.get(goal, [start])[1:]
-
-
-def import_file(g: Grite, data: bytes, source: str) -> ImportResult:
-    """`git grite import`: the issues, convoys and tasks of a file, all checked before the first
-    is written."""
-    items = parse(data, "<stdin>" if source == "stdin" else source)
-    convoys, tasks = parse_work(data, "<stdin>" if source == "stdin" else source)
-    _check_refs(g.state(), convoys, tasks, source)
-    done = import_issues(g, items, source)
-    if not (convoys or tasks):
-        return done
-    work = import_work(g, convoys, tasks, source)
-    commits = done.commits + work.commits
-    return ImportResult(done.created + work.created, done.skipped + work.skipped,
-                        commits[-1] if commits else None, commits, work.convoys, work.tasks,
-                        work.requeued)
-
-
-def import_work(g: Grite, convoys: list[ImportConvoy], tasks: list[ImportTask],
-                source: str) -> ImportResult:
-    """Create the convoys and tasks of an export (its ids kept, so a second import skips what
-    is there), in parts as issues are; checked whole before the first part is written."""
-    state = g.state()
-    _check_refs(state, convoys, tasks, source)
-    groups = [(c.id, _convoy_drafts(c)) for c in convoys]
-    requeued = [t.id for t in tasks if t.status in _IN_FLIGHT and t.id not in state.kinds]
-    groups += [(t.id, _task_drafts(t, source)) for t in tasks]
-    ids = [eid for eid, _d in groups]
-    created, skipped, commits = _write_parts(g, groups, ids, source, "convoy or task")
-    made = set(created)
-    return ImportResult(created, skipped, commits[-1] if commits else None, commits,
-                        [c.id for c in convoys if c.id in made],
-                        [t.id for t in tasks if t.id in made],
-                        [t for t in requeued if t in made])
-
-
-def _check_refs(state: State, convoys: list[ImportConvoy], tasks: list[ImportTask],
-                source: str) -> None:
-    """Every id names its own kind here; every convoy and need is in the file or here; the
-    needs make no cycle. (A bad file writes nothing.)"""
-    for kind, items in ((CONVOY, convoys), (TASK, tasks)):
-        for it in items:
-            there = state.kinds.get(it.id)
-            if there is not None and there != kind:
-                raise UsageError(f"{source}: {kind} {it.id[:7]} is a {there} here")
-    have = {CONVOY: {c.id for c in convoys}, TASK: {t.id for t in tasks}}
-    pre = issues.prerequisites(state, TASK)
-    for t in tasks:
-        refs = ([(CONVOY, t.convoy)] if t.convoy else []) + [(TASK, n) for n in t.needs]
-        for kind, ref in refs:
-            if ref not in have[kind] and state.kinds.get(ref) != kind:
-                raise UsageError(f"{source}: task {t.id[:7]} names {kind} {ref[:7]}, which is "
-                                 f"neither in the file nor known here")
-        if t.id not in state.kinds:
-            pre.setdefault(t.id, set()).update(t.needs)
-    for t in tasks:
-        cycle = issues.find_cycle(pre, t.id)
-        if cycle:
-            raise Conflict(f"{source}: refused: its tasks' needs make a cycle: "
-                           + " -> ".join(c[:7] for c in cycle))
-
-
-def _convoy_drafts(c: ImportConvoy) -> list[Draft]:
-    return [Draft(c.id, ev.Create(CONVOY, _fields(c))),
-            *(Draft(c.id, ev.Comment(x.body)) for x in c.comments)]
-
-
-def _task_drafts(t: ImportTask, source: str) -> list[Draft]:
-    drafts = [Draft(t.id, ev.Create(TASK, _fields(t)))]
-    drafts += [Draft(t.id, ev.AddTo("labels", x)) for x in sorted(set(t.labels))]
-    drafts += [Draft(t.id, ev.AddTo("dep:depends_on", n)) for n in sorted(set(t.needs))]
-    drafts += [Draft(t.id, ev.Comment(x.body)) for x in t.comments]
-    at, why = _TASK_RULE.initial, f"imported from {source}"
-    for to in ([] if t.status in _IN_FLIGHT else _moves(t.status)):
-        drafts.append(Draft(t.id, ev.SetFields({"status": to, "status_from": at, "reason": why})))
-        at = to
-    if t.status in _IN_FLIGHT:
-        drafts.append(Draft(t.id, ev.SetFields({"reason": f"{why}, where it was {t.status}: "
-                                                          f"queued to be worked on again"})))
     return drafts

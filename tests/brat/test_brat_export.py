@@ -1,5 +1,5 @@
 """A user takes the whole board out of git: `git grite export` holds issues, convoys and tasks
-(with their comments and state) as JSON, Markdown or CSV; `import` takes them all back."""
+(with their comments and state) as JSON, Markdown or CSV; `import` takes the issues back."""
 
 from __future__ import annotations
 
@@ -59,70 +59,20 @@ def test_the_markdown_export_has_a_section_for_convoys_and_tasks(brepo):
     assert f"needs `{a[:7]}`" in md and "Use a hand-written lexer." in md
 
 
-def test_an_export_round_trips_its_issues_convoys_and_tasks_into_a_fresh_repository(
-        brepo, tmp_path):
-    from git_brat.grite.log.wal import Draft
-    from git_brat.grite.model import events as ev
-    from git_brat.grite.repo import Grite
-    cid, a, b, issue = board(brepo)
-    other = convoy(brepo, "Chores", "-b", "small things")
-    done = task(brepo, other, "Rename", "--priority", "0")
-    move(brepo, done, "running", "needs-review", "merging", "merged")
-    failed = task(brepo, other, "Flaky")
-    move(brepo, failed, "running", "failed")
-    parked = task(brepo, other, "Later")
-    move(brepo, parked, "blocked")
-    brat(brepo, "task", "comment", parked, "-m", "after the release")
-    Grite.open(str(brepo)).append([Draft(b, ev.AddTo("labels", "parser"))], "test: a label")
+def test_an_export_round_trips_its_issues_into_a_fresh_repository(brepo, tmp_path):
+    board(brepo)
     exported = tmp_path / "board.json"
     grite(brepo, "export", "-o", str(exported))
-    doc = json.loads(exported.read_text())
-
     fresh = make_repo(tmp_path / "fresh")
     grite(fresh, "init")
     result = grite_json(fresh, "import", str(exported))
-    assert sorted(result["created"]) == sorted([issue, cid, other, a, b, done, failed, parked])
-    assert (result["convoys"], result["requeued"]) == ([cid, other], [a])
+    doc = json.loads(exported.read_text())
+    assert result["created"] == [i["id"] for i in doc["issues"]]
+    assert result["left_out"] == {"convoys": 1, "tasks": 2}, "said, never silently dropped"
     again = json.loads(grite(fresh, "export").out)
     assert [(i["id"], i["title"], i["body"]) for i in again["issues"]] == \
         [(i["id"], i["title"], i["body"]) for i in doc["issues"]]
-
-    def work(d, key, fields):
-        return sorted(tuple(str(sorted(x[f]) if isinstance(x[f], list) else x[f])
-                            for f in fields) + (str([c["body"] for c in x["comments"]]),)
-                      for x in d[key])
-    assert work(again, "convoys", ("id", "title", "body", "workflow", "tasks")) == \
-        work(doc, "convoys", ("id", "title", "body", "workflow", "tasks"))
-    fields = ("id", "title", "body", "convoy", "priority", "paths", "needs", "labels", "step")
-    assert work(again, "tasks", fields) == work(doc, "tasks", fields)
-    statuses = {t["id"]: t["status"] for t in again["tasks"]}
-    assert statuses == {a: "queued", b: "queued", done: "merged", failed: "failed",
-                        parked: "blocked"}, "in flight (running) comes back queued"
-    # every move one the state machine allows: replay rejected none
-    assert [f for f in grite_json(fresh, "doctor")["findings"] if f["kind"] == "rejected"] == []
-
     tip = wal_tip(fresh)
-    second = grite_json(fresh, "import", str(exported))
-    assert second["created"] == [] and len(second["skipped"]) == 8
+    assert grite_json(fresh, "import", str(exported))["created"] == []
     assert wal_tip(fresh) == tip
-    assert "8 already present" in grite(fresh, "import", str(exported)).out
-
-
-def test_an_import_naming_a_convoy_it_lacks_writes_nothing(brepo, tmp_path):
-    board(brepo)
-    doc = json.loads(grite(brepo, "export").out)
-    doc["convoys"] = []                  # the tasks' convoy is neither in the file nor there
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps(doc))
-    fresh = make_repo(tmp_path / "fresh")
-    grite(fresh, "init")
-    tip = wal_tip(fresh)
-    out = grite(fresh, "import", str(bad), check=False)
-    assert out.returncode == 2 and "neither in the file nor known here" in out.err
-    assert len(out.err.splitlines()) == 1 and wal_tip(fresh) == tip, "not even its issues"
-    doc["convoys"] = json.loads(grite(brepo, "export").out)["convoys"]
-    doc["tasks"][0]["status"] = "finished"
-    bad.write_text(json.dumps(doc))
-    out = grite(fresh, "import", str(bad), check=False)
-    assert out.returncode == 2 and "$.tasks[0]: status 'finished'" in out.err
-    assert wal_tip(fresh) == tip
+    assert "1 convoys left out" in grite(fresh, "import", str(exported)).out

@@ -98,10 +98,9 @@ def export(fmt, output, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @json_option
 def import_(file, as_json):
-    """Import issues, convoys and tasks (an export's ids kept; a task's status reached by the
-    moves its state machine allows): checked whole, then written in parts of whole entities
-    (one batch each, a small file in one); importing the same file twice adds nothing, and
-    completes an import a crash cut short."""
+    """Import issues: checked whole, then written in parts of whole issues (one batch each, a
+    small file in one); importing the same file twice adds nothing, and completes an import
+    a crash cut short."""
     from git_brat.grite import transfer
     from git_brat.errors import NotFound
     g = open_grite()
@@ -109,19 +108,14 @@ def import_(file, as_json):
         data = sys.stdin.buffer.read() if file == "-" else open(file, "rb").read()
     except OSError as exc:
         raise NotFound(f"cannot read {file}: {exc.strerror}")
-    result = transfer.import_file(g, data, "stdin" if file == "-" else file)
-    emit(as_json, result, lambda: _imported(result))
-
-
-def _imported(result) -> str:
-    issues = len(result.created) - len(result.convoys) - len(result.tasks)
-    work = f", {len(result.convoys)} convoys, {len(result.tasks)} tasks" \
-        if result.convoys or result.tasks else ""
-    return (f"imported {issues} issues{work}"
-            + (f" in {len(result.commits)} parts" if len(result.commits) > 1 else "")
-            + (f", {len(result.skipped)} already present" if result.skipped else "")
-            + (f"\n{len(result.requeued)} task(s) in flight where they were exported are "
-               f"queued here, to be worked on again" if result.requeued else ""))
+    items = transfer.parse(data, "<stdin>" if file == "-" else file)
+    result = transfer.import_issues(g, items, "stdin" if file == "-" else file)
+    result.left_out = transfer.left_out(data)
+    emit(as_json, result, lambda: f"imported {len(result.created)} issues"
+         + (f" in {len(result.commits)} parts" if len(result.commits) > 1 else "")
+         + (f", {len(result.skipped)} already present" if result.skipped else "")
+         + "".join(f"\n{n} {key} left out (brat's: import takes issues)"
+                   for key, n in result.left_out.items()))
 
 
 @click.command()
