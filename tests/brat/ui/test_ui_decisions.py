@@ -5,6 +5,8 @@ in. Neither loses what the person did."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import boardkit
@@ -63,3 +65,27 @@ def test_what_is_typed_in_a_decision_survives_a_redraw_from_elsewhere(served, pa
     page.locator("form.requeue").wait_for()                       # the decision was redrawn
     assert page.evaluate("document.body.dataset.version || '0'") != version
     assert page.input_value("form.block input[name=message]") == "half a sentence"
+
+
+def test_a_page_drawn_before_its_count_was_known_shows_it_without_waiting_for_a_change(served,
+                                                                                     browser):
+    """The count of what needs you is worked out beside the page: a page drawn first has none,
+    and when the count lands before the page's event stream opens, no change ever comes for
+    it (seen under load: "Needs you" stayed blank)."""
+    repo, board, tid = served
+    brat(repo, "task", "block", tid, "-m", "which schema?")   # one thing needs you
+    with boardkit.browser_page(browser, 15000) as p:
+        first = {"done": False}
+
+        def drawn_without_the_count(route):
+            if first["done"]:
+                return route.continue_()
+            first["done"] = True
+            resp = route.fetch()
+            body = re.sub(r'(<span id="needs-count"[^>]*>)[^<]*<', r"\1<", resp.text())
+            route.fulfill(response=resp, body=body)
+
+        p.route("**/?*", drawn_without_the_count)
+        boardkit.go(p, board)
+        assert first["done"]
+        p.locator("#needs-count", has_text="1").wait_for()

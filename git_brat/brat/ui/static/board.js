@@ -127,7 +127,16 @@
 
   const events = new EventSource("/events");
   events.addEventListener("change", redraw);
-  events.onopen = () => { liveDot.className = "on"; };
+  // What changed while no stream was open is never sent: a reconnect redraws, and so does the
+  // first open of a page drawn before its count was known (the count may have landed before
+  // this stream began, and then no change would ever come for it).
+  let opened = false;
+  events.onopen = () => {
+    liveDot.className = "on";
+    const count = document.getElementById("needs-count");
+    if (opened || (count && count.textContent === "")) redraw();
+    opened = true;
+  };
   events.onerror = () => { liveDot.className = "off"; };
 
   // Session logs stream as they grow.
