@@ -213,3 +213,22 @@ def test_a_reset_already_past_backs_off_rather_than_resuming_into_the_same_limit
     # codex names the minute: "try again at 9:21 PM" read at 9:21:40 is now, not a reset ahead.
     v = decide(facts(ending="limit", reset_ms=NOW_MS, pauses=1), POLICY)
     assert v.task_fields["paused_until"] == NOW_MS + 120_000
+
+
+def test_gemini_giving_up_its_own_retries_at_a_per_minute_quota_knows_no_reset():
+    # What the real gemini printed (test_engine_limits.py, general.maxAttempts = 3): the 2 s it
+    # suggests were spent on its retries; a pause of 2 s would resume into the same quota.
+    retrying = ("Attempt {n} failed: Resource has been exhausted (e.g. check quota).\n"
+                "Suggested retry after 2s.. Retrying after 5714ms...\n")
+    out = (retrying.format(n=1) + retrying.format(n=2) + line({
+        "type": "result", "status": "error", "error": {"type": "unknown", "message":
+            "[API Error: Resource has been exhausted (e.g. check quota).\nSuggested retry after "
+            "2s.]\nPlease wait and try again later."}}) + "\n")
+    end = ending.classify(PRESETS["gemini"], out, 1, now=NOW)
+    assert (end.kind, end.reset_ms) == ("limit", 0), end
+    v = decide(facts(ending="limit", ending_why=end.why, reset_ms=end.reset_ms), POLICY)
+    assert v.task_fields["paused_until"] == NOW_MS + 60_000
+    # Refused at once (a retryDelay past 300 s), it waited for nothing: the delay is the reset.
+    at_once = ("TerminalQuotaError: Resource has been exhausted (e.g. check quota).\n"
+               "Suggested retry after 3600s.\n")
+    assert ending.classify(PRESETS["gemini"], at_once, 1, now=NOW).reset_ms == NOW_MS + 3_600_000

@@ -5,12 +5,17 @@ the task (not fail it, not charge it an attempt) with the reset the engine gave 
 stop the engines that wait silently (the idle watchdog), and, once the server answers again,
 a second witness run resumes the engine's conversation and the task reaches review.
 
+Every case runs in the bubblewrap sandbox a witness session gets (witness.sandbox = "bwrap"),
+reaching the fake model on 127.0.0.1 through the sandbox's outbound network, as a real session
+reaches its provider: a limit must be read the same through the sandbox's pipes and signals.
+
 Slow: each case runs an engine twice (aider retries for about 80 s before it gives up).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -24,6 +29,7 @@ BACKOFF = 6          # witness.limit_backoff in these tests, seconds (time to lo
 # sleeps up to 32 s between its own retries (its output may come only when it exits).
 IDLE = {"aider": 150, "opencode": 60}
 IDLE_DEFAULT = 25
+GEMINI_ATTEMPTS = 3  # gemini's tries at a per-minute quota (general.maxAttempts; its own: 10)
 
 # (engine, the server's limit, what the pause waits for: "backoff", or seconds to the reset
 # the engine reports; None: it resumes in the test)
@@ -34,6 +40,7 @@ CASES = [
     ("codex", {"shape": "rate", "retry_after": 3600}, "backoff"),      # a retry of its own
     ("gemini", {"shape": "daily"}, "backoff"),                         # TerminalQuotaError
     ("gemini", {"shape": "rate", "retry_after": 3600}, 3600),          # retryDelay > 300 s
+    ("gemini", {"shape": "rate"}, "backoff"),                          # per-minute: its retries
     ("opencode", {"shape": "rate", "retry_after": 3600}, "backoff"),   # silent: the watchdog
     ("opencode", {"shape": "quota"}, "backoff"),
     ("cn", {"shape": "rate"}, "backoff"),                              # silent: the watchdog
@@ -59,6 +66,7 @@ def sessions_of(brat, tid: str) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sandbox_for,
                                                                       tmp_path):
@@ -72,10 +80,18 @@ def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sand
         config = box.home / ".codex" / "config.toml"
         config.write_text(config.read_text().replace("request_max_retries = 0",
                                                      "request_max_retries = 1"))
+    if name == "gemini" and limit == {"shape": "rate"}:
+        # Gemini retries a per-minute quota 10 times, 5 s doubling to 30 s (~4-5 min): its
+        # user's setting general.maxAttempts (at most 10) cuts that to 3 tries, ~15-20 s. A
+        # server's shorter retryDelay cannot: gemini waits the longer of it and its own delay.
+        settings = box.home / ".gemini" / "settings.json"
+        cfg = json.loads(settings.read_text())
+        cfg["general"]["maxAttempts"] = GEMINI_ATTEMPTS
+        settings.write_text(json.dumps(cfg))
     repo, tid, brat, env = witness_repo(
         box, tmp_path, f"Write the greeting file.\n\nFAKE-EDIT: greeting.txt: hello from {name}\n"
         f"FAKE-COMMIT: greeting from {name}\n", witness__max_retries="0",
-        witness__sandbox="none", witness__limit_backoff=str(BACKOFF),
+        witness__sandbox="bwrap", witness__limit_backoff=str(BACKOFF),
         witness__limit_margin="0", witness__idle_timeout=str(IDLE.get(name, IDLE_DEFAULT)))
     witness = ["git", "brat", "witness", "run", "--once", "--engine", name, "--timeout", "200",
                "--json"]
@@ -87,6 +103,7 @@ def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sand
     task = task_of(brat, tid)
     assert task["status"] == "queued" and not task.get("failures"), task
     [paused] = sessions_of(brat, tid)
+    assert paused["sandbox"] == "bwrap", paused
     ended = paused["ended_at"]
     ended_ms = int(time.mktime(time.strptime(ended[:19], "%Y-%m-%dT%H:%M:%S")) * 1000) \
         if isinstance(ended, str) else ended
@@ -110,7 +127,7 @@ def test_a_limit_pauses_the_task_then_the_engine_resumes_and_finishes(case, sand
     assert task["paused"] == "" and not task.get("failures")
     sessions = sessions_of(brat, tid)
     conv = sessions[0]["engine_session"]
-    if name == "gemini" and limit["shape"] == "daily":
+    if name == "gemini":   # its daily quota, or a per-minute one after its own retries
         # Its first request refused, gemini saved no session: the resume finds none (exit 42),
         # and the next session starts afresh, uncharged.
         assert [s["status"] for s in sessions] == ["paused", "failed", "done"], sessions

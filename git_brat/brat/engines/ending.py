@@ -84,6 +84,8 @@ def classify(preset: Preset, output: str, exit_code: int | None, *, idle: bool =
         line = _line_of(text, found) if found is not None else f"exit {exit_code}"
         # The reset is on the line that spoke of the limit, or on one of the lines after it.
         at = resets.reset_at(text[found.start():] if found is not None else "", now, zone)
+        if at is not None and _search(rules.retried, text) is not None:
+            at = None   # its suggested delay was spent on its own retries
         return Ending("limit", line[:300], _ms(at), idle)
     if idle and rules.silent_on_limit:
         return Ending("limit", f"{preset.name} went silent (it waits quietly on a rate "

@@ -73,6 +73,9 @@ class Endings(msgspec.Struct, frozen=True, kw_only=True):
     # ...and files it writes as it works ("$VAR/x|~/x"), for one that prints nothing until
     # it ends (cn): their changes count as output.
     activity: list[str] = []
+    # It retried the limit itself before it gave up (gemini's "Attempt N failed"): the delay
+    # it suggests was spent on its own retries, so no reset is known and the pause backs off.
+    retried: list[str] = []
 
 
 # What any engine's HTTP client says of a 429 or a refused key, for engines with no rules
@@ -337,6 +340,8 @@ ENDINGS: dict[str, Endings] = {
         limit=[r'"code":\s*429\b', r"exhausted your daily quota", r"TerminalQuotaError",
                r"^Attempt \d+ failed: Resource has been exhausted"],
         limit_exit=[173],
+        # A per-minute quota it retried up to general.maxAttempts times (10: ~4-5 min).
+        retried=[r"^Attempt \d+ failed: "],
         # After a limit on its first request it saved no session (measured: exit 42).
         lost=[r"^Error resuming session: No previous sessions found"],
         auth=[r'"code":\s*40[13]\b', r"API key not valid"],

@@ -47,6 +47,21 @@ def engine_dir(store, sid: str) -> str:
     return os.path.join(layout.session_dir(store, sid), "engine")
 
 
+def resumed_engine_dir(store, resume_id: str, task_sessions: set[str]) -> str:
+    """The engine files of the session a conversation resumed from a directory lives in
+    (aider's history: its resume id is that session's directory), when it is the directory
+    here of one of the task's own sessions: the resuming session writes them on, as the one
+    that wrote them did. Any other path (the id comes from the log, which any replica writes;
+    another task's history is not this session's to write): ""."""
+    sid = os.path.basename(resume_id.rstrip("/"))
+    if not re.fullmatch(r"[0-9a-f]{32}", sid) or sid not in task_sessions:
+        return ""
+    if os.path.realpath(resume_id) != os.path.realpath(layout.session_dir(store, sid)):
+        return ""
+    found = engine_dir(store, sid)
+    return found if os.path.isdir(found) and not os.path.islink(found) else ""
+
+
 def plan(store, sid: str, tid: str, worktree: str, preset: Preset, cfg: Config,
          env: dict[str, str], tip: str) -> sandbox.Plan:
     """The sandbox of session sid: its branch's shadow made, holding `tip`, and its private

@@ -361,6 +361,11 @@ def prepare(g: Grite, live: LiveSession, info: dict, cfg: Config,
             raise UsageError(f"task {tid}: the conversation to resume, {resume_id!r} (session "
                              f"{last.id} in the log), is not a {preset.name} conversation id: "
                              f"refused (the next attempt starts a fresh conversation)")
+    if resume_id and live.plan is not None:
+        # A sandbox shows a session its own directory only: aider's history is in the one
+        # its conversation began in.
+        if resumed := confine.resumed_engine_dir(g.store, resume_id, {s.id for s in prior}):
+            live.plan.writable.append(resumed)
     conv = board.convoys.get(task.get("convoy", ""))
     notes = [body for _e, _l, _a, _t, body in task.sorted_comments()
              if not body.startswith(("done: ", "reply: "))]
