@@ -83,6 +83,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
+    # A run started in the background of a shell without job control has SIGINT ignored, and
+    # every process it starts inherits that: the tests that press Ctrl-C on a command would
+    # wait forever. Catching it here gives the commands the tests start the default again.
+    import signal
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Every command a test runs is a new Python importing this checkout's package. Where
     # PYTHONDONTWRITEBYTECODE is set (CI machines set it) no process would leave bytecode for
     # the next, and each would compile the package again: 0.42 s a command instead of 0.23.
