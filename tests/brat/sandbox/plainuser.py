@@ -104,7 +104,7 @@ def shared_engines_dir() -> Path:
 
 
 def rerun_as_plain_user(*files: str, extra: dict[str, str] | None = None, workers: int = 0,
-                        timeout: float = 900) -> None:
+                        timeout: float = 900, select: str = "") -> None:
     _can_rerun()
     uid, gid = _ids(PLAIN_USER)
     base = Path(tempfile.mkdtemp(prefix="brat-plain-"))
@@ -120,7 +120,8 @@ def rerun_as_plain_user(*files: str, extra: dict[str, str] | None = None, worker
         proc = subprocess.run(
             [*_as_user(uid, gid), python, "-m", "pytest", "-q", "-rs",
              "-p", "no:cacheprovider", "--basetemp", str(base / "pytest"),
-             *(["-d", "--tx", f"{workers}*popen//python={python}"] if workers else []), *files],
+             *(["-d", "--tx", f"{workers}*popen//python={python}"] if workers else []),
+             *(["-k", select] if select else []), *files],
             cwd=where, env=env, capture_output=True, text=True, timeout=timeout)
     finally:
         shutil.rmtree(base, ignore_errors=True)
