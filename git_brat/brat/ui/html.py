@@ -92,41 +92,53 @@ def duration(s) -> float | str:
 
 def task_link(tid: str, title: str = "") -> str:
     label = f"{short(tid)}" + (f" {e(title)}" if title else "")
-    return f'<a href="/task/{e(tid)}">{label}</a>'
+    return f'<a href="{at("/task/" + e(tid))}">{label}</a>'
 
 
 # Where a page's forms carry the nonce of the render that sends them: a mark no escaped value
 # can hold (escape() drops control characters), so a page body can be cached and each copy
 # sent gets its own nonce.
 NONCE_MARK = "\x00nonce\x00"
+# Likewise where the board's root goes (the secret path its pages live under, see the
+# server's Guard): every link and form of a page starts with it.
+ROOT_MARK = "\x00root\x00"
+
+
+def at(path: str) -> str:
+    """A path of the board (already escaped), as a page links it: under the board's root."""
+    return ROOT_MARK + path
 
 
 NEEDS_NAMED = 100   # what needs you, named on each page for its notifications (the latest)
 
 
 def page(title: str, body: str, nonce: str, here: str = "/", needs: int | None = None,
-         what: list = ()) -> str:
+         what: list = (), root: str = "") -> str:
     """The whole page; nonce: this render's, on its script (the CSP allows no other) and on
     its action forms (the script posts no other). needs: what waits on the human, counted in
     the title and on "Needs you" (the script keeps both current); what: those things
-    (control.Need), named for the browser's notifications."""
+    (control.Need), named for the browser's notifications; root: the path the board's pages
+    live under (its script reads it from the body)."""
+    root = e(root)
     named = e(msgspec.json.encode([[n.key, n.words] for n in what[:NEEDS_NAMED]]).decode())
     badge = (f' <span id="needs-count" class="badge" data-what="{named}">'
              f'{"" if needs is None else number(needs)}</span>')
-    nav = "".join(f'<a href="{href}"{" aria-current=page" if href == here else ""}>{e(name)}'
+    nav = "".join(f'<a href="{at(href)}"{" aria-current=page" if href == here else ""}>{e(name)}'
                   f'{badge if href == "/needs-you" else ""}</a>' for href, name in NAV)
     n = e(nonce)
     shown = (f"({number(needs)}) " if needs else "") + f"{e(title)} · git brat"
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<meta name=viewport content='width=device-width'><title>{shown}</title>"
             f'<meta name="brat-render" content="{n}">'
-            '<link rel=stylesheet href="/static/board.css">'
-            f'<script src="/static/board.js" nonce="{n}" defer></script></head><body>'
+            f'<link rel=stylesheet href="{root}/static/board.css">'
+            f'<script src="{root}/static/board.js" nonce="{n}" defer></script></head>'
+            f'<body data-root="{root}">'
             f'<header><strong>git brat</strong><nav>{nav}</nav>'
             '<button id="notify" type="button" hidden title="a browser notification when '
             'something new needs you">notify me</button>'
             '<span id="live" title="live updates">●</span></header>'
-            f'<main id="main"><h1>{e(title)}</h1>{body.replace(NONCE_MARK, n)}</main></body></html>')
+            f'<main id="main"><h1>{e(title)}</h1>{body.replace(NONCE_MARK, n)}</main></body></html>'
+            ).replace(ROOT_MARK, root)
 
 
 def live(section_id: str, inner: str) -> str:
@@ -145,7 +157,7 @@ def table(head: Iterable[str], rows: list[list[str]], empty: str = "none") -> st
 def action(url: str, label: str, fields: str = "", cls: str = "") -> str:
     """A form the board's script posts (with the CSRF token) to an /api/v1/ action: only
     while it carries the nonce of the render it came in (markup from the log never does)."""
-    return (f'<form class="action {e(cls)}" data-action="{e(url)}" data-nonce="{NONCE_MARK}">'
+    return (f'<form class="action {e(cls)}" data-action="{at(e(url))}" data-nonce="{NONCE_MARK}">'
             f'{fields}'
             f'<button type=submit>{e(label)}</button></form>')
 
@@ -162,7 +174,7 @@ def board(p: data.BoardPage, roles: control.Roles | None = None) -> str:
     """Columns of cards first, under a search and the filters; what runs and what is not yet
     pushed beside them; the convoys' table last. roles: None on a read-only board."""
     f = p.filters
-    filters = ('<form class="filters" method=get action="/">'
+    filters = (f'<form class="filters" method=get action="{at("/")}">'
                f'<input type=search name=q value="{e(f.get("q", ""))}" '
                'placeholder="search titles, ids, bodies" aria-label="search">'
                + _select("convoy", f["convoy"], [(c.id, f"{str(c.id)[:7]} {c.title}") for c in p.convoys])
@@ -173,7 +185,7 @@ def board(p: data.BoardPage, roles: control.Roles | None = None) -> str:
     found = (f'<p class="found">{number(p.found)} task(s) match</p>'
              if any(f.get(k) for k in ("q", "convoy", "state", "engine", "label")) else "")
     convoys = table(["convoy", "merged", "open work", "title"], [
-        [f'<a href="/?{e(urlencode({"convoy": c.id}))}">{short(c.id)}</a>',
+        [f'<a href="{at("/?" + e(urlencode({"convoy": c.id})))}">{short(c.id)}</a>',
          f"{number(c.counts.get('merged', 0))}/{number(c.total)}",
          e(", ".join(f"{n} {s}" for s, n in c.counts.items() if s not in ("merged", "dropped"))),
          e(c.title)] for c in p.convoys[-CONVOYS_LISTED:][::-1]],
@@ -185,7 +197,7 @@ def board(p: data.BoardPage, roles: control.Roles | None = None) -> str:
         items = "".join(card(c) for c in cards)
         more = p.hidden.get(state, 0)
         if more:
-            items += (f'<li class="more"><a href="/?{e(urlencode({**f, "state": state}))}">'
+            items += (f'<li class="more"><a href="{at("/?" + e(urlencode({**f, "state": state})))}">'
                       f'and {more} more</a></li>')
         cols.append(f'<div class="column" data-state="{e(state)}"><h2>{e(state)} '
                     f'<span class="count">{len(cards) + more}</span></h2><ul>{items}</ul></div>')
@@ -209,7 +221,7 @@ def card(c: data.Card) -> str:
     facts += [e(x) for x in c.labels]
     msg = f'<p class="msg">{e(c.message)}</p>' if c.message else ""
     return (f'<li class="card{" dead" if c.liveness == "dead" else ""}" data-task="{e(c.id)}">'
-            f'<a href="/task/{e(c.id)}"><span class="id">{short(c.id)}</span> '
+            f'<a href="{at("/task/" + e(c.id))}"><span class="id">{short(c.id)}</span> '
             f'<span class="title">{e(c.title)}</span></a>{msg}<small>{" · ".join(facts)}</small></li>')
 
 
@@ -278,7 +290,7 @@ def needs_you(s, review: list) -> str:
                 f"{number(c.commits)} commit(s) survive on {e(c.branch)}" if c.branch_exists
                 else "no branch survived")
         lost = "".join(f"<li>lost: {e(x)}</li>" for x in c.lost)
-        crashed.append([f'<a href="/sessions#s-{e(c.session)}">{short(c.session)}</a>',
+        crashed.append([f'<a href="{at("/sessions#s-" + e(c.session))}">{short(c.session)}</a>',
                         task_link(c.task), e(kept) if not c.branch_exists else kept,
                         f"<ul>{lost}</ul>" if lost else ""])
     for d in s.dead_sessions:
@@ -310,7 +322,7 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str, allowed: lis
     tid = d.id
     facts = [("status", f'<span class="st st-{e(d.status)}">{e(d.status)}</span>'
               + (" ready" if d.ready else "")),
-             ("convoy", f'<a href="/?convoy={e(d.convoy)}">{short(d.convoy)}</a> {e(convoy_title)}'),
+             ("convoy", f'<a href="{at("/?convoy=" + e(d.convoy))}">{short(d.convoy)}</a> {e(convoy_title)}'),
              ("priority", f"p{number(d.priority)}"),
              ("needs", ", ".join(task_link(n) for n in d.needs) or "nothing"),
              ("needed by", ", ".join(task_link(n) for n in d.dependents) or "nothing")]
@@ -329,7 +341,7 @@ def task(d, sessions: list, diff: data.TaskDiff, convoy_title: str, allowed: lis
     items = "".join(f"<li>{x}</li>" for _, x in sorted(timeline, key=lambda t: moment(t[0])))
     srows = []
     for s in sessions:
-        srows.append([f'<a href="/sessions#s-{e(s.id)}">{short(s.id)}</a>', e(s.engine),
+        srows.append([f'<a href="{at("/sessions#s-" + e(s.id))}">{short(s.id)}</a>', e(s.engine),
                       number(s.attempt), session_status(s, dead),
                       f"{number(duration(s), '.0f')}s", e(s.reason)])
     logs = "".join(log_view(s.id) for s in sessions[-1:])
@@ -500,7 +512,7 @@ def mayor(st: dict, log: list) -> str:
                  "ask")
     items = "".join(
         f"<li>{when(x.at)} #{number(x.number)} <b>{e(x.actor)}</b>: {e(x.question)} → "
-        + (f'created convoy <a href="/?convoy={e(x.created.convoy)}">{short(x.created.convoy)}</a> '
+        + (f'created convoy <a href="{at("/?convoy=" + e(x.created.convoy))}">{short(x.created.convoy)}</a> '
            f'"{e(x.created.title)}" ({number(len(x.created.tasks))} tasks)' if x.created else "nothing created")
         + "</li>" for x in log)
     return (live("mayor-status", head)

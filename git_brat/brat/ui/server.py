@@ -59,18 +59,22 @@ class Guard:
     """Who may talk to the board: the token (in a header, or once in the address), the Host
     served, and for a change, this very origin with the CSRF token.
 
-    The browser's cookie is not the token, and is not enough to change anything: cookies on
-    127.0.0.1 go to every port of it, so whatever serves another port gets this one. It holds a
-    value bound to this board's port, which reads pages; a change also needs the CSRF token,
-    which is never in a page: the browser gets it once, in the fragment of the address the
-    token visit redirects to (never sent to any server), and keeps it in this origin's storage
-    (which no other port reads). No CORS header is ever sent."""
+    The browser's cookie is not the token. Cookies on 127.0.0.1 go to every port of it, so
+    the cookie is scoped by path instead: the board's pages live under a secret root
+    (/b-<128 bits derived from the token>) and the cookie is set for that path only, so a
+    server on another port receives it only if the browser visits that very path there, which
+    nobody without the token can name. Outside the root only the token (in a header) is
+    taken. The cookie's value is bound to this port and reads pages; a change also needs the
+    CSRF token, which is never in a page: the browser gets it once, in the fragment of the
+    address the token visit redirects to (never sent to any server), and keeps it in this
+    origin's storage (which no other port reads). No CORS header is ever sent."""
 
     def __init__(self, token: str, host: str, port: int):
         self.token, self.port = token, port
         self.cookie = f"brat_ui_{port}"
         self.session = self._derive(f"cookie:{port}")
         self.csrf = self._derive(f"csrf:{port}")
+        self.root = "/b-" + self._derive(f"path:{port}")[:32]
         self.hosts = allowed_hosts(host, port)
         self.any_ip = host in ("0.0.0.0", "::")
 
@@ -93,6 +97,15 @@ class Guard:
 
     def csrf_ok(self, given: str | None) -> bool:
         return _same(given, self.csrf)
+
+    def within(self, path: str) -> str | None:
+        """The path below the board's root ("/" for the root itself), or None outside it."""
+        n = len(self.root)
+        if not _same(path[:n], self.root):   # (in constant time: the root is a secret)
+            return None
+        if len(path) == n:
+            return "/"
+        return path[n:] if path[n] == "/" else None
 
 
 def _same(given: str | None, secret: str) -> bool:
@@ -133,12 +146,17 @@ class Door:
                                                             "address only (Host refused)")
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         given = (query.get("token") or [None])[0]
+        below = g.within(scope["path"])
         if given is not None and g.token_ok(given) and scope["method"] == "GET":
-            return await _welcome(scope, receive, send, g, query)
+            return await _welcome(scope, receive, send, g, query, below or scope["path"])
         by_header = g.token_ok(headers.get("x-brat-token"))
-        if not by_header and not g.cookie_ok(_cookies(headers.get("cookie", "")).get(g.cookie)):
+        by_cookie = below is not None and g.cookie_ok(
+            _cookies(headers.get("cookie", "")).get(g.cookie))
+        if not by_header and not by_cookie:
             return await _refuse(scope, receive, send, 403, "open the board with the address "
                                  "`git brat ui` printed (it holds the token)")
+        if below is not None:   # the handlers see the path below the root
+            scope = {**scope, "path": below, "raw_path": below.encode("latin-1", "replace")}
         refused = _cross_site(scope["method"], headers)
         if refused:
             return await _refuse(scope, receive, send, 403, refused)
@@ -153,16 +171,17 @@ class Door:
         return await self.app(scope, receive, send)
 
 
-async def _welcome(scope, receive, send, g: Guard, query: dict):
-    """The token's visit: the browser gets the cookie, and the CSRF token in the fragment (its
-    script keeps it); the token leaves the address bar."""
+async def _welcome(scope, receive, send, g: Guard, query: dict, path: str):
+    """The token's visit: the browser goes to the same page under the board's root, with the
+    cookie for that root, and the CSRF token in the fragment (its script keeps it); the token
+    leaves the address bar."""
     rest = {k: v for k, v in query.items() if k != "token"}
-    url = scope["path"] + (("?" + urlencode(rest, doseq=True)) if rest else "")
+    url = g.root + path + (("?" + urlencode(rest, doseq=True)) if rest else "")
     resp = RedirectResponse(f"{url}#brat-csrf={g.csrf}", status_code=303, headers=HEADERS)
     # Lax, not Strict: the browser opened on a file that sends it here (the token stays out of
     # its arguments) arrives from another site, and Strict would drop the cookie on the
     # redirect. Lax still withholds it from every other site's POST; a GET changes nothing.
-    resp.set_cookie(g.cookie, g.session, httponly=True, samesite="lax", path="/")
+    resp.set_cookie(g.cookie, g.session, httponly=True, samesite="lax", path=g.root)
     return await resp(scope, receive, send)
 
 
@@ -254,7 +273,7 @@ def app(repo_path: str, token: str, host: str, port: int) -> Starlette:
             if repo.read_only:
                 body = pages.READ_ONLY + body
             nonce = secrets.token_urlsafe(18)
-            return HTMLResponse(pages.page(title, body, nonce, here, needs, what),
+            return HTMLResponse(pages.page(title, body, nonce, here, needs, what, guard.root),
                                 headers=page_headers(nonce))
         return endpoint
 

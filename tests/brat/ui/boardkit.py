@@ -21,30 +21,47 @@ class Board:
         self.url, self.port, self.pid = shown["url"], shown["port"], shown["pid"]
         self.base = self.url.split("/?", 1)[0]
         self.token = self.url.split("token=", 1)[1]
-        self._cookie = self._csrf = ""
+        self._cookie = self._csrf = self._root = ""
         self.stderr = ""
 
-    def visit(self) -> tuple[str, str]:
+    def visit(self) -> tuple[str, str, str]:
         """The token's visit, as a browser makes it: (the cookie it sets, the CSRF token the
-        redirect's fragment carries)."""
+        redirect's fragment carries, the board's root: the path its pages and cookie live
+        under)."""
         code, headers, _b = self.request("GET", f"/?token={self.token}", cookie=False)
         assert code == 303, code
         cookie = headers["set-cookie"].split(";", 1)[0]
-        return cookie, headers["location"].split("#brat-csrf=", 1)[1]
+        where, _, csrf = headers["location"].partition("#brat-csrf=")
+        root = where.rstrip("/")
+        assert f"Path={root}" in headers["set-cookie"], headers["set-cookie"]
+        return cookie, csrf, root
+
+    def _visited(self) -> None:
+        if not self._cookie:
+            self._cookie, self._csrf, self._root = self.visit()
 
     @property
     def cookie(self) -> str:
-        if not self._cookie:
-            self._cookie, self._csrf = self.visit()
+        self._visited()
         return self._cookie
+
+    @property
+    def root(self) -> str:
+        self._visited()
+        return self._root
+
+    def at(self, path: str) -> str:
+        """The address of a board path as the browser knows it (under the board's root)."""
+        return self.base + self.root + path
 
     def request(self, method: str, path: str, body=None, headers: dict | None = None,
                 cookie: bool = True, timeout: float = 60) -> tuple[int, dict, bytes]:
         """One HTTP request; Host is the served one unless headers say otherwise."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         hdrs = {"Host": f"127.0.0.1:{self.port}"}
-        if cookie:
+        if cookie:   # as a browser sends it: only under the root the cookie is set for
             hdrs["Cookie"] = self.cookie
+            path = self.root + path
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             hdrs["Content-Type"] = "application/json"
@@ -63,8 +80,7 @@ class Board:
 
     @property
     def csrf(self) -> str:
-        if not self._csrf:
-            self._cookie, self._csrf = self.visit()
+        self._visited()
         return self._csrf
 
     def post(self, path: str, body: dict | None = None, **headers) -> tuple[int, dict]:

@@ -1,6 +1,6 @@
 """Hostile records on the board (issue 34, t07 and t10): a pusher's own events put markup and
 values of the wrong type in every field; the board shows them as text on every page and API
-route, its script posts only the forms it rendered, its cookie does not act from another
+route, its script posts only the forms it rendered, its cookie never reaches another
 port, and a detached board's files keep the token to their owner."""
 
 from __future__ import annotations
@@ -154,15 +154,15 @@ def test_in_the_browser_nothing_injected_acts_and_nothing_navigates(hostile, bro
     b, repo, away = hostile["board"], hostile["repo"], hostile["elsewhere"]
     with signed_in(browser, b) as (page, posts):
         for path in _every_page(hostile):
-            page.goto(b.base + path)
+            page.goto(b.at(path))
             page.wait_for_timeout(300)
-            assert page.url == b.base + path, (path, page.url)     # no refresh took it away
+            assert page.url == b.at(path), (path, page.url)     # no refresh took it away
             assert page.evaluate("document.querySelectorAll('#inj, #injform, #label-img, "
                                  "#svg-body, meta[http-equiv]').length") == 0, path
-        page.goto(b.base + "/")
+        page.goto(b.at("/"))
         assert "<form data-action" in page.inner_text(f".card[data-task='{hostile['forged']['form']}']")
         page.wait_for_timeout(1200)
-        assert page.url == b.base + "/" and away.hits == []
+        assert page.url == b.at("/") and away.hits == []
         assert posts == []
     assert brat_json(repo, "task", "show", hostile["victim"])["status"] == "blocked"
 
@@ -189,7 +189,7 @@ def test_a_form_the_server_did_not_render_is_never_posted_by_the_board(hostile, 
         assert posts == []
         # The board's own forms still act after a live redraw re-stamped them.
         queued = hostile["forged"]["refresh"]
-        page.goto(f"{b.base}/task/{queued}")
+        page.goto(b.at(f"/task/{queued}"))
         page.locator("#live.on").wait_for()
         brat(repo, "task", "comment", queued, "-m", "a redraw")
         page.locator("body[data-version]").wait_for(state="attached", timeout=10000)
@@ -203,27 +203,40 @@ def test_a_form_the_server_did_not_render_is_never_posted_by_the_board(hostile, 
     assert shown["status"] == "blocked" and shown["reason"] == "still waiting"
 
 
-def test_the_boards_cookie_received_on_another_port_cannot_act(hostile, browser):
-    """127.0.0.1's cookies go to every port of it (t10): what another server gets is not the
-    token, and with it (and any Origin, Host or page it can fetch) it changes nothing."""
+def test_another_port_never_receives_the_boards_cookie(hostile, browser):
+    """127.0.0.1's cookies go to every port of it (t10), unless scoped by path: the board's
+    pages and its cookie live under a secret root, so another server is sent nothing at any
+    path it can name, and the board takes its cookie only under that root."""
     b, repo, victim = hostile["board"], hostile["repo"], hostile["victim"]
     other = Elsewhere()
+    guess = "/b-" + "0" * 32
     try:
         with signed_in(browser, b) as (page, _posts):
-            page.goto(f"http://127.0.0.1:{other.port}/")
+            assert page.url.startswith(b.base + b.root + "/")   # the pages live under it
+            for path in ("/", "/task/x", "/api/v1/tasks", guess + "/", "/b-/"):
+                page.goto(f"http://127.0.0.1:{other.port}{path}")
+            cookies = page.context.cookies()
     finally:
         other.close()
-    cookie = other.hits[0][1]
-    name, _, value = cookie.partition("=")
-    assert name == f"brat_ui_{b.port}" and b.token not in cookie
+    asked = [p for p, _c in other.hits if p != "/favicon.ico"]
+    assert len(asked) == 5 and all(cookie is None for _p, cookie in other.hits), other.hits
+    [kept] = [c for c in cookies if c["name"] == f"brat_ui_{b.port}"]
+    assert kept["path"] == b.root and kept["httpOnly"] and kept["sameSite"] == "Lax"
+    cookie = f"{kept['name']}={kept['value']}"
+    assert b.token not in cookie
+    for path in ("/", "/api/v1/tasks", guess + "/", b.root + "x/"):   # outside the root: nothing
+        code, _h, body = b.request("GET", path, headers={"Cookie": cookie}, cookie=False)
+        assert code == 403 and b"ship the release" not in body, path
+    # Were the cookie taken anyway (the browser's store read), it reads and changes nothing.
     before = wal_tip(repo)
-    code, _h, page = b.request("GET", "/", headers={"Cookie": cookie}, cookie=False)
-    assert code == 200    # the cookie reads the board...
+    code, _h, page = b.request("GET", b.root + "/", headers={"Cookie": cookie}, cookie=False)
+    assert code == 200
+    value = kept["value"]
     candidates = set(re.findall(rb"[0-9a-f]{64}|[A-Za-z0-9_-]{24,}", page)) | {value.encode()}
     attempts = [{"Cookie": cookie, "Origin": b.base, "X-CSRF-Token": c.decode()} for c in candidates]
     attempts.append({"X-Brat-Token": value, "Origin": b.base, "X-CSRF-Token": value})
-    for headers in attempts:     # ...and changes nothing, whatever the page held
-        code, _h, _out = b.request("POST", f"/api/v1/tasks/{victim}/drop",
+    for headers in attempts:     # whatever the page held
+        code, _h, _out = b.request("POST", f"{b.root}/api/v1/tasks/{victim}/drop",
                                    {"message": "dropped"}, headers, cookie=False)
         assert code == 403, headers
     code, _h, _b = b.request("GET", f"/?token={value}", cookie=False)
@@ -265,7 +278,7 @@ def test_a_detached_boards_files_are_its_owners_and_no_log_or_argv_holds_its_tok
             page = ctx.new_page()
             page.goto(f"file://{opener}")
             page.locator("#live.on").wait_for()
-            assert page.url == f"http://127.0.0.1:{shown['port']}/"
+            assert page.url == f"http://127.0.0.1:{shown['port']}{board.root}/"
             assert page.locator("h1").inner_text() == "Board"
             assert page.evaluate("localStorage.getItem('brat-csrf')") is not None
         finally:
@@ -287,8 +300,8 @@ def test_a_link_from_elsewhere_cannot_replace_the_right_to_act(hostile, browser)
     b, repo = hostile["board"], hostile["repo"]
     target = hostile["forged"]["types"]
     with signed_in(browser, b) as (page, _posts):
-        page.goto(f"{b.base}/task/{target}#brat-csrf={'0' * 64}")
-        assert page.url == f"{b.base}/task/{target}"     # the fragment left the address
+        page.goto(b.at(f"/task/{target}#brat-csrf={'0' * 64}"))
+        assert page.url == b.at(f"/task/{target}")     # the fragment left the address
         page.fill("form.block input[name=message]", "held")
         page.click("form.block button")
         page.locator("output[data-result].ok").wait_for(timeout=10000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -65,9 +66,12 @@ def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(seeded
     b = seeded["board"]
     code, headers, _b = b.request("GET", f"/needs-you?token={b.token}", cookie=False)
     # The CSRF token rides in the fragment, which the browser keeps and sends to no server.
-    assert code == 303 and headers["location"] == f"/needs-you#brat-csrf={b.csrf}"
+    # The page moves under the board's root, the secret path its cookie is scoped to.
+    assert code == 303 and headers["location"] == f"{b.root}/needs-you#brat-csrf={b.csrf}"
+    assert re.fullmatch(r"/b-[0-9a-f]{32}", b.root) and b.token not in b.root
     cookie = headers["set-cookie"]
     assert cookie.startswith(f"brat_ui_{b.port}=") and b.token not in cookie
+    assert f"Path={b.root};" in cookie + ";"
     assert "HttpOnly" in cookie and "SameSite=lax" in cookie.replace("Lax", "lax")
 
 
@@ -107,7 +111,7 @@ def test_a_title_holding_a_script_is_text_on_every_page(seeded):
         assert code == 200, path
         assert b"<script>alert" not in page, path
         # No script runs but the one the page names with this render's nonce.
-        nonce = page.split(b'<script src="/static/board.js" nonce="', 1)[1].split(b'"', 1)[0]
+        nonce = page.split(f'<script src="{b.root}/static/board.js" nonce="'.encode(), 1)[1].split(b'"', 1)[0]
         assert f"script-src 'nonce-{nonce.decode()}';" in headers["content-security-policy"]
     _c, _h, page = b.request("GET", f"/task/{seeded['hostile']}")
     assert b"&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in page
@@ -211,7 +215,8 @@ def test_a_write_by_the_cli_is_pushed_to_the_board_within_a_second(seeded):
     b, repo = seeded["board"], seeded["repo"]
     conn = http.client.HTTPConnection("127.0.0.1", b.port, timeout=10)
     try:
-        conn.request("GET", "/events", headers={"Host": f"127.0.0.1:{b.port}", "Cookie": b.cookie})
+        conn.request("GET", b.root + "/events",
+                     headers={"Host": f"127.0.0.1:{b.port}", "Cookie": b.cookie})
         resp = conn.getresponse()
         assert resp.status == 200 and resp.getheader("content-type").startswith("text/event-stream")
         assert resp.readline().startswith(b"retry:")
@@ -335,7 +340,7 @@ def test_what_is_not_yet_pushed_shows_with_a_push_that_publishes_it(tmp_path):
         code, _out = board.post("/api/v1/tasks", {"convoy": c, "title": "Made here"})
         assert code == 200
         assert b"1 change(s) not yet pushed to origin" in roles()
-        assert b'data-action="/api/v1/sync/push"' in roles()
+        assert f'data-action="{board.root}/api/v1/sync/push"'.encode() in roles()
         code, out = board.post("/api/v1/sync/push")
         assert code == 200 and out["ok"] and out["remotes"][0]["status"] == "pushed"
         assert b"everything is pushed to origin" in roles()
@@ -373,8 +378,8 @@ def test_a_change_synced_from_another_clone_is_pushed_to_the_board(tmp_path):
     board = boardkit.start(mine)
     conn = http.client.HTTPConnection("127.0.0.1", board.port, timeout=20)
     try:
-        conn.request("GET", "/events", headers={"Host": f"127.0.0.1:{board.port}",
-                                                "Cookie": board.cookie})
+        conn.request("GET", board.root + "/events", headers={"Host": f"127.0.0.1:{board.port}",
+                                                             "Cookie": board.cookie})
         resp = conn.getresponse()
         assert resp.readline().startswith(b"retry:")
         time.sleep(0.5)

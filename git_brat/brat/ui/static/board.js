@@ -6,6 +6,10 @@
 
 (function () {
   const CSRF_KEY = "brat-csrf";
+  // The board's pages live under a secret root, the path its cookie is scoped to (other
+  // ports of 127.0.0.1 would otherwise be sent it); every address the script uses starts there.
+  const ROOT = document.body.dataset.root || "";
+  const below = (url) => url.startsWith(ROOT + "/") ? url.slice(ROOT.length) : url;
   // The token's visit leaves the CSRF token in the fragment (no server ever sees it); it is
   // kept in this origin's storage, which no other port of 127.0.0.1 can read.
   // Only from the board's own redirect: a link from elsewhere carrying a fragment of its
@@ -125,7 +129,7 @@
 
   showNotifyState();
 
-  const events = new EventSource("/events");
+  const events = new EventSource(`${ROOT}/events`);
   events.addEventListener("change", redraw);
   // What changed while no stream was open is never sent: a reconnect redraws, and so does the
   // first open of a page drawn before its count was known (the count may have landed before
@@ -154,7 +158,7 @@
         }
         continue;
       }
-      const src = new EventSource(`/api/v1/sessions/${encodeURIComponent(sid)}/log/stream?from=0`);
+      const src = new EventSource(`${ROOT}/api/v1/sessions/${encodeURIComponent(sid)}/log/stream?from=0`);
       const entry = {src, pre};
       streams.set(sid, entry);
       src.onmessage = (ev) => {
@@ -281,7 +285,7 @@
       b.className = what;
       b.textContent = label;
       b.addEventListener("click", async () => {
-        const r = await post(`/api/v1/mayor/${what}`, {exchange: String(plan.exchange)});
+        const r = await post(`${ROOT}/api/v1/mayor/${what}`, {exchange: String(plan.exchange)});
         box.replaceChildren();
         const msg = document.createElement("p");
         msg.textContent = r.ok ? (what === "confirm" ? `created convoy ${(r.body.convoy || "").slice(0, 7)}` : "discarded")
@@ -323,11 +327,11 @@
     const button = form.querySelector("button");
     const out = resultBox(form);
     button.disabled = true;
-    const acted = /^\/api\/v1\/tasks\/([0-9a-f]+)\//.exec(form.dataset.action);
+    const acted = /^\/api\/v1\/tasks\/([0-9a-f]+)\//.exec(below(form.dataset.action));
     if (acted) ownActions.set(acted[1], Date.now());   // (before the post: its redraw may come first)
     try {
       const r = await post(form.dataset.action, body);
-      if (r.ok && form.dataset.action === "/api/v1/mayor/ask") {
+      if (r.ok && below(form.dataset.action) === "/api/v1/mayor/ask") {
         planView(r.body);
         show(out, "the mayor answered: confirm or discard the plan", true);
       } else {
