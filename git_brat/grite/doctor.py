@@ -357,7 +357,7 @@ def _check_leases(g: Grite) -> list[Finding]:
                               released=False)
     except GriteError as exc:
         return [Finding("forged-lease", "", f"lease records could not be read: {exc.message}")]
-    return [Finding("forged-lease", f.sha, f"{f.resource}: {f.action} record ignored: {f.reason}")
+    return [Finding("forged-lease", f.sha, f"{f.resource}: {f.action or 'a'} record ignored: {f.reason}")
             for f in report.forged] + [Finding("forged-lease", f.resource, f.reason)
                                        for f in locks.ungrounded_tokens(g)]
 

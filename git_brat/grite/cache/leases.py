@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
@@ -34,30 +34,55 @@ def record(store: "Store", sha: bytes) -> tuple[Lease, bytes | None]:
         try:
             got = (lease_decoder.decode(data), parents[0] if parents else None)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise CorruptObject(sha.decode(), f"lease record does not decode ({exc})") from exc
+            raise Undecodable(sha.decode(), f"lease record does not decode ({exc})",
+                              parents[0] if parents else None) from exc
         if len(_RECORDS) > RECORDS_KEPT:
             _RECORDS.clear()
         _RECORDS[sha] = got
     return got
 
 
-def chain(store: "Store", sha: bytes, limit: int) -> tuple[list[tuple[bytes, Lease]], bool]:
-    """The records of a ref from its tip back (at most limit), oldest first, and whether the
-    oldest is the ref's first. An unreadable older record ends the chain there (CorruptObject
-    only when the tip itself cannot be read)."""
+class Undecodable(CorruptObject):
+    """A lease commit that reads but whose record does not decode (not JSON, a field of the
+    wrong type or past its bounds): anyone can push one, so it is skipped like a forged
+    record, and the chain goes on to its parent."""
+
+    def __init__(self, sha: str, why: str, parent: bytes | None):
+        super().__init__(sha, why)
+        self.why, self.parent = why, parent
+
+
+class Chain(NamedTuple):
+    records: list[tuple[bytes, Lease]]   # oldest first
+    root: bool                           # the oldest is the ref's first record
+    unreadable: list[tuple[bytes, str]]  # records skipped: (sha, why), newest first
+
+
+def chain(store: "Store", sha: bytes, limit: int) -> Chain:
+    """The records of a ref from its tip back (at most limit), and those skipped because they
+    do not decode. A commit that cannot be read at all ends the chain there; CorruptObject
+    only when no record can be read."""
     records: list[tuple[bytes, Lease]] = []
+    unreadable: list[tuple[bytes, str]] = []
     at: bytes | None = sha
-    while at and len(records) < limit:
+    while at and len(records) + len(unreadable) < limit:
         try:
             lease, parent = record(store, at)
+        except Undecodable as exc:
+            unreadable.append((at, exc.why))
+            at = exc.parent
+            continue
         except CorruptObject:
             if not records:
                 raise
             break
         records.append((at, lease))
         at = parent
+    if not records:
+        raise CorruptObject(sha.decode(), unreadable[0][1] if unreadable else
+                            "no lease record could be read")
     records.reverse()
-    return records, at is None
+    return Chain(records, at is None, unreadable)
 
 
 BULK_AFTER = 4         # tokens judged one by one in many() before every record is read at once
@@ -163,7 +188,7 @@ class LeaseRecords:
             if not sha:
                 continue
             try:
-                records, root = chain(self.store, sha.encode(), GRANTS_CHAIN)
+                records, root, _skipped = chain(self.store, sha.encode(), GRANTS_CHAIN)
             except CorruptObject:
                 continue   # an unreadable lease ref grants nothing (doctor names it)
             out.append(fold(records, self.now(), root, *seals.judges(self.store))[2])

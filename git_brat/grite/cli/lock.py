@@ -150,8 +150,8 @@ def release(resource, holder, force, no_fallback, remote, local, skew, as_json):
 
 def _warn_forged(forged) -> None:
     for f in forged:
-        warn(f"ignored lease record {f.sha[:12]} on {f.resource}: {f.reason} (lease "
-             f"records are not signed: anyone who can push can append one)")
+        warn(f"ignored lease record {f.sha[:12]} on {f.resource}: {f.reason} (anyone who "
+             f"can push can append a record; `git grite doctor` lists them)")
 
 
 def _rows(leases, names: dict[str, str]) -> str:

@@ -10,7 +10,7 @@ import msgspec
 
 from git_brat.process import now_ms
 from git_brat.grite.model import events as ev
-from git_brat.errors import Conflict, GriteError, NotFound, RefLocked, RemoteUnreachable
+from git_brat.errors import Conflict, CorruptObject, GriteError, NotFound, RefLocked, RemoteUnreachable
 from git_brat.grite.locks.lease import (
     ENTRY, LOCKS, MAX_FORCERS, Decide, Holder, Lease, LeaseHeld, Outcome, Plan, decide_acquire,
     decide_release, decide_renew, effective, holder_for, lock_entity, naming_forcers, ref_for, view)
@@ -76,7 +76,7 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
         attempt += 1
         old = store.refs.read(ref)
         now = now_ms()
-        prev = effective(store, old, now)[0] if old else None
+        prev = _granted(store, old, now)
         plan = decide(prev, now, "")
         if plan is None:
             return _unchanged(resource, prev, now, st, ref)
@@ -94,6 +94,18 @@ def _apply_local(g, ref: bytes, resource: str, decide: Decide, st: Settings,
         time.sleep(random.uniform(0, min(0.05, 0.001 * (2 ** min(attempt, 6)))))
 
 
+def _granted(store, sha: bytes | None, now: int):
+    """The lease a ref's records grant; None for no ref, or for one of which no record can be
+    read: a pusher's junk grants nothing, so the lease is free and the next record goes on
+    top of it (status and doctor name the junk)."""
+    if not sha:
+        return None
+    try:
+        return effective(store, sha, now)[0]
+    except CorruptObject:
+        return None
+
+
 def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
                   record: bool = True) -> Outcome:
     """The remote's ref decides: push the next record with --force-with-lease=<ref>:<expected>.
@@ -107,7 +119,7 @@ def _apply_remote(g, ref: bytes, resource: str, decide: Decide, st: Settings,
     fresh = False
     while True:
         now = now_ms()
-        prev = effective(store, base, now)[0] if base else None
+        prev = _granted(store, base, now)
         try:
             plan = decide(prev, now, remote)
         except (Conflict, NotFound):

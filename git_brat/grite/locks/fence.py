@@ -55,7 +55,7 @@ def _token_event(g: "Grite", resource: str, token: int) -> Draft:
     """The LeaseToken event for `token`'s grant, rebuilt from the lease's own records as every
     clone's replay reads them (the grant's prev_end must be what they say, or it is refused)."""
     sha = g.store.refs.read(ref_for(resource))
-    records, root = chain(g.store, sha, GRANTS_CHAIN) if sha else ([], True)
+    records, root, _skipped = chain(g.store, sha, GRANTS_CHAIN) if sha else ([], True, [])
     holder = next((r.holder.id for _s, r in reversed(records) if r.token == token), "")
     prev_end = fold(records, now_ms(), root, *seals.judges(g.store))[2].ends.get(token, 0) \
         if records else 0

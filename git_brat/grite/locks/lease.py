@@ -132,8 +132,10 @@ def effective(store: "Store", sha: bytes, now: int) -> tuple[Lease, list[Forged]
     """The lease a ref's records really grant, and the records that do not count: the last
     CHAIN records folded from the oldest (model.leases.fold judges each against the lease as
     it stood before it; one that breaks the rules is skipped)."""
-    records, root = chain(store, sha, CHAIN)
-    return fold(records, now, root, *seals.judges(store))[:2]
+    records, root, unreadable = chain(store, sha, CHAIN)
+    lease, forged, _grants = fold(records, now, root, *seals.judges(store))
+    return lease, [Forged(lease.resource, bad.decode(), "", "", 0, why)
+                   for bad, why in reversed(unreadable)] + forged
 
 
 def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:
@@ -141,8 +143,11 @@ def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:
     out: list[Lease] = []
     sha = g.store.refs.read(ref_for(resource))
     while sha and len(out) < limit:
-        out.append(read_lease(g.store, sha))
         _data, parents = g.store.objects.read_record(sha, ENTRY)
+        try:
+            out.append(read_lease(g.store, sha))
+        except CorruptObject:
+            pass   # (one that does not decode is no part of the trail: status names it)
         sha = parents[0] if parents else None
     return out
 

@@ -19,6 +19,7 @@ from git_brat.grite.log.refs import grite_dir
 
 if TYPE_CHECKING:
     from git_brat.git.store import Store
+    from git_brat.grite.model.leases import Lease
     from git_brat.grite.repo import Grite
 
 
@@ -67,7 +68,7 @@ def status(g: "Grite", st: Settings, resource: str | None = None, refresh: bool 
         try:
             if memo is None:   # every lease: each record read once
                 newest = max(records, key=lambda sha: (lambda lease: (
-                    lease.token, lease.written_at))(read_lease(store, sha)))
+                    lease.token, lease.written_at))(_ordered_by(store, sha)))
                 leases.append(judged(newest, name))
                 continue
             sha, was_released = _newest(store, records, seen, new)
@@ -106,6 +107,15 @@ def _learn(store: "Store", shas: list[bytes], seen: dict[bytes, Seen],
             new[sha.encode()] = Seen(lease.token, lease.written_at, lease.state == "released")
 
 
+def _ordered_by(store: "Store", sha: bytes) -> Lease:
+    """The record a ref's tip is ordered by among its copies: the tip, or when it does not
+    decode (anyone can push one) the lease its readable records grant."""
+    try:
+        return read_lease(store, sha)
+    except CorruptObject:
+        return effective(store, sha, now_ms())[0]
+
+
 def _newest(store: "Store", records: list[bytes], seen: dict[bytes, Seen],
             new: dict[bytes, Seen]) -> tuple[bytes, bool]:
     """The sha of the newest of a lock's records (by token, then time written) and whether it
@@ -114,7 +124,7 @@ def _newest(store: "Store", records: list[bytes], seen: dict[bytes, Seen],
     for sha in records:
         known = seen.get(sha) or new.get(sha)
         if known is None:
-            lease = read_lease(store, sha)
+            lease = _ordered_by(store, sha)
             known = new[sha] = Seen(lease.token, lease.written_at, lease.state == "released")
         order[sha] = known
     sha = max(records, key=lambda s: (order[s].token, order[s].written_at))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, NamedTuple
+from typing import Annotated, Callable, NamedTuple
 from urllib.parse import quote, unquote
 
 import msgspec
@@ -17,38 +17,50 @@ ENTRY = b"lease"                 # the one blob in each lease commit's tree
 DEFAULT_SKEW = 5.0               # seconds others wait past a holder's expiry before taking over
 
 MAX_NAME = 200
+MAX_FORCERS = 64                 # keys a holder names as allowed to override its lease
 _FORBIDDEN = set(" ~^:?*[\\")    # git check-ref-format: never in a ref name
 _SAFE = "-_.+=,@!$&'()#"          # kept as-is in the ref component; everything else is %-encoded
 
+# Every field of a record is bounded when it is decoded: a record anyone could push is read
+# by every clone, and one that does not fit is unreadable (reported, never believed), like
+# one that is not JSON. The bounds are wide of what a writer makes (names of MAX_NAME, keys of
+# 44 characters, times in ms).
+Text = Annotated[str, msgspec.Meta(max_length=MAX_NAME)]
+Host = Annotated[str, msgspec.Meta(max_length=255)]            # a host name's longest
+Word = Annotated[str, msgspec.Meta(max_length=32)]             # a state, an action
+Count = Annotated[int, msgspec.Meta(ge=0, le=2 ** 63 - 1)]     # a token, a pid, ms
+Key = Annotated[str, msgspec.Meta(max_length=128)]             # a replica's public key
+
+
 class Holder(msgspec.Struct):
     """Who holds a lease: the holder id others compare against, and where it runs."""
-    id: str
-    actor: str = ""
-    session: str = ""
-    host: str = ""
-    pid: int = 0
+    id: Text
+    actor: Text = ""
+    session: Text = ""
+    host: Host = ""
+    pid: Count = 0
 
 
 class Lease(msgspec.Struct):
     """One record of a lease's history: the `lease` blob of each commit on its ref."""
-    resource: str
+    resource: Annotated[str, msgspec.Meta(max_length=MAX_NAME + 40)]   # NAMESPACE:NAME
     holder: Holder
-    token: int                   # fencing token: +1 on every grant, kept by renew and release
-    state: str                   # "held" or "released"
-    acquired_at: int             # ms, holder's clock: when this token was granted
-    expires_at: int              # ms, holder's clock
-    ttl_ms: int
-    written_at: int              # ms, writer's clock
-    released_at: int = 0         # ms: when a released lease ended
-    action: str = ""             # acquire, extend, takeover, renew, release, expire; force-*
-    by: str = ""                 # who wrote it when not the holder (--force, gc)
-    remote: str = ""             # the remote that decided this record; "" = local lease
-    v: int = 1
+    token: Count                 # fencing token: +1 on every grant, kept by renew and release
+    state: Word                  # "held" or "released"
+    acquired_at: Count           # ms, holder's clock: when this token was granted
+    expires_at: Count            # ms, holder's clock
+    ttl_ms: Count
+    written_at: Count            # ms, writer's clock
+    released_at: Count = 0       # ms: when a released lease ended
+    action: Word = ""            # acquire, extend, takeover, renew, release, expire; force-*
+    by: Text = ""                # who wrote it when not the holder (--force, gc)
+    remote: Text = ""            # the remote that decided this record; "" = local lease
+    v: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 1
     # The keys that may override this lease (force-*), named by its holder's clone in the
     # records it writes (the keys it trusts): every reader judges an override by this list,
     # so the clone that forces and the clone that holds agree on who holds it. [] = written
     # before the holder named any (then each reader's own trust decides, as it did).
-    forcers: list[str] = []
+    forcers: Annotated[list[Key], msgspec.Meta(max_length=MAX_FORCERS)] = []
 
 
 
@@ -159,7 +171,6 @@ class Forged(msgspec.Struct):
 
 
 FUTURE_MS = int(DEFAULT_SKEW * 1000)   # how far a record's clock may run ahead of its reader's
-MAX_FORCERS = 64                       # keys a holder names as allowed to override its lease
 HOLDERS_OWN = ("acquire", "takeover", "force-takeover", "extend", "renew")   # records that name them
 _GRANTS = ("acquire", "takeover", "force-takeover")
 
