@@ -67,6 +67,7 @@ class CacheFile:
         self.dir = os.path.join(grite_dir(store), "cache")
         self.path = os.path.join(self.dir, DB)
         self.problems: list[Problem] = []
+        self.disputes = ""                    # the disputes the last answer was replayed under
         self.frontier: dict[str, str] = {}   # the log tips the last answer was projected at
         self.generation = ""                  # the cache generation the last answer came from
         # True once the cache directory could not be written (a read-only .git, a full disk):
@@ -168,6 +169,7 @@ class CacheFile:
 
     def _answered(self, meta: Meta) -> None:
         self.problems, self.frontier, self.generation = meta.problems, meta.frontier, meta.generation
+        self.disputes = meta.disputes
 
     def seen_lamport(self) -> int:
         """Highest Lamport clock the cache has seen, without loading the state (cheap)."""

@@ -253,3 +253,26 @@ def test_a_clone_that_showed_an_actor_as_the_victims_shows_it_disputed_once_a_cl
     assert sorted(authors) == sorted(WANTED + [LIE])
     assert "Old Victim" not in authors.values()   # the words it had applied moved as well
     assert not _findings(early, "cache-mismatch") and _findings(early, "disputed-actor")
+
+
+def test_a_clone_that_sees_a_dispute_writes_no_snapshot_another_clone_could_adopt(tmp_path):
+    """Replay on a clone with a dispute shows the actor's words as their writers'; a clone
+    that sees none (its requireSigned refuses the claimant) would take that reading from a
+    snapshot made there. So no snapshot is made under a dispute, asked for or due."""
+    hub, victim, mallory, old = _legacy_victim_and_claim(tmp_path)
+    fresh = clone(str(hub), tmp_path / "fresh")
+    assert _findings(fresh, "disputed-actor")
+    asked = grite(fresh, "snapshot", check=False)
+    assert asked.returncode != 0 and "disputed" in asked.err and "doctor" in asked.err
+    # due by grite.snapshotEvery, written by the import's replay and published by a push: none
+    git(fresh, "config", "grite.snapshotEvery", "1000")
+    items = [{"title": f"bulk {i}"} for i in range(1100)]
+    (tmp_path / "bulk.json").write_text(json.dumps(items))
+    grite(fresh, "import", str(tmp_path / "bulk.json"))
+    grite(fresh, "rebuild")
+    git(fresh, "push", "-q", "origin", "main")
+    assert git(fresh, "for-each-ref", "refs/grite/snapshots/") == ""
+    assert "refs/grite/snapshots/" not in git(fresh, "ls-remote", str(hub))
+    # The clone whose own key settles the dispute is one with a dispute too (settled its way).
+    git(victim, "fetch", "-q")
+    assert grite(victim, "snapshot", check=False).returncode != 0
