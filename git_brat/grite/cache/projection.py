@@ -200,13 +200,10 @@ class Cache(CacheFile):
             raise GriteError(f"{len(self.problems)} log records could not be read, and a snapshot "
                              f"now would leave their events out for good (see `git grite doctor`; "
                              f"once repaired, `git grite rebuild`)")
-        if self.disputes:
-            # Replay here shows a disputed actor's words as their writers'; a clone that sees
-            # no dispute would take that reading from the snapshot, and the two would differ.
-            raise GriteError("an actor is disputed on this clone (`git grite doctor` names it "
-                             "and how it ends), and a snapshot now would carry this clone's "
-                             "reading of its words to clones that see no dispute; settle it "
-                             "first")
+        if self.disputes:   # (replay here shows a disputed actor's words as their writers')
+            raise GriteError("an actor is disputed on this clone (`git grite doctor` names it and how "
+                             "it ends): a snapshot now would carry this clone's reading of its "
+                             "words to clones that see no dispute; settle it first")
         covers = sorted(set(self.frontier.values()))
         rid = identity.load_replica(grite_dir(self.store)).id
         ours = snapshot.read(self.store, snapshot.own_ref(rid))
@@ -335,9 +332,8 @@ class Cache(CacheFile):
                    problems, covered, pending, disputed)
         self._store(new, state, touched)
         # (A snapshot of a cache that lacks its cold rows would leave them out for good.)
-        if settings is not None and settings.every and not problems and not disputed and \
-                not self.read_only and pending is None and \
-                state.event_count - covered >= settings.every:
+        if settings is not None and settings.every and not (problems or disputed) and \
+                not self.read_only and pending is None and state.event_count - covered >= settings.every:
             covered = max(covered, self._own_snapshot_events())
             if state.event_count - covered >= settings.every and \
                     self._snapshot(state, tips, new.generation):
