@@ -30,6 +30,10 @@ def move_fields(board: Board, tid: str, to: str, reason: str = "", *, force: boo
     check_transition(board, tid, old, to, force)
     out = dict(fields)
     out.update({"status": to, "status_from": old})
+    if old == "running" and to != "running":
+        # The run this move ends: replay refuses it once another run is the task's (it was
+        # decided on a stale view, e.g. a crash recovered on two clones at once).
+        out["ends"] = "" if by_hand(task) else str(task.get("session", ""))
     if force:
         out["forced"] = True
     if reason:

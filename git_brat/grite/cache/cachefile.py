@@ -29,7 +29,9 @@ from git_brat.grite.log.refs import grite_dir
 # is believed only from its lease's records (lease_held, lease_basis). 12: an event not of its
 # kind's schema (grite.model.schema) is rejected (one made before may hold its mistyped values).
 # 13: a comment keeps the session it came through (Entity.vias, Comment.via).
-CACHE_VERSION = 13
+# 14: a move out of running that ends another run than the task's current one is stale
+# (a cache made before kept no run in its transitions).
+CACHE_VERSION = 14
 DB = "state.db"
 
 

@@ -204,6 +204,7 @@ _name = name()
 FIELDS: dict[str, Check] = {
     # a status move's own (its statuses below; the state machine is replay's: State._recheck)
     "forced": boolean, "reason": _long,
+    "ends": _ref,   # the session whose run a move out of running ends ("" for a run by hand)
     # what people write
     "title": _line, "body": _long, "name": _name, "email": _name,
     # tasks

@@ -203,6 +203,7 @@ class State(msgspec.Struct):
                          if field in f)
         created = ent.create_stamp[2] if ent.create_stamp else ""
         cur, cell, bad, marks = None, None, {}, {}
+        run = ""   # the session whose run the status "running" is (set by the move there)
         for lam, actor, eid, f in changes:
             new = f[field]
             if f.get("create") is True or eid == created:
@@ -214,10 +215,22 @@ class State(msgspec.Struct):
                 bad[eid] = f"changes the {ent.kind}'s {field} before it was created"
             elif new == cur:
                 cell = (new, lam, actor, eid)
+                if new == "running" and isinstance(f.get("session"), str):
+                    run = f["session"]
+            elif "ends" in f and (cur != "running" or f["ends"] != run):
+                # A move decided on a view where another run was the current one (a crash
+                # recovered on two clones at once, one of them after the task ran again):
+                # applied, it would undo what the later run did.
+                ended = f"session {f['ends'][:7]}'s run" if f["ends"] else "a run by hand"
+                now = f"the task is {cur}" if cur != "running" else \
+                    f"its run is session {run[:7]}'s" if run else "its run is by hand"
+                bad[eid] = f"stale {ent.kind} move to {new}: it ends {ended}, but {now}"
             elif not isinstance(new, str) or new not in table:
                 bad[eid] = f"unknown {ent.kind} {field} {new!r}"
             elif new in table.get(cur, ()) or (f.get("forced") is True and f.get("status_from") == cur):
                 cur, cell = new, (new, lam, actor, eid)
+                if new == "running":
+                    run = f["session"] if isinstance(f.get("session"), str) else ""
             else:
                 forced = " (a force recorded from another status)" if f.get("forced") is True else ""
                 bad[eid] = f"illegal {ent.kind} transition {cur} -> {new}{forced}"
@@ -368,8 +381,10 @@ def _set(ent: Entity, e: ev.Event, op: ev.SetFields) -> None:
     _transition(ent, e, op.fields)
 
 
-TRANSITION_FIELDS = ("status_from", "reason", "forced", "via")
-_MOVE_ONLY = ("status_from", "forced")   # fields no event but a status change writes
+# "session": the run a move to running starts; "ends": the run a move out of running ends
+# (see State._recheck: a move ending a run that is not the task's current one is stale).
+TRANSITION_FIELDS = ("status_from", "reason", "forced", "via", "session", "ends")
+_MOVE_ONLY = ("status_from", "forced", "ends")   # fields no event but a status change writes
 
 
 def _transition(ent: Entity, e: ev.Event, fields: dict[str, Any], create: bool = False) -> None:

@@ -115,3 +115,47 @@ def test_a_batch_with_too_many_events_is_refused_before_it_is_decoded():
             for i in range(ev.MAX_BATCH_ENTITIES + 1)]
     with pytest.raises(msgspec.DecodeError, match="entities"):
         ev.decode_batch(ev.encode_batch(ev.Batch(1, "0" * 16, 1, many)))
+
+
+S1, S2 = "51" * 16, "52" * 16
+
+
+def test_a_crash_recovered_again_after_the_task_ran_once_more_does_not_undo_that_run():
+    """The chaos schedule (5, 10): two clones saw session S1's lease expire; one requeued the
+    task, ran S2 and took it to review; the other's requeue, decided on its older view and
+    stamped later, must not send the reviewed work back to the queue (it was run twice)."""
+    log = _task_log(("running", {"session": S1}), ("queued", {"ends": S1}),
+                    ("running", {"session": S2}), ("needs-review", {"ends": S2}))
+    stale = ev.make_event(TASK, "ba" * 8, 20, 2000, ev.SetFields(
+        {"status": "queued", "status_from": "running", "ends": S1}))
+    for order in itertools.permutations(log[1:] + [stale]):
+        state = replay([log[0], *order])
+        assert status_of(state.entities[TASK]) == "needs-review", order
+        assert set(state.rejected) == {stale.id}
+        assert "ends session 5151515's run, but the task is needs-review" in \
+            state.rejected[stale.id].reason
+        assert state.entities[TASK].get("ends") == S2   # (the last legal move's, not the stale one's)
+
+
+def test_a_stale_end_of_a_run_is_refused_while_the_next_run_is_under_way():
+    log = _task_log(("running", {"session": S1}), ("queued", {"ends": S1}),
+                    ("running", {"session": S2}))
+    stale = ev.make_event(TASK, "ba" * 8, 20, 2000, ev.SetFields(
+        {"status": "blocked", "status_from": "running", "ends": S1}))
+    state = replay(log + [stale])
+    assert status_of(state.entities[TASK]) == "running"
+    assert "its run is session 5252525's" in state.rejected[stale.id].reason
+    # The same recovery twice (two clones at once) is no news: the second changes nothing.
+    again = ev.make_event(TASK, "cb" * 8, 4, 2000, ev.SetFields(
+        {"status": "queued", "status_from": "running", "ends": S1}))
+    state = replay(log[:3] + [again])
+    assert status_of(state.entities[TASK]) == "queued" and not state.rejected
+
+
+def test_moves_written_before_runs_were_named_are_judged_as_before():
+    old = _task_log(("running", {"session": S1}), ("queued", {}), ("running", {"session": S2}),
+                    ("needs-review", {}))
+    late = ev.make_event(TASK, "ba" * 8, 20, 2000, ev.SetFields(
+        {"status": "queued", "status_from": "running"}))
+    state = replay(old + [late])   # (needs-review -> queued is a legal move: no run is named)
+    assert status_of(state.entities[TASK]) == "queued" and not state.rejected
