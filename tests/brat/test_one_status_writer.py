@@ -118,7 +118,7 @@ def test_a_move_is_allowed_exactly_when_the_table_lists_it(old, new):
     board = board_with(old)
     if new in TRANSITIONS[old]:
         fields = tasks.move_fields(board, TID, new, "why")
-        assert fields == {"status": new, "status_from": old, "reason": "why"}
+        assert fields == {"status": new, "status_from": old, "reason": "why", **_ends(old)}
     else:
         with pytest.raises(Conflict, match=f"is {old}; from {old} it can go to"):
             tasks.move_fields(board, TID, new, "why")
@@ -127,7 +127,23 @@ def test_a_move_is_allowed_exactly_when_the_table_lists_it(old, new):
 @pytest.mark.parametrize("old,new", MOVES, ids=[f"{o}->{n}" for o, n in MOVES])
 def test_force_makes_any_move_and_is_recorded(old, new):
     fields = tasks.move_fields(board_with(old), TID, new, force=True, by="ann")
-    assert fields == {"by": "ann", "status": new, "status_from": old, "forced": True}
+    assert fields == {"by": "ann", "status": new, "status_from": old, "forced": True,
+                      **(_ends(old) if new != old else {})}
+
+
+def _ends(old: str) -> dict:
+    """What a move out of running says of the run it ends (board_with's: one by hand)."""
+    return {"ends": ""} if old == "running" else {}
+
+
+def test_a_move_out_of_a_witness_run_names_that_run_and_one_out_of_a_hand_run_names_none():
+    session = "5e" * 16
+    board = board_with("queued")
+    started = tasks.move(board, TID, "running", session=session)
+    board.state.apply(ev.make_event(TID, "c" * 32, 10, 2000, started.op))
+    assert tasks.move_fields(board, TID, "needs-review")["ends"] == session
+    assert tasks.move_fields(board_with("running"), TID, "blocked", "why")["ends"] == ""
+    assert "ends" not in tasks.move_fields(board_with("blocked"), TID, "queued")
 
 
 @pytest.mark.parametrize("need,allowed", [("queued", False), ("running", False),
