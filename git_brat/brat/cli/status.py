@@ -253,7 +253,7 @@ def _recovery(r: st.RecoveryReport, sid, more: bool = False, view: View | None =
                    f"(see `git grite doctor`)")
     if r.rejected_events:
         out += _wrapped(f"{r.rejected_events} events rejected on replay (a lease that "
-                              f"had moved on, an illegal move, a clock or size past the bounds, "
+                              f"had moved on, an illegal or stale move, a clock or size past the bounds, "
                               f"a value not of its type): `git grite doctor` lists them", width)
     crashed, left = view.take(r.crashed_sessions, LIMIT)
     for c in crashed:
