@@ -113,11 +113,16 @@ class Outcomes:
             if status in ("merged", "running", "merging") or not isinstance(commit, str) \
                     or not rq.FULL_SHA.fullmatch(commit) or not self.store.objects.is_commit(commit):
                 continue
+            def on_target(sha: str) -> bool:
+                return any(tip and self.store.objects.is_ancestor(sha, tip) for tip in tips)
+            if not on_target(commit):
+                continue
             found = rq.find_branch(self.store, t.get("branch") or f"{rq.BRANCH_PREFIX}{tid}",
                                    m.get("head") or "")
-            if found is not None and found[1] != m.get("head"):
-                continue   # the branch moved on since: that is new work to review
-            if not any(tip and self.store.objects.is_ancestor(commit, tip) for tip in tips):
+            # Only what landed: the head it was landed at, or (policy rebase) the rebased
+            # commits the branch was moved to, all on the target. A commit on it that is not
+            # is new work to review, left alone.
+            if found is not None and found[1] != m.get("head") and not on_target(found[1]):
                 continue
             why = (f"its change landed on {self.target} at {commit[:12]} while another clone "
                    f"moved it to {status}; recorded merged, as it is on {self.target} (more "

@@ -340,6 +340,51 @@ def test_a_landing_a_reply_from_another_clone_overtook_is_recorded_merged(tmp_pa
     assert git(hub, "log", "--format=%s", "main").splitlines().count("Raced") == 1
 
 
+def test_a_rebased_landing_a_reply_overtook_is_recorded_merged_once_the_branch_holds_it(tmp_path):
+    """The chaos schedule (2, 12): the target had moved, so the landing was a rebase at a
+    commit the task's branch never had; a session that resumed the task after the reply then
+    had the branch at that landed commit. All of it is on the target: recorded merged (it was
+    left "queued", and run again until it failed as done without any commit)."""
+    hub, a, b = _two_synced_clones(tmp_path)
+    tid = request(a, convoy(a), "Rebased", {"q.txt": "q\n"})
+    git(a, "push", "-q", "origin", f"brat/{tid}")
+    commit_on(a, "main", {"other.txt": "meanwhile\n"}, "Meanwhile")   # the target moves on
+    git(a, "push", "-q", "origin", "main")
+    run(["git", "grite", "sync"], a)
+    run(["git", "grite", "sync"], b)
+    brat(b, "task", "reply", tid, "-m", "one more thing")
+    assert outcomes(refine(a)) == {tid: "merged"}
+    landed = git(hub, "rev-parse", "main")
+    assert git(a, "rev-parse", f"brat/{tid}") != landed          # a rebase: a new commit
+    git(a, "branch", "-f", f"brat/{tid}", landed)                # (as a resumed session left it)
+    git(a, "push", "-q", "-f", "origin", f"brat/{tid}")
+    run(["git", "grite", "sync"], b)
+    run(["git", "grite", "sync"], a)
+    assert status_of(a, tid) == "queued"
+    report = refine(a)
+    [o] = [o for p in report["passes"] for o in p["outcomes"]]
+    assert o["task"] == tid and o["result"] == "merged" and "another clone" in o["detail"]
+    assert status_of(a, tid) == "merged"
+    assert git(hub, "log", "--format=%s", "main").splitlines().count("Rebased") == 1
+
+
+def test_new_work_on_a_landed_tasks_branch_is_not_recorded_merged(tmp_path):
+    """A commit on the branch that is not on the target is a new round of review."""
+    hub, a, b = _two_synced_clones(tmp_path)
+    tid = request(a, convoy(a), "More", {"m.txt": "m\n"})
+    git(a, "push", "-q", "origin", f"brat/{tid}")
+    run(["git", "grite", "sync"], a)
+    run(["git", "grite", "sync"], b)
+    brat(b, "task", "reply", tid, "-m", "one more thing")
+    assert outcomes(refine(a)) == {tid: "merged"}
+    commit_on(a, f"brat/{tid}", {"m.txt": "m, and more\n"}, "More work")
+    run(["git", "grite", "sync"], b)
+    run(["git", "grite", "sync"], a)
+    assert status_of(a, tid) == "queued"
+    refine(a)
+    assert status_of(a, tid) == "queued"
+
+
 def test_a_forged_landing_naming_a_branch_not_a_commit_forces_nothing(queue):
     """A merge record from the log claiming a blocked task "landed at main": the name is never
     handed to git (it would resolve, and be on the target), so the task stays as it is."""
