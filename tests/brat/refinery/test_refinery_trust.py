@@ -317,23 +317,41 @@ def test_a_refinery_whose_hub_is_down_lands_nothing_and_pushes_once_it_answers(t
     assert status_of(user, tid) == "merged"
 
 
-def test_a_landing_a_reply_from_another_clone_overtook_is_recorded_merged(tmp_path):
+def _reply_races_a_landing(tmp_path, title: str, files: dict, target_moves: bool = False):
+    """B's human replies to a task in review while A's refinery lands it, neither having seen
+    the other's move (the reply is stamped later, so replay takes it over "merged"). With
+    target_moves, main moved on first and the landing is a rebase. (hub, a, b, task), with
+    the landing done on A and nothing synced since."""
     hub, a, b = _two_synced_clones(tmp_path)
-    tid = request(a, convoy(a), "Raced", {"r.txt": "r\n"})
+    tid = request(a, convoy(a), title, files)
     git(a, "push", "-q", "origin", f"brat/{tid}")
+    if target_moves:
+        commit_on(a, "main", {"other.txt": "meanwhile\n"}, "Meanwhile")
+        git(a, "push", "-q", "origin", "main")
     run(["git", "grite", "sync"], a)
     run(["git", "grite", "sync"], b)
-    # B's human replies to the task in review while A's refinery lands it, neither having
-    # seen the other's move: the reply is stamped later, so replay takes it over "merged".
     brat(b, "task", "reply", tid, "-m", "one more thing")
     assert outcomes(refine(a)) == {tid: "merged"}
+    return hub, a, b, tid
+
+
+def _synced_after_the_race(a, b, tid) -> None:
     run(["git", "grite", "sync"], b)
     run(["git", "grite", "sync"], a)
     assert status_of(a, tid) == "queued"                       # the race as replay decides it
+
+
+def _recorded_merged(a, tid) -> None:
     report = refine(a)
     [o] = [o for p in report["passes"] for o in p["outcomes"]]
     assert o["task"] == tid and o["result"] == "merged" and "another clone" in o["detail"]
     assert status_of(a, tid) == "merged"
+
+
+def test_a_landing_a_reply_from_another_clone_overtook_is_recorded_merged(tmp_path):
+    hub, a, b, tid = _reply_races_a_landing(tmp_path, "Raced", {"r.txt": "r\n"})
+    _synced_after_the_race(a, b, tid)
+    _recorded_merged(a, tid)
     run(["git", "grite", "sync"], a)
     run(["git", "grite", "sync"], b)
     assert status_of(b, tid) == "merged"
@@ -345,42 +363,22 @@ def test_a_rebased_landing_a_reply_overtook_is_recorded_merged_once_the_branch_h
     commit the task's branch never had; a session that resumed the task after the reply then
     had the branch at that landed commit. All of it is on the target: recorded merged (it was
     left "queued", and run again until it failed as done without any commit)."""
-    hub, a, b = _two_synced_clones(tmp_path)
-    tid = request(a, convoy(a), "Rebased", {"q.txt": "q\n"})
-    git(a, "push", "-q", "origin", f"brat/{tid}")
-    commit_on(a, "main", {"other.txt": "meanwhile\n"}, "Meanwhile")   # the target moves on
-    git(a, "push", "-q", "origin", "main")
-    run(["git", "grite", "sync"], a)
-    run(["git", "grite", "sync"], b)
-    brat(b, "task", "reply", tid, "-m", "one more thing")
-    assert outcomes(refine(a)) == {tid: "merged"}
+    hub, a, b, tid = _reply_races_a_landing(tmp_path, "Rebased", {"q.txt": "q\n"},
+                                            target_moves=True)
     landed = git(hub, "rev-parse", "main")
     assert git(a, "rev-parse", f"brat/{tid}") != landed          # a rebase: a new commit
     git(a, "branch", "-f", f"brat/{tid}", landed)                # (as a resumed session left it)
     git(a, "push", "-q", "-f", "origin", f"brat/{tid}")
-    run(["git", "grite", "sync"], b)
-    run(["git", "grite", "sync"], a)
-    assert status_of(a, tid) == "queued"
-    report = refine(a)
-    [o] = [o for p in report["passes"] for o in p["outcomes"]]
-    assert o["task"] == tid and o["result"] == "merged" and "another clone" in o["detail"]
-    assert status_of(a, tid) == "merged"
+    _synced_after_the_race(a, b, tid)
+    _recorded_merged(a, tid)
     assert git(hub, "log", "--format=%s", "main").splitlines().count("Rebased") == 1
 
 
 def test_new_work_on_a_landed_tasks_branch_is_not_recorded_merged(tmp_path):
     """A commit on the branch that is not on the target is a new round of review."""
-    hub, a, b = _two_synced_clones(tmp_path)
-    tid = request(a, convoy(a), "More", {"m.txt": "m\n"})
-    git(a, "push", "-q", "origin", f"brat/{tid}")
-    run(["git", "grite", "sync"], a)
-    run(["git", "grite", "sync"], b)
-    brat(b, "task", "reply", tid, "-m", "one more thing")
-    assert outcomes(refine(a)) == {tid: "merged"}
+    _hub, a, b, tid = _reply_races_a_landing(tmp_path, "More", {"m.txt": "m\n"})
     commit_on(a, f"brat/{tid}", {"m.txt": "m, and more\n"}, "More work")
-    run(["git", "grite", "sync"], b)
-    run(["git", "grite", "sync"], a)
-    assert status_of(a, tid) == "queued"
+    _synced_after_the_race(a, b, tid)
     refine(a)
     assert status_of(a, tid) == "queued"
 
