@@ -104,6 +104,8 @@ class Outcomes:
         remote = self.remote()
         if remote:
             tips.append(self.store.objects.rev(f"refs/remotes/{remote}/{self.target}"))
+        def on_target(sha: str) -> bool:
+            return any(tip and self.store.objects.is_ancestor(sha, tip) for tip in tips)
         moves = []
         for tid, m in landed.items():
             t = tasks[tid]
@@ -113,8 +115,6 @@ class Outcomes:
             if status in ("merged", "running", "merging") or not isinstance(commit, str) \
                     or not rq.FULL_SHA.fullmatch(commit) or not self.store.objects.is_commit(commit):
                 continue
-            def on_target(sha: str) -> bool:
-                return any(tip and self.store.objects.is_ancestor(sha, tip) for tip in tips)
             if not on_target(commit):
                 continue
             found = rq.find_branch(self.store, t.get("branch") or f"{rq.BRANCH_PREFIX}{tid}",

@@ -17,7 +17,7 @@ from git_brat.grite.model.leases import (  # noqa: F401  (their home before; nam
     override_refused, parse_resource, ref_for, refname_problem, resource_of)
 from git_brat.grite.model.state import iso
 from git_brat.grite.cache import seals
-from git_brat.grite.cache.leases import CHAIN, chain
+from git_brat.grite.cache.leases import CHAIN, Undecodable, chain, record
 
 if TYPE_CHECKING:
     from git_brat.git.store import Store
@@ -143,12 +143,12 @@ def history(g: "Grite", resource: str, limit: int = 1000) -> list[Lease]:
     out: list[Lease] = []
     sha = g.store.refs.read(ref_for(resource))
     while sha and len(out) < limit:
-        _data, parents = g.store.objects.read_record(sha, ENTRY)
         try:
-            out.append(read_lease(g.store, sha))
-        except CorruptObject:
-            pass   # (one that does not decode is no part of the trail: status names it)
-        sha = parents[0] if parents else None
+            lease, sha = record(g.store, sha)
+        except Undecodable as exc:   # no part of the trail (status names it): on to its parent
+            sha = exc.parent
+            continue
+        out.append(lease)
     return out
 
 
